@@ -1,0 +1,262 @@
+//! One engine instance behind a typed API, with trap recovery.
+
+use std::sync::Arc;
+
+use tandem_api::{
+    Assignment, Fit, Gpu, GpuScore, Job, Outcome, Policy, Profile, Recommendation,
+};
+use wasmtime::Store;
+use wasmtime::component::ResourceAny;
+
+use crate::bindings::Plugin;
+use crate::bindings::tandem::engine::types as wit;
+use crate::limits::{MemoryCapReached, StoreState};
+use crate::runtime::Shared;
+use crate::{Error, Result};
+
+/// A recommender living in its own sandboxed instance (the WIT `recommender` resource).
+///
+/// Every call runs under the runtime's deadline and memory cap. After each call that changes
+/// the knowledge base the host keeps a snapshot of the engine's state; when a call traps, the
+/// instance is thrown away and rebuilt from that snapshot before the error is returned, so no
+/// acknowledged observation is ever lost and the next call is served normally.
+pub struct Recommender {
+    shared: Arc<Shared>,
+    store: Store<StoreState>,
+    plugin: Plugin,
+    handle: ResourceAny,
+    /// The engine's state after the last acknowledged change.
+    snapshot: Vec<u8>,
+    /// Set when a rebuild failed: the next call tries again before anything else.
+    broken: bool,
+    rebuilds: u64,
+}
+
+impl std::fmt::Debug for Recommender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recommender")
+            .field("snapshot_bytes", &self.snapshot.len())
+            .field("rebuilds", &self.rebuilds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an engine call returns before classification: a trap, or the engine's own answer.
+type Raw<T> = wasmtime::Result<Result<T, wit::Error>>;
+
+impl Recommender {
+    pub(crate) fn create(shared: Arc<Shared>, policy: &Policy, seed: u64) -> Result<Self> {
+        let policy = wit::Policy::from(policy.clone());
+        Self::start(shared, "create", |store, plugin| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_create(store, policy, seed)
+        })
+    }
+
+    pub(crate) fn load(shared: Arc<Shared>, state: &[u8]) -> Result<Self> {
+        Self::start(shared, "load", |store, plugin| {
+            plugin.tandem_engine_engine().recommender().call_load(store, state)
+        })
+    }
+
+    /// Instantiates and obtains the resource with `make`, then takes the first snapshot.
+    fn start(
+        shared: Arc<Shared>,
+        call: &'static str,
+        make: impl FnOnce(&mut Store<StoreState>, &Plugin) -> Raw<ResourceAny>,
+    ) -> Result<Self> {
+        let (mut store, plugin) = shared.instantiate()?;
+        let handle = match make(&mut store, &plugin) {
+            Ok(Ok(handle)) => handle,
+            Ok(Err(e)) => return Err(Error::Engine(e.into())),
+            Err(trap) => return Err(classify(call, trap, &shared, store.data())),
+        };
+        let mut recommender = Self {
+            shared,
+            store,
+            plugin,
+            handle,
+            snapshot: Vec::new(),
+            broken: false,
+            rebuilds: 0,
+        };
+        recommender.snapshot = recommender.call("save", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_save(store, handle)
+                .map(Ok)
+        })?;
+        Ok(recommender)
+    }
+
+    /// Records the profile of `job` and files it in the knowledge base.
+    pub fn observe_profile(&mut self, job: &str, profile: &Profile) -> Result<Assignment> {
+        let profile = wit::Profile::from(profile.clone());
+        let assignment = self.call("observe-profile", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_observe_profile(store, handle, job, &profile)
+        })?;
+        self.refresh_snapshot()?;
+        Ok(assignment.into())
+    }
+
+    /// Learns interference from a finished co-location. On error nothing is learned.
+    pub fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
+        let outcome = wit::Outcome::from(outcome.clone());
+        self.call("observe-outcome", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_observe_outcome(store, handle, &outcome)
+        })?;
+        self.refresh_snapshot()
+    }
+
+    /// Groups queued jobs and places each group on one GPU.
+    pub fn recommend(&mut self, queue: &[Job], gpus: &[Gpu]) -> Result<Recommendation> {
+        let queue = to_wit(queue);
+        let gpus = to_wit(gpus);
+        let answer = self.call("recommend", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_recommend(store, handle, &queue, &gpus)
+        })?;
+        Ok(answer.into())
+    }
+
+    /// Judges, for each GPU, whether `job` may be placed on it now.
+    pub fn filter(&mut self, job: &Job, gpus: &[Gpu]) -> Result<Vec<Fit>> {
+        let job = wit::Job::from(job.clone());
+        let gpus = to_wit(gpus);
+        let fits = self.call("filter", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_filter(store, handle, &job, &gpus)
+        })?;
+        Ok(fits.into_iter().map(Into::into).collect())
+    }
+
+    /// Scores each GPU for `job`, 0..=100.
+    pub fn score(&mut self, job: &Job, gpus: &[Gpu]) -> Result<Vec<GpuScore>> {
+        let job = wit::Job::from(job.clone());
+        let gpus = to_wit(gpus);
+        let scores = self.call("score", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_score(store, handle, &job, &gpus)
+        })?;
+        Ok(scores.into_iter().map(Into::into).collect())
+    }
+
+    /// The engine's state as of the last acknowledged change, as `save` produced it; feed it
+    /// to [`Runtime::load`](crate::Runtime::load) to resume.
+    pub fn snapshot(&self) -> &[u8] {
+        &self.snapshot
+    }
+
+    /// How many times the instance was rebuilt after a fault.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds
+    }
+
+    fn refresh_snapshot(&mut self) -> Result<()> {
+        self.snapshot = self.call("save", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_save(store, handle)
+                .map(Ok)
+        })?;
+        Ok(())
+    }
+
+    /// Runs one engine call under the limits; on a trap, rebuilds the instance from the last
+    /// snapshot and returns the classified error.
+    fn call<T>(
+        &mut self,
+        call: &'static str,
+        invoke: impl FnOnce(&mut Store<StoreState>, &Plugin, ResourceAny) -> Raw<T>,
+    ) -> Result<T> {
+        if self.broken {
+            self.rebuild(call)?;
+        }
+        self.store.data_mut().reset();
+        self.store.set_epoch_deadline(self.shared.deadline_ticks());
+        match invoke(&mut self.store, &self.plugin, self.handle) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(Error::Engine(e.into())),
+            Err(trap) => {
+                let error = classify(call, trap, &self.shared, self.store.data());
+                tracing::warn!(call, %error, "engine call failed; rebuilding the instance from its last snapshot");
+                self.broken = true;
+                self.rebuild(call)?;
+                Err(error)
+            }
+        }
+    }
+
+    /// Replaces the store and instance with fresh ones holding the last snapshot.
+    fn rebuild(&mut self, call: &'static str) -> Result<()> {
+        let restore = |shared: &Shared, snapshot: &[u8]| -> Result<_> {
+            let (mut store, plugin) = shared.instantiate()?;
+            let loaded = plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_load(&mut store, snapshot);
+            match loaded {
+                Ok(Ok(handle)) => Ok((store, plugin, handle)),
+                Ok(Err(e)) => Err(Error::Engine(e.into())),
+                Err(trap) => Err(classify("load", trap, shared, store.data())),
+            }
+        };
+        let (store, plugin, handle) =
+            restore(&self.shared, &self.snapshot).map_err(|source| Error::Restore {
+                call,
+                source: Box::new(source),
+            })?;
+        self.store = store;
+        self.plugin = plugin;
+        self.handle = handle;
+        self.broken = false;
+        self.rebuilds += 1;
+        Ok(())
+    }
+}
+
+fn to_wit<A: Clone + Into<W>, W>(items: &[A]) -> Vec<W> {
+    items.iter().cloned().map(Into::into).collect()
+}
+
+/// Names what went wrong in a call that trapped.
+fn classify(call: &'static str, trap: wasmtime::Error, shared: &Shared, state: &StoreState) -> Error {
+    if state.memory_cap_hit || trap.downcast_ref::<MemoryCapReached>().is_some() {
+        return Error::MemoryLimit {
+            call,
+            cap_bytes: shared.config.memory_cap_bytes,
+        };
+    }
+    if trap.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+        return Error::DeadlineExceeded {
+            call,
+            deadline: shared.config.call_deadline,
+        };
+    }
+    if let Some(message) = &state.panic_message {
+        return Error::Panicked {
+            call,
+            message: message.clone(),
+        };
+    }
+    Error::Trapped {
+        call,
+        source: trap.into_boxed_dyn_error(),
+    }
+}

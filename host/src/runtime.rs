@@ -1,0 +1,251 @@
+//! Loading and validating a component, and the wasmtime engine shared by its instances.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use tandem_api::Policy;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, EngineWeak, Store};
+
+use crate::bindings::{Plugin, PluginPre};
+use crate::limits::StoreState;
+use crate::{Error, Recommender, Result};
+
+/// The WIT versions of `tandem:engine` this host loads.
+pub const SUPPORTED_WIT_VERSIONS: &[&str] = &[tandem_api::WIT_VERSION];
+
+/// How often the epoch advances: the granularity of call deadlines.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Limits every call into a component runs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Wall-clock time one call may take before it is interrupted (rounded up to 5 ms).
+    pub call_deadline: Duration,
+    /// Most linear memory one instance may use, in bytes.
+    pub memory_cap_bytes: usize,
+}
+
+impl HostConfig {
+    /// Ten seconds: far above the engine's budget (100 ms for 1,000 jobs over 1,000 GPUs),
+    /// far below what a scheduler would wait for.
+    pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(10);
+    /// 1 GiB: room for a knowledge base of millions of profiles, bounded all the same.
+    pub const DEFAULT_MEMORY_CAP_BYTES: usize = 1 << 30;
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            call_deadline: Self::DEFAULT_CALL_DEADLINE,
+            memory_cap_bytes: Self::DEFAULT_MEMORY_CAP_BYTES,
+        }
+    }
+}
+
+/// What every instance of one component shares.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) pre: PluginPre<StoreState>,
+    pub(crate) config: HostConfig,
+}
+
+impl Shared {
+    /// Epoch ticks a call may run for.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        deadline_ticks(self.config.call_deadline)
+    }
+
+    /// A fresh store and instance, under the configured limits.
+    pub(crate) fn instantiate(&self) -> Result<(Store<StoreState>, Plugin)> {
+        let mut store = Store::new(&self.engine, StoreState::new(self.config.memory_cap_bytes));
+        store.limiter(|state| state);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(self.deadline_ticks());
+        let plugin = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| Error::wasmtime("instantiate", e))?;
+        Ok((store, plugin))
+    }
+}
+
+/// One compiled and validated engine component, ready to create recommenders.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+    wit_version: String,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("wit_version", &self.wit_version)
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Reads, validates and compiles the component at `path`.
+    pub fn from_file(path: &Path, config: HostConfig) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_bytes(&bytes, config)
+    }
+
+    /// Validates and compiles a component given as bytes.
+    ///
+    /// Rejects, with an error saying which, bytes that are not wasm, a core module, a
+    /// component that does not export `tandem:engine/engine`, one that exports another
+    /// version of it, and one that imports anything but the engine's `log`.
+    pub fn from_bytes(bytes: &[u8], config: HostConfig) -> Result<Self> {
+        check_header(bytes)?;
+        let mut wasm_config = Config::new();
+        wasm_config.epoch_interruption(true);
+        let engine = Engine::new(&wasm_config).map_err(|e| Error::wasmtime("configure", e))?;
+        let component =
+            Component::new(&engine, bytes).map_err(|e| Error::wasmtime("compile", e))?;
+        let wit_version = check_world(&engine, &component)?;
+
+        let mut linker = Linker::<StoreState>::new(&engine);
+        Plugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |state| state)
+            .map_err(|e| Error::wasmtime("link", e))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(PluginPre::new)
+            .map_err(|e| Error::wasmtime("type-check", e))?;
+        spawn_epoch_ticker(engine.weak());
+        Ok(Self {
+            shared: Arc::new(Shared {
+                engine,
+                pre,
+                config,
+            }),
+            wit_version,
+        })
+    }
+
+    /// The `tandem:engine` version the component implements (for example `0.1.0`).
+    pub fn wit_version(&self) -> &str {
+        &self.wit_version
+    }
+
+    /// The limits calls run under.
+    pub fn config(&self) -> &HostConfig {
+        &self.shared.config
+    }
+
+    /// A recommender with an empty knowledge base, in its own instance.
+    pub fn create(&self, policy: &Policy, seed: u64) -> Result<Recommender> {
+        Recommender::create(Arc::clone(&self.shared), policy, seed)
+    }
+
+    /// A recommender restored from a snapshot taken with [`Recommender::snapshot`].
+    pub fn load(&self, state: &[u8]) -> Result<Recommender> {
+        Recommender::load(Arc::clone(&self.shared), state)
+    }
+
+    /// The engine implementation's own version, asked of a fresh instance.
+    pub fn engine_version(&self) -> Result<String> {
+        let (mut store, plugin) = self.shared.instantiate()?;
+        plugin
+            .tandem_engine_engine()
+            .call_engine_version(&mut store)
+            .map_err(|e| Error::wasmtime("call engine-version on", e))
+    }
+}
+
+/// Whole epoch ticks covering `deadline`, at least one.
+fn deadline_ticks(deadline: Duration) -> u64 {
+    let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
+    u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+}
+
+/// Tells core modules and non-wasm files from components before compiling anything.
+fn check_header(bytes: &[u8]) -> Result<()> {
+    const MAGIC: &[u8] = b"\0asm";
+    // The 4 bytes after the magic: version 1 for core modules, layer 1 for components.
+    const CORE: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
+    if !bytes.starts_with(MAGIC) || bytes.len() < 8 {
+        return Err(Error::NotWasm);
+    }
+    if bytes[4..8] == CORE {
+        return Err(Error::CoreModule);
+    }
+    Ok(())
+}
+
+/// Checks what the component exports and imports; returns its `tandem:engine` version.
+fn check_world(engine: &Engine, component: &Component) -> Result<String> {
+    let ty = component.component_type();
+    let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+    let found = exports
+        .iter()
+        .find_map(|name| name.strip_prefix("tandem:engine/engine@"))
+        .ok_or_else(|| Error::NotAnEngine {
+            exports: if exports.is_empty() {
+                "nothing".into()
+            } else {
+                exports.join(", ")
+            },
+        })?;
+    if !SUPPORTED_WIT_VERSIONS.contains(&found) {
+        return Err(Error::UnsupportedVersion {
+            found: found.to_owned(),
+            supported: SUPPORTED_WIT_VERSIONS.join(", "),
+        });
+    }
+    let types = format!("tandem:engine/types@{found}");
+    if let Some((name, _)) = ty
+        .imports(engine)
+        .find(|(name, _)| *name != "log" && *name != types)
+    {
+        return Err(Error::ForbiddenImport {
+            name: name.to_owned(),
+        });
+    }
+    Ok(found.to_owned())
+}
+
+/// Advances the engine's epoch every tick until the engine is dropped. Holding only a weak
+/// handle lets the runtime be dropped (and the thread end) whenever its users are done.
+fn spawn_epoch_ticker(engine: EngineWeak) {
+    let spawned = thread::Builder::new()
+        .name("tandem-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = engine.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        // Without a ticker no deadline can fire; say so loudly rather than fail to load.
+        tracing::error!("cannot start the epoch thread, call deadlines are off: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_tell_core_modules_and_junk_from_components() {
+        assert!(matches!(check_header(b"hello world"), Err(Error::NotWasm)));
+        assert!(matches!(check_header(b"\0asm\x01\0\0\0"), Err(Error::CoreModule)));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn deadlines_round_up_to_whole_ticks() {
+        assert_eq!(deadline_ticks(Duration::ZERO), 1);
+        assert_eq!(deadline_ticks(Duration::from_millis(1)), 1);
+        assert_eq!(deadline_ticks(Duration::from_millis(12)), 3);
+        assert_eq!(deadline_ticks(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,494 @@
+//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.1.0` (`wit/v0.1.0/engine.wit`).
+//!
+//! Every host-facing crate speaks these types: the engine implements its logic on them, the
+//! component glue converts them to and from the canonical ABI, and `tandem-host` exposes them as
+//! its typed API, so a caller cannot tell (except by speed and isolation) whether it talks to the
+//! sandboxed component or to the engine compiled natively. Field names follow the WIT names in
+//! `snake_case`, which is also their JSON form.
+//!
+//! Each item's documentation is the WIT's; keep the two in step.
+
+use serde::{Deserialize, Serialize};
+
+/// The WIT package this crate mirrors.
+pub const WIT_PACKAGE: &str = "tandem:engine";
+/// The WIT version this crate mirrors.
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// Severity of a log line the engine sends to its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    /// Very detailed tracing, usually disabled.
+    Trace,
+    /// Diagnostics for developers.
+    Debug,
+    /// Normal operation worth recording.
+    Info,
+    /// Something unexpected that the engine worked around.
+    Warn,
+    /// A failure; a guest panic is reported at this level just before the guest traps.
+    Error,
+}
+
+/// Black-box telemetry of one job over its profiling window, measured on one GPU model.
+///
+/// This is everything the engine ever learns about what a job runs: no model name, dataset,
+/// batch size, image, command or user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Maximum streaming-multiprocessor utilization seen in the window, 0..=100.
+    pub gpu_util_pct: f32,
+    /// Maximum share of time device memory was being read or written, 0..=100.
+    pub mem_access_pct: f32,
+    /// Maximum device memory the job used, in MiB.
+    pub mem_used_mib: u32,
+    /// GPU model the profile was measured on (for example `V100`).
+    pub gpu_model: String,
+}
+
+/// Characteristics of one GPU model. Only `model` and `memory_mib` are required; the rest feed
+/// heterogeneity-aware prediction and user priorities when a host knows them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// GPU model name (for example `V100`), matched against [`Profile::gpu_model`].
+    pub model: String,
+    /// Device memory, in MiB.
+    pub memory_mib: u32,
+    /// Streaming multiprocessors, if known.
+    #[serde(default)]
+    pub sm_count: Option<u32>,
+    /// CUDA cores, if known.
+    #[serde(default)]
+    pub cuda_cores: Option<u32>,
+    /// Tensor cores, if known.
+    #[serde(default)]
+    pub tensor_cores: Option<u32>,
+    /// Memory bandwidth in GB/s, if known.
+    #[serde(default)]
+    pub mem_bandwidth_gbps: Option<f32>,
+    /// Memory clock in MHz, if known.
+    #[serde(default)]
+    pub mem_clock_mhz: Option<u32>,
+    /// Price of one GPU-hour in the operator's currency, if known.
+    #[serde(default)]
+    pub price_per_hour: Option<f32>,
+    /// Board power in watts, if known.
+    #[serde(default)]
+    pub power_watts: Option<f32>,
+}
+
+impl GpuSpec {
+    /// A spec that knows only the model and its memory.
+    pub fn new(model: impl Into<String>, memory_mib: u32) -> Self {
+        Self {
+            model: model.into(),
+            memory_mib,
+            ..Self::default()
+        }
+    }
+}
+
+/// Opt-in description of a job's model, for placing it before any profiling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSummary {
+    /// Size of the parameters, in MiB.
+    pub params_mib: f32,
+    /// Size of the activations of one batch, in MiB.
+    pub activations_mib: f32,
+    /// Size of one input batch, in MiB.
+    pub input_mib: f32,
+    /// Training batch size.
+    pub batch_size: u32,
+    /// Floating-point work of one forward pass, in GFLOPs.
+    pub gflops: f32,
+    /// Number of convolution layers.
+    pub conv_layers: u32,
+    /// Number of fully connected layers.
+    pub linear_layers: u32,
+    /// Number of activation layers.
+    pub activation_layers: u32,
+    /// Number of all other layers.
+    pub other_layers: u32,
+}
+
+/// What the user who submitted a job cares about most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    /// Finish as early as possible.
+    Latency,
+    /// Spend as little as possible (uses [`GpuSpec::price_per_hour`]).
+    Cost,
+    /// Use as little energy as possible (uses [`GpuSpec::power_watts`]).
+    Energy,
+}
+
+/// One job, queued or already running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Opaque identifier. Hosts key real names (HMAC with a per-cluster secret) before they
+    /// reach the engine; the engine never needs to know what a job is called.
+    pub id: String,
+    /// Telemetry from the job's profiling window, if it was profiled. When absent the engine
+    /// falls back to a profile observed earlier under the same id.
+    #[serde(default)]
+    pub profile: Option<Profile>,
+    /// The model the user declared instead of (or besides) being profiled.
+    #[serde(default)]
+    pub declared: Option<ModelSummary>,
+    /// What the job's user cares about; `latency` when absent.
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// Submission time in seconds on the host's clock (the engine has no clock).
+    #[serde(default)]
+    pub submitted_at_s: f64,
+}
+
+impl Job {
+    /// A job known only by its id (its profile was observed earlier, or is unknown).
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            profile: None,
+            declared: None,
+            priority: None,
+            submitted_at_s: 0.0,
+        }
+    }
+
+    /// A job with a profile.
+    pub fn profiled(id: impl Into<String>, profile: Profile) -> Self {
+        Self {
+            profile: Some(profile),
+            ..Self::new(id)
+        }
+    }
+}
+
+/// One GPU a job could be placed on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    /// Unique identifier, conventionally `<node>/<index>`.
+    pub id: String,
+    /// Node the GPU belongs to.
+    pub node: String,
+    /// Model and capacity of the GPU.
+    pub spec: GpuSpec,
+    /// Jobs already running on this GPU. A resident without a profile, and without one
+    /// observed earlier, is treated as using the whole GPU: the engine never guesses memory in
+    /// a job's favour.
+    #[serde(default)]
+    pub residents: Vec<Job>,
+}
+
+/// What a recommendation optimizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Objective {
+    /// Maximize packing saving while keeping individual slowdown low.
+    #[default]
+    Balanced,
+    /// The user's view: smallest individual slowdown.
+    MinSlowdown,
+    /// The provider's view: fill GPUs as tightly as memory and utilization allow.
+    MaxPacking,
+}
+
+impl Objective {
+    /// Every objective, in WIT order.
+    pub const ALL: [Objective; 3] = [
+        Objective::Balanced,
+        Objective::MinSlowdown,
+        Objective::MaxPacking,
+    ];
+
+    /// The WIT / command-line name (`balanced`, `min-slowdown`, `max-packing`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Balanced => "balanced",
+            Objective::MinSlowdown => "min-slowdown",
+            Objective::MaxPacking => "max-packing",
+        }
+    }
+}
+
+impl std::fmt::Display for Objective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Objective {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Objective::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| {
+                format!("unknown objective `{s}` (expected balanced, min-slowdown or max-packing)")
+            })
+    }
+}
+
+/// Settings of one recommender.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// What `recommend` optimizes.
+    #[serde(default)]
+    pub objective: Objective,
+    /// Most jobs, residents included, that may share one GPU (at least 1).
+    #[serde(default = "Policy::default_max_jobs_per_gpu")]
+    pub max_jobs_per_gpu: u32,
+    /// Probability, 0..=1, of ignoring the low-uncertainty-first precedence (exploration).
+    #[serde(default)]
+    pub exploration: f32,
+}
+
+impl Policy {
+    /// Two jobs per GPU: the pairing the research this engine builds on measured.
+    pub const DEFAULT_MAX_JOBS_PER_GPU: u32 = 2;
+
+    fn default_max_jobs_per_gpu() -> u32 {
+        Self::DEFAULT_MAX_JOBS_PER_GPU
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            objective: Objective::default(),
+            max_jobs_per_gpu: Self::DEFAULT_MAX_JOBS_PER_GPU,
+            exploration: 0.0,
+        }
+    }
+}
+
+/// Measured result of one finished co-location, used to learn interference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// GPU model the jobs shared.
+    pub gpu_model: String,
+    /// Ids of the jobs that shared the GPU (profiles observed earlier).
+    pub jobs: Vec<String>,
+    /// Completion time of each job alone on that GPU model, in seconds.
+    pub solo_s: Vec<f64>,
+    /// Completion time of each job while co-located, in seconds.
+    pub colocated_s: Vec<f64>,
+}
+
+/// Where `observe_profile` filed a job in the knowledge base.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// Cluster of similar jobs the profile belongs to.
+    pub cluster: u32,
+    /// 0 (at the cluster's centre) ..= 1 (far from any cluster).
+    pub uncertainty: f32,
+}
+
+/// Predicted effect of a placement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// Individual slowdown of each placed job, in percent, in the order of
+    /// [`Placement::jobs`]: `(co-located time - solo time) / solo time * 100`.
+    pub slowdown_pct: Vec<f32>,
+    /// Packing saving of the whole group on the GPU, in percent:
+    /// `(sum of solo times - max co-located time) / sum of solo times * 100`.
+    pub packing_saving_pct: f32,
+    /// 0 (confident) ..= 1 (no evidence) for this prediction.
+    pub uncertainty: f32,
+    /// Predicted peak memory of the whole group on the GPU, residents included, in MiB.
+    pub peak_mem_mib: u32,
+}
+
+/// Jobs the engine recommends placing together on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Queued jobs to start on `gpu`, in the order of [`Prediction::slowdown_pct`].
+    pub jobs: Vec<String>,
+    /// Jobs already running on `gpu` that the placed jobs will share it with.
+    pub residents: Vec<String>,
+    /// The GPU chosen.
+    pub gpu: String,
+    /// What the engine expects to happen.
+    pub predicted: Prediction,
+    /// Why this placement was chosen, for a person to read.
+    pub reason: String,
+}
+
+/// A queued job the engine could not place now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unplaced {
+    /// The job's id.
+    pub job: String,
+    /// Why it was not placed, for a person to read.
+    pub reason: String,
+}
+
+/// Answer of `recommend`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// Groups to start, one per GPU.
+    pub placements: Vec<Placement>,
+    /// Jobs that stay queued.
+    pub unplaced: Vec<Unplaced>,
+}
+
+/// Answer of `filter` for one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// The GPU judged.
+    pub gpu: String,
+    /// Whether the job may be placed there now.
+    pub fits: bool,
+    /// Why not (empty when it fits), for a person to read.
+    pub reason: String,
+}
+
+/// Answer of `score` for one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuScore {
+    /// The GPU judged.
+    pub gpu: String,
+    /// 0 (worst) ..= 100 (best); GPUs the job does not fit score 0.
+    pub score: u8,
+}
+
+/// Errors the engine returns as values (a trap is never used for these).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "message")]
+pub enum EngineError {
+    /// An input breaks the contract (a NaN, a percentage out of range, duplicate ids,
+    /// mismatched list lengths, an unreadable snapshot); the text names the field.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// An outcome or resident names a job whose profile the engine has never seen.
+    #[error("unknown job: {0}")]
+    UnknownJob(String),
+    /// The request is well formed but cannot be satisfied (for example no GPU at all).
+    #[error("infeasible: {0}")]
+    Infeasible(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objective_names_round_trip_through_from_str_and_serde() {
+        for objective in Objective::ALL {
+            assert_eq!(objective.name().parse::<Objective>(), Ok(objective));
+            let json = serde_json::to_string(&objective).unwrap();
+            assert_eq!(json, format!("\"{}\"", objective.name()));
+        }
+        assert!("fastest".parse::<Objective>().unwrap_err().contains("fastest"));
+    }
+
+    #[test]
+    fn policy_fields_default_when_absent() {
+        let policy: Policy = serde_json::from_str("{}").unwrap();
+        assert_eq!(policy, Policy::default());
+    }
+}
+
+/// Generates `From` conversions, both ways, between a type of this crate and its twin
+/// generated from the WIT by a bindings generator (wit-bindgen in the guest, wasmtime's
+/// `bindgen!` in the host).
+///
+/// Each field says how it converts: bare (moved as is), `into` (its own twin), `vec` (a list
+/// of twins) or `option` (an optional twin). Enums list their variants.
+///
+/// ```text
+/// tandem_api::mirror!(struct wit::Gpu, tandem_api::Gpu { id, node, spec: into, residents: vec });
+/// tandem_api::mirror!(enum wit::Objective, tandem_api::Objective { Balanced, MinSlowdown, MaxPacking });
+/// ```
+#[macro_export]
+macro_rules! mirror {
+    (struct $wit:ty, $api:ty { $($field:ident $(: $how:ident)?),* $(,)? }) => {
+        impl ::core::convert::From<$wit> for $api {
+            fn from(value: $wit) -> Self {
+                Self { $($field: $crate::mirror!(@field value.$field $(, $how)?)),* }
+            }
+        }
+        impl ::core::convert::From<$api> for $wit {
+            fn from(value: $api) -> Self {
+                Self { $($field: $crate::mirror!(@field value.$field $(, $how)?)),* }
+            }
+        }
+    };
+    (enum $wit:ty, $api:ty { $($variant:ident),* $(,)? }) => {
+        impl ::core::convert::From<$wit> for $api {
+            fn from(value: $wit) -> Self {
+                match value { $(<$wit>::$variant => <$api>::$variant),* }
+            }
+        }
+        impl ::core::convert::From<$api> for $wit {
+            fn from(value: $api) -> Self {
+                match value { $(<$api>::$variant => <$wit>::$variant),* }
+            }
+        }
+    };
+    (@field $value:expr) => { $value };
+    (@field $value:expr, into) => { ::core::convert::Into::into($value) };
+    (@field $value:expr, vec) => {
+        ::core::iter::Iterator::collect(
+            ::core::iter::Iterator::map(::core::iter::IntoIterator::into_iter($value), ::core::convert::Into::into),
+        )
+    };
+    (@field $value:expr, option) => { ::core::option::Option::map($value, ::core::convert::Into::into) };
+}
+
+/// Invokes [`mirror!`] for every type of the contract. `$wit` is the path of the generated
+/// `types` interface module and `$error` the generated error variant type, which converts by
+/// hand because it carries data.
+#[macro_export]
+macro_rules! mirror_contract {
+    ($wit:path) => {
+        use $wit as wit_types;
+        $crate::mirror!(enum wit_types::LogLevel, $crate::LogLevel { Trace, Debug, Info, Warn, Error });
+        $crate::mirror!(struct wit_types::Profile, $crate::Profile { gpu_util_pct, mem_access_pct, mem_used_mib, gpu_model });
+        $crate::mirror!(struct wit_types::GpuSpec, $crate::GpuSpec {
+            model, memory_mib, sm_count, cuda_cores, tensor_cores, mem_bandwidth_gbps, mem_clock_mhz,
+            price_per_hour, power_watts,
+        });
+        $crate::mirror!(struct wit_types::ModelSummary, $crate::ModelSummary {
+            params_mib, activations_mib, input_mib, batch_size, gflops, conv_layers, linear_layers,
+            activation_layers, other_layers,
+        });
+        $crate::mirror!(enum wit_types::Priority, $crate::Priority { Latency, Cost, Energy });
+        $crate::mirror!(struct wit_types::Job, $crate::Job { id, profile: option, declared: option, priority: option, submitted_at_s });
+        $crate::mirror!(struct wit_types::Gpu, $crate::Gpu { id, node, spec: into, residents: vec });
+        $crate::mirror!(enum wit_types::Objective, $crate::Objective { Balanced, MinSlowdown, MaxPacking });
+        $crate::mirror!(struct wit_types::Policy, $crate::Policy { objective: into, max_jobs_per_gpu, exploration });
+        $crate::mirror!(struct wit_types::Outcome, $crate::Outcome { gpu_model, jobs, solo_s, colocated_s });
+        $crate::mirror!(struct wit_types::Assignment, $crate::Assignment { cluster, uncertainty });
+        $crate::mirror!(struct wit_types::Prediction, $crate::Prediction { slowdown_pct, packing_saving_pct, uncertainty, peak_mem_mib });
+        $crate::mirror!(struct wit_types::Placement, $crate::Placement { jobs, residents, gpu, predicted: into, reason });
+        $crate::mirror!(struct wit_types::Unplaced, $crate::Unplaced { job, reason });
+        $crate::mirror!(struct wit_types::Recommendation, $crate::Recommendation { placements: vec, unplaced: vec });
+        $crate::mirror!(struct wit_types::Fit, $crate::Fit { gpu, fits, reason });
+        $crate::mirror!(struct wit_types::GpuScore, $crate::GpuScore { gpu, score });
+
+        impl ::core::convert::From<wit_types::Error> for $crate::EngineError {
+            fn from(value: wit_types::Error) -> Self {
+                match value {
+                    wit_types::Error::InvalidInput(m) => Self::InvalidInput(m),
+                    wit_types::Error::UnknownJob(m) => Self::UnknownJob(m),
+                    wit_types::Error::Infeasible(m) => Self::Infeasible(m),
+                }
+            }
+        }
+        impl ::core::convert::From<$crate::EngineError> for wit_types::Error {
+            fn from(value: $crate::EngineError) -> Self {
+                match value {
+                    $crate::EngineError::InvalidInput(m) => Self::InvalidInput(m),
+                    $crate::EngineError::UnknownJob(m) => Self::UnknownJob(m),
+                    $crate::EngineError::Infeasible(m) => Self::Infeasible(m),
+                }
+            }
+        }
+    };
+}

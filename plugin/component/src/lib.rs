@@ -1,0 +1,106 @@
+//! The Tandem engine as a WebAssembly component.
+//!
+//! This crate is glue only: it implements the `plugin` world of `wit/v0.1.0` by converting
+//! the canonical-ABI types wit-bindgen generates to [`tandem_api`] types and calling
+//! [`tandem_engine`]. Built for `wasm32-unknown-unknown` (`cargo xtask component`) it becomes
+//! the component every Tandem host loads; it imports nothing but the host's `log` function.
+//!
+//! A panic inside the engine is reported through `log` at error level (so the host can tell a
+//! panic from other traps and show its message) before the guest aborts.
+
+mod convert;
+
+use std::cell::RefCell;
+use std::sync::Once;
+
+use bindings::exports::tandem::engine::engine::{self as wit_engine, GuestRecommender};
+use bindings::tandem::engine::types as wit;
+
+#[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/v0.1.0",
+        world: "plugin",
+    });
+
+    use super::Component;
+    export!(Component);
+}
+
+/// Marks the messages the host recognises as a guest panic.
+pub const PANIC_PREFIX: &str = "guest panicked: ";
+
+/// Forwards panics to the host's log before the abort turns them into a trap.
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            bindings::log(wit::LogLevel::Error, &format!("{PANIC_PREFIX}{info}"));
+        }));
+    });
+}
+
+/// The component's entry point.
+struct Component;
+
+impl wit_engine::Guest for Component {
+    type Recommender = Recommender;
+
+    fn engine_version() -> String {
+        tandem_engine::engine_version().to_owned()
+    }
+}
+
+/// The `recommender` resource: one engine behind a `RefCell`, because the canonical ABI hands
+/// methods `&self` while observations change the knowledge base.
+struct Recommender(RefCell<tandem_engine::Recommender>);
+
+impl Recommender {
+    fn wrap(engine: tandem_engine::Recommender) -> wit_engine::Recommender {
+        wit_engine::Recommender::new(Self(RefCell::new(engine)))
+    }
+}
+
+type WitResult<T> = Result<T, wit::Error>;
+
+impl GuestRecommender for Recommender {
+    fn create(policy: wit::Policy, seed: u64) -> WitResult<wit_engine::Recommender> {
+        install_panic_hook();
+        let engine = tandem_engine::Recommender::new(policy.into(), seed)?;
+        Ok(Self::wrap(engine))
+    }
+
+    fn observe_profile(&self, job: String, p: wit::Profile) -> WitResult<wit::Assignment> {
+        let assignment = self.0.borrow_mut().observe_profile(&job, p.into())?;
+        Ok(assignment.into())
+    }
+
+    fn observe_outcome(&self, o: wit::Outcome) -> WitResult<()> {
+        Ok(self.0.borrow_mut().observe_outcome(&o.into())?)
+    }
+
+    fn recommend(&self, queue: Vec<wit::Job>, gpus: Vec<wit::Gpu>) -> WitResult<wit::Recommendation> {
+        let queue = convert::all(queue);
+        let gpus = convert::all(gpus);
+        Ok(self.0.borrow().recommend(&queue, &gpus)?.into())
+    }
+
+    fn filter(&self, job: wit::Job, gpus: Vec<wit::Gpu>) -> WitResult<Vec<wit::Fit>> {
+        let fits = self.0.borrow().filter(&job.into(), &convert::all(gpus))?;
+        Ok(convert::all(fits))
+    }
+
+    fn score(&self, job: wit::Job, gpus: Vec<wit::Gpu>) -> WitResult<Vec<wit::GpuScore>> {
+        let scores = self.0.borrow().score(&job.into(), &convert::all(gpus))?;
+        Ok(convert::all(scores))
+    }
+
+    fn save(&self) -> Vec<u8> {
+        self.0.borrow().save()
+    }
+
+    fn load(state: Vec<u8>) -> WitResult<wit_engine::Recommender> {
+        install_panic_hook();
+        Ok(Self::wrap(tandem_engine::Recommender::load(&state)?))
+    }
+}

@@ -1,0 +1,93 @@
+//! How much co-located jobs slow each other down, and what sharing saves.
+//!
+//! Definitions (DESIGN.md §1), used everywhere in Tandem:
+//! - individual slowdown `IndSD(j) = (J_c(j) - J_a(j)) / J_a(j)`, co-located vs alone;
+//! - packing saving `PacSav = (Σ J_a - max J_c) / Σ J_a`, time saved by running together
+//!   instead of one after another.
+//!
+//! The skeleton predicts slowdowns with an analytic prior from the profiles alone: when the
+//! summed SM utilization exceeds 100% the GPU time-slices, so every job runs at `1/U` of its
+//! solo speed; on top of that, each co-runner's memory traffic costs a quarter of its
+//! memory-access share. The prior carries full uncertainty; outcomes observed for the same
+//! group replace it (see the knowledge base). Slowdowns here are fractions (0.25 = 25%).
+
+use tandem_api::Profile;
+
+/// Extra slowdown per unit of a co-runner's memory-access share (0..=1). A quarter matches
+/// the order of magnitude the JRS/PriRecT pair tables show for memory-bound partners.
+const MEMORY_CONTENTION_WEIGHT: f64 = 0.25;
+
+/// Predicted individual slowdowns (fractions) of each member of a group sharing one GPU,
+/// from their profiles alone.
+pub fn prior_slowdowns(group: &[&Profile]) -> Vec<f64> {
+    let total_util: f64 = group
+        .iter()
+        .map(|p| f64::from(p.gpu_util_pct) / 100.0)
+        .sum();
+    let total_access: f64 = group
+        .iter()
+        .map(|p| f64::from(p.mem_access_pct) / 100.0)
+        .sum();
+    let time_slicing = (total_util - 1.0).max(0.0);
+    group
+        .iter()
+        .map(|p| {
+            let others_access = total_access - f64::from(p.mem_access_pct) / 100.0;
+            time_slicing + MEMORY_CONTENTION_WEIGHT * others_access
+        })
+        .collect()
+}
+
+/// Time saved by running a group together instead of one after another, in units of one
+/// job's solo time, assuming equal solo times: `n - max(1 + s)`. Zero for a job alone.
+pub fn time_saved(slowdowns: &[f64]) -> f64 {
+    if slowdowns.len() < 2 {
+        return 0.0;
+    }
+    let longest = slowdowns.iter().fold(0.0_f64, |m, s| m.max(1.0 + s));
+    slowdowns.len() as f64 - longest
+}
+
+/// Packing saving (fraction) of a group, assuming equal solo times.
+pub fn packing_saving(slowdowns: &[f64]) -> f64 {
+    if slowdowns.is_empty() {
+        return 0.0;
+    }
+    time_saved(slowdowns) / slowdowns.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(util: f32, access: f32) -> Profile {
+        Profile {
+            gpu_util_pct: util,
+            mem_access_pct: access,
+            mem_used_mib: 1000,
+            gpu_model: "V100".into(),
+        }
+    }
+
+    #[test]
+    fn a_job_alone_is_not_slowed_down() {
+        assert_eq!(prior_slowdowns(&[&profile(90.0, 0.0)]), vec![0.0]);
+        assert_eq!(packing_saving(&[0.0]), 0.0);
+    }
+
+    #[test]
+    fn oversubscribed_gpus_time_slice() {
+        let (a, b) = (profile(80.0, 0.0), profile(70.0, 0.0));
+        let s = prior_slowdowns(&[&a, &b]);
+        assert!((s[0] - 0.5).abs() < 1e-9 && (s[1] - 0.5).abs() < 1e-9, "{s:?}");
+    }
+
+    #[test]
+    fn packing_saving_follows_the_definition() {
+        // Two jobs of 100 s each, co-located they take 120 s and 110 s:
+        // (200 - 120) / 200 = 0.4.
+        assert!((packing_saving(&[0.2, 0.1]) - 0.4).abs() < 1e-12);
+        // Sharing that doubles both run times saves nothing.
+        assert!(packing_saving(&[1.0, 1.0]).abs() < 1e-12);
+    }
+}

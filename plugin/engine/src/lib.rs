@@ -1,0 +1,118 @@
+//! Tandem's decision engine: which queued jobs should share a GPU, and where.
+//!
+//! This crate is the logic behind the `tandem:engine` WIT contract. It is plain Rust with no
+//! I/O, no clock and no randomness of its own (the host passes a seed), so it compiles both
+//! natively, for unit tests and benchmarks, and to `wasm32-unknown-unknown`, where
+//! `tandem-engine-component` wraps it as the sandboxed component hosts load. Its types are those
+//! of [`tandem_api`], the Rust mirror of the WIT.
+//!
+//! The policy is the walking skeleton's: first fit by memory under a per-GPU job cap, with an
+//! analytic interference prior ([`interference`]) refined by outcomes observed for the same
+//! pair of jobs. The memory guard is exact: no placement ever puts a GPU over its memory, and a
+//! resident whose memory is unknown makes its GPU unavailable.
+//!
+//! ```
+//! use tandem_api::{Gpu, GpuSpec, Job, Policy, Profile};
+//! use tandem_engine::Recommender;
+//!
+//! let engine = Recommender::new(Policy::default(), 7)?;
+//! let profile = |mib| Profile { gpu_util_pct: 40.0, mem_access_pct: 20.0, mem_used_mib: mib, gpu_model: "V100".into() };
+//! let gpus = [Gpu { id: "node-a/0".into(), node: "node-a".into(), spec: GpuSpec::new("V100", 16384), residents: vec![] }];
+//! let queue = [Job::profiled("a", profile(6000)), Job::profiled("b", profile(9000)), Job::profiled("c", profile(4000))];
+//! let answer = engine.recommend(&queue, &gpus)?;
+//! assert_eq!(answer.placements[0].jobs, ["a", "b"]); // 15,000 MiB of 16,384: c no longer fits
+//! assert_eq!(answer.unplaced[0].job, "c");
+//! # Ok::<(), tandem_api::EngineError>(())
+//! ```
+
+pub mod interference;
+mod knowledge;
+mod placement;
+mod snapshot;
+mod validate;
+
+use tandem_api::{
+    Assignment, EngineError, Fit, Gpu, GpuScore, Job, Outcome, Policy, Profile, Recommendation,
+};
+
+use crate::knowledge::Knowledge;
+
+/// Result of an engine call: errors are values the caller can act on, never panics.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Version of this engine implementation (not of the WIT contract).
+pub fn engine_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// One knowledge base plus the policy that uses it (the WIT `recommender` resource).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recommender {
+    policy: Policy,
+    seed: u64,
+    knowledge: Knowledge,
+}
+
+impl Recommender {
+    /// A recommender with an empty knowledge base; `seed` drives exploration.
+    pub fn new(policy: Policy, seed: u64) -> Result<Self> {
+        validate::policy(&policy)?;
+        Ok(Self {
+            policy,
+            seed,
+            knowledge: Knowledge::default(),
+        })
+    }
+
+    /// The policy this recommender applies.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The seed exploration is drawn from.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Records the profile of `job` (replacing an earlier one) and files it in the knowledge base.
+    pub fn observe_profile(&mut self, job: &str, profile: Profile) -> Result<Assignment> {
+        validate::job_id(job, "job")?;
+        validate::profile(&profile, "profile")?;
+        Ok(self.knowledge.observe_profile(job, profile))
+    }
+
+    /// Learns interference from a finished co-location. On error nothing is learned.
+    pub fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
+        validate::outcome(outcome)?;
+        self.knowledge.observe_outcome(outcome)
+    }
+
+    /// Groups queued jobs and places each group on one GPU. Does not change the knowledge base.
+    pub fn recommend(&self, queue: &[Job], gpus: &[Gpu]) -> Result<Recommendation> {
+        validate::request(queue, gpus)?;
+        Ok(placement::Planner::new(&self.policy, &self.knowledge, self.seed, gpus)
+            .recommend(queue))
+    }
+
+    /// Judges, for each GPU, whether `job` may be placed on it now (memory guard and job cap).
+    pub fn filter(&self, job: &Job, gpus: &[Gpu]) -> Result<Vec<Fit>> {
+        validate::request(std::slice::from_ref(job), gpus)?;
+        placement::Planner::new(&self.policy, &self.knowledge, self.seed, gpus).filter(job)
+    }
+
+    /// Scores each GPU for `job`, 0..=100, higher is better; GPUs it does not fit score 0.
+    pub fn score(&self, job: &Job, gpus: &[Gpu]) -> Result<Vec<GpuScore>> {
+        validate::request(std::slice::from_ref(job), gpus)?;
+        placement::Planner::new(&self.policy, &self.knowledge, self.seed, gpus).score(job)
+    }
+
+    /// Serializes the whole state (policy, seed, knowledge base).
+    pub fn save(&self) -> Vec<u8> {
+        snapshot::save(self)
+    }
+
+    /// Rebuilds a recommender from bytes produced by [`Recommender::save`].
+    pub fn load(state: &[u8]) -> Result<Self> {
+        snapshot::load(state)
+    }
+}

@@ -1,0 +1,537 @@
+//! Turning a queue into placements: the memory guard, the per-GPU job cap and the objectives.
+//!
+//! The skeleton places jobs one at a time (first come first served; largest memory first for
+//! `max-packing`) on the GPU that the objective values most among those the job fits:
+//! - `balanced`: the marginal time saved by sharing (in solo-time units), minus a penalty once
+//!   the group's worst predicted slowdown passes [`SLOWDOWN_TOLERANCE`];
+//! - `min-slowdown`: the smallest worst predicted slowdown (an idle GPU is best);
+//! - `max-packing`: best fit, the least memory left over.
+//!
+//! Ties go to the first GPU in the order given. With probability `policy.exploration` the
+//! choice is instead drawn uniformly among the GPUs the job fits, from an RNG seeded by the
+//! recommender's seed and the queue, so the same seed and queue give the same answer.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use tandem_api::{
+    EngineError, Fit, Gpu, GpuScore, Job, Objective, Placement, Policy, Prediction, Profile,
+    Recommendation, Unplaced,
+};
+
+use crate::Result;
+use crate::interference;
+use crate::knowledge::Knowledge;
+
+/// Worst individual slowdown `balanced` accepts without penalty (50%, the threshold the
+/// evaluation counts as a bad pairing).
+pub const SLOWDOWN_TOLERANCE: f64 = 0.5;
+/// Value `balanced` loses per unit of slowdown beyond the tolerance.
+const SLOWDOWN_PENALTY: f64 = 2.0;
+
+struct Member<'a> {
+    id: &'a str,
+    profile: &'a Profile,
+}
+
+/// One GPU as the plan fills it.
+struct GpuState<'a> {
+    gpu: &'a Gpu,
+    /// Residents of known profile first, then jobs placed by this plan.
+    members: Vec<Member<'a>>,
+    /// How many of `members` are residents.
+    residents: usize,
+    used_mib: u64,
+    /// A resident with no known profile: its memory is unknown, so nothing may join it.
+    unknown_resident: Option<&'a str>,
+    /// Time the current members save by sharing, in solo-time units.
+    time_saved: f64,
+}
+
+impl GpuState<'_> {
+    fn capacity(&self) -> u64 {
+        u64::from(self.gpu.spec.memory_mib)
+    }
+
+    fn free_mib(&self) -> u64 {
+        self.capacity().saturating_sub(self.used_mib)
+    }
+
+    /// Jobs on the GPU: every resident (known or not) plus those this plan placed.
+    fn jobs(&self) -> usize {
+        self.gpu.residents.len() + (self.members.len() - self.residents)
+    }
+}
+
+/// What placing one job on one GPU would lead to.
+struct Candidate {
+    gpu: usize,
+    value: f64,
+    score: u8,
+}
+
+/// Plans placements against one snapshot of the GPUs.
+pub(crate) struct Planner<'a> {
+    policy: &'a Policy,
+    knowledge: &'a Knowledge,
+    seed: u64,
+    gpus: Vec<GpuState<'a>>,
+}
+
+impl<'a> Planner<'a> {
+    pub(crate) fn new(
+        policy: &'a Policy,
+        knowledge: &'a Knowledge,
+        seed: u64,
+        gpus: &'a [Gpu],
+    ) -> Self {
+        let gpus = gpus
+            .iter()
+            .map(|gpu| {
+                let mut state = GpuState {
+                    gpu,
+                    members: Vec::with_capacity(gpu.residents.len() + 1),
+                    residents: 0,
+                    used_mib: 0,
+                    unknown_resident: None,
+                    time_saved: 0.0,
+                };
+                for resident in &gpu.residents {
+                    match resolve(knowledge, resident) {
+                        Some(profile) => {
+                            state.used_mib += u64::from(profile.mem_used_mib);
+                            state.members.push(Member {
+                                id: &resident.id,
+                                profile,
+                            });
+                            state.residents += 1;
+                        }
+                        None => {
+                            state.unknown_resident.get_or_insert(&resident.id);
+                        }
+                    }
+                }
+                state.time_saved = predict(knowledge, &state.members, None).time_saved;
+                state
+            })
+            .collect();
+        Self {
+            policy,
+            knowledge,
+            seed,
+            gpus,
+        }
+    }
+
+    pub(crate) fn recommend(mut self, queue: &'a [Job]) -> Recommendation {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ queue_fingerprint(queue));
+        let mut unplaced = Vec::new();
+        let mut order: Vec<(usize, &Profile)> = Vec::with_capacity(queue.len());
+        for (i, job) in queue.iter().enumerate() {
+            match resolve(self.knowledge, job) {
+                Some(profile) => order.push((i, profile)),
+                None => unplaced.push(Unplaced {
+                    job: job.id.clone(),
+                    reason: no_profile_reason(job),
+                }),
+            }
+        }
+        match self.policy.objective {
+            // First-fit decreasing: the largest jobs first, as bin packing does.
+            Objective::MaxPacking => order.sort_by(|a, b| b.1.mem_used_mib.cmp(&a.1.mem_used_mib)),
+            Objective::Balanced | Objective::MinSlowdown => order.sort_by(|a, b| {
+                queue[a.0]
+                    .submitted_at_s
+                    .total_cmp(&queue[b.0].submitted_at_s)
+            }),
+        }
+
+        let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
+        for (i, profile) in order {
+            let job = &queue[i];
+            let candidates = self.candidates(&job.id, profile);
+            let Some(best) = self.choose(&candidates, &mut rng) else {
+                unplaced.push(Unplaced {
+                    job: job.id.clone(),
+                    reason: self.why_unplaceable(profile),
+                });
+                continue;
+            };
+            let state = &mut self.gpus[best];
+            state.used_mib += u64::from(profile.mem_used_mib);
+            state.members.push(Member {
+                id: &job.id,
+                profile,
+            });
+            state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
+            placed_on[best].push(&job.id);
+        }
+
+        let placements = self
+            .gpus
+            .iter()
+            .zip(placed_on)
+            .filter(|(_, placed)| !placed.is_empty())
+            .map(|(state, placed)| self.placement(state, &placed))
+            .collect();
+        // Report unplaced jobs in queue order, whatever order they were tried in.
+        let position = |id: &str| queue.iter().position(|j| j.id == id);
+        unplaced.sort_by_key(|u| position(&u.job));
+        Recommendation {
+            placements,
+            unplaced,
+        }
+    }
+
+    pub(crate) fn filter(&self, job: &Job) -> Result<Vec<Fit>> {
+        let profile = self.require_profile(job)?;
+        Ok(self
+            .gpus
+            .iter()
+            .map(|state| {
+                let verdict = self.fits(state, profile);
+                Fit {
+                    gpu: state.gpu.id.clone(),
+                    fits: verdict.is_ok(),
+                    reason: verdict.err().unwrap_or_default(),
+                }
+            })
+            .collect())
+    }
+
+    pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
+        let profile = self.require_profile(job)?;
+        let mut scores: Vec<GpuScore> = self
+            .gpus
+            .iter()
+            .map(|state| GpuScore {
+                gpu: state.gpu.id.clone(),
+                score: 0,
+            })
+            .collect();
+        for candidate in self.candidates(&job.id, profile) {
+            scores[candidate.gpu].score = candidate.score;
+        }
+        Ok(scores)
+    }
+
+    fn require_profile(&self, job: &'a Job) -> Result<&'a Profile> {
+        resolve(self.knowledge, job).ok_or_else(|| EngineError::UnknownJob(no_profile_reason(job)))
+    }
+
+    /// Why `profile` may not join `state` now, if it may not.
+    fn fits(&self, state: &GpuState<'_>, profile: &Profile) -> Result<(), String> {
+        if let Some(resident) = state.unknown_resident {
+            return Err(format!(
+                "resident `{resident}` has no known profile, so the GPU's free memory is unknown"
+            ));
+        }
+        let cap = self.policy.max_jobs_per_gpu as usize;
+        if state.jobs() >= cap {
+            return Err(format!(
+                "already holds {} job(s), the cap (max-jobs-per-gpu) is {cap}",
+                state.jobs()
+            ));
+        }
+        let needed = u64::from(profile.mem_used_mib);
+        if needed > state.free_mib() {
+            return Err(format!(
+                "needs {needed} MiB but only {} of {} MiB are free",
+                state.free_mib(),
+                state.capacity()
+            ));
+        }
+        Ok(())
+    }
+
+    fn candidates(&self, id: &str, profile: &Profile) -> Vec<Candidate> {
+        self.gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, state)| self.fits(state, profile).is_ok())
+            .map(|(gpu, state)| self.evaluate(gpu, state, id, profile))
+            .collect()
+    }
+
+    fn evaluate(&self, gpu: usize, state: &GpuState<'_>, id: &str, profile: &Profile) -> Candidate {
+        let after = predict(self.knowledge, &state.members, Some((id, profile)));
+        let worst = after.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+        let free_share = (state.free_mib() - u64::from(profile.mem_used_mib)) as f64
+            / state.capacity() as f64;
+        let (value, score) = match self.policy.objective {
+            Objective::Balanced => {
+                let value = after.time_saved
+                    - state.time_saved
+                    - SLOWDOWN_PENALTY * (worst - SLOWDOWN_TOLERANCE).max(0.0);
+                (value, 50.0 + 50.0 * value.clamp(-1.0, 1.0))
+            }
+            Objective::MinSlowdown => (-worst, 100.0 * (1.0 - worst.min(1.0))),
+            Objective::MaxPacking => (-free_share, 100.0 * (1.0 - free_share)),
+        };
+        Candidate {
+            gpu,
+            value,
+            // A GPU the job fits never scores 0: 0 means "does not fit".
+            score: score.round().clamp(1.0, 100.0) as u8,
+        }
+    }
+
+    fn choose(&self, candidates: &[Candidate], rng: &mut Xoshiro256PlusPlus) -> Option<usize> {
+        if candidates.is_empty() {
+            return None;
+        }
+        let exploration = f64::from(self.policy.exploration);
+        if exploration > 0.0 && rng.random::<f64>() < exploration {
+            return Some(candidates[rng.random_range(0..candidates.len())].gpu);
+        }
+        // `max_by` keeps the last of equal values; iterate in reverse so ties go to the first GPU.
+        candidates
+            .iter()
+            .rev()
+            .max_by(|a, b| a.value.total_cmp(&b.value))
+            .map(|c| c.gpu)
+    }
+
+    fn why_unplaceable(&self, profile: &Profile) -> String {
+        if self.gpus.is_empty() {
+            return "no GPUs were offered".into();
+        }
+        let cap = self.policy.max_jobs_per_gpu as usize;
+        let open = self
+            .gpus
+            .iter()
+            .filter(|s| s.jobs() < cap && s.unknown_resident.is_none());
+        match open.max_by_key(|s| s.free_mib()) {
+            Some(roomiest) => format!(
+                "needs {} MiB; the most free memory on a GPU under the job cap is {} MiB ({})",
+                profile.mem_used_mib,
+                roomiest.free_mib(),
+                roomiest.gpu.id
+            ),
+            None if self.gpus.iter().any(|s| s.jobs() < cap) => format!(
+                "every GPU under the job cap ({cap}) runs a resident of unknown memory"
+            ),
+            None => format!("every GPU already holds max-jobs-per-gpu ({cap}) jobs"),
+        }
+    }
+
+    fn placement(&self, state: &GpuState<'_>, placed: &[&str]) -> Placement {
+        let group = predict(self.knowledge, &state.members, None);
+        let slowdown_pct = state.members[state.residents..]
+            .iter()
+            .zip(&group.slowdowns[state.residents..])
+            .map(|(_, s)| (s * 100.0) as f32)
+            .collect();
+        let worst = group.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+        let saving = interference::packing_saving(&group.slowdowns);
+        let gpu = &state.gpu.id;
+        let memory = format!("{} of {} MiB", state.used_mib, state.capacity());
+        let reason = if state.members.len() == 1 {
+            format!(
+                "alone on {gpu} ({memory}): the {} objective found no better co-runner",
+                self.policy.objective
+            )
+        } else {
+            let evidence = if group.uncertainty < 1.0 {
+                "learned from observed outcomes"
+            } else {
+                "analytic prior from the profiles"
+            };
+            format!(
+                "{} jobs share {gpu} ({memory}): predicted packing saving {:.0}%, worst slowdown {:.0}% ({evidence}, {} objective)",
+                state.members.len(),
+                saving * 100.0,
+                worst * 100.0,
+                self.policy.objective
+            )
+        };
+        Placement {
+            jobs: placed.iter().map(|id| (*id).to_owned()).collect(),
+            residents: state.members[..state.residents]
+                .iter()
+                .map(|m| m.id.to_owned())
+                .collect(),
+            gpu: gpu.clone(),
+            predicted: Prediction {
+                slowdown_pct,
+                packing_saving_pct: (saving * 100.0) as f32,
+                uncertainty: group.uncertainty as f32,
+                peak_mem_mib: u32::try_from(state.used_mib).unwrap_or(u32::MAX),
+            },
+            reason,
+        }
+    }
+}
+
+struct GroupForecast {
+    slowdowns: Vec<f64>,
+    uncertainty: f64,
+    time_saved: f64,
+}
+
+fn predict(knowledge: &Knowledge, members: &[Member<'_>], joining: Option<(&str, &Profile)>) -> GroupForecast {
+    let mut ids: Vec<&str> = members.iter().map(|m| m.id).collect();
+    let mut profiles: Vec<&Profile> = members.iter().map(|m| m.profile).collect();
+    if let Some((id, profile)) = joining {
+        ids.push(id);
+        profiles.push(profile);
+    }
+    let (slowdowns, uncertainty) = knowledge.predict(&ids, &profiles);
+    GroupForecast {
+        time_saved: interference::time_saved(&slowdowns),
+        slowdowns,
+        uncertainty,
+    }
+}
+
+/// The job's own profile, else one observed earlier under its id.
+fn resolve<'k>(knowledge: &'k Knowledge, job: &'k Job) -> Option<&'k Profile> {
+    job.profile.as_ref().or_else(|| knowledge.profile(&job.id))
+}
+
+fn no_profile_reason(job: &Job) -> String {
+    format!(
+        "job `{}` has no profile and none was observed under its id: profile it first",
+        job.id
+    )
+}
+
+/// FNV-1a over the queue's ids, so exploration draws differ between queues but not between
+/// runs.
+fn queue_fingerprint(queue: &[Job]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for job in queue {
+        for byte in job.id.bytes().chain([0xff]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use tandem_api::GpuSpec;
+
+    use super::*;
+    use crate::Recommender;
+
+    fn profile(util: f32, mem: u32) -> Profile {
+        Profile {
+            gpu_util_pct: util,
+            mem_access_pct: util / 2.0,
+            mem_used_mib: mem,
+            gpu_model: "V100".into(),
+        }
+    }
+
+    fn gpu(id: &str, memory: u32, residents: Vec<Job>) -> Gpu {
+        Gpu {
+            id: id.into(),
+            node: "n".into(),
+            spec: GpuSpec::new("V100", memory),
+            residents,
+        }
+    }
+
+    prop_compose! {
+        fn arb_job(i: usize)(util in 0.0f32..=100.0, mem in 0u32..20_000) -> Job {
+            Job::profiled(format!("j{i}"), profile(util, mem))
+        }
+    }
+
+    fn arb_queue(max: usize) -> impl Strategy<Value = Vec<Job>> {
+        (0..=max).prop_flat_map(|n| (0..n).map(arb_job).collect::<Vec<_>>())
+    }
+
+    fn arb_gpus(max: usize) -> impl Strategy<Value = Vec<Gpu>> {
+        prop::collection::vec((1u32..40_000, 0u32..12_000, any::<bool>()), 0..=max).prop_map(|specs| {
+            specs
+                .into_iter()
+                .enumerate()
+                .map(|(g, (memory, resident_mem, has_resident))| {
+                    let residents = if has_resident {
+                        vec![Job::profiled(format!("r{g}"), profile(30.0, resident_mem))]
+                    } else {
+                        Vec::new()
+                    };
+                    gpu(&format!("g{g}"), memory, residents)
+                })
+                .collect()
+        })
+    }
+
+    fn arb_policy() -> impl Strategy<Value = Policy> {
+        (0usize..3, 1u32..5, 0.0f32..=1.0).prop_map(|(o, cap, exploration)| Policy {
+            objective: Objective::ALL[o],
+            max_jobs_per_gpu: cap,
+            exploration,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn no_placement_exceeds_gpu_memory_or_the_job_cap(
+            queue in arb_queue(30), gpus in arb_gpus(12), policy in arb_policy(), seed in any::<u64>()
+        ) {
+            let cap = policy.max_jobs_per_gpu as usize;
+            let answer = Recommender::new(policy, seed).unwrap().recommend(&queue, &gpus).unwrap();
+            let mem_of = |id: &str| queue.iter().find(|j| j.id == id).and_then(|j| j.profile.as_ref()).map_or(0, |p| u64::from(p.mem_used_mib));
+            for placement in &answer.placements {
+                let gpu = gpus.iter().find(|g| g.id == placement.gpu).unwrap();
+                let resident_mem: u64 = gpu.residents.iter().map(|r| u64::from(r.profile.as_ref().unwrap().mem_used_mib)).sum();
+                let placed_mem: u64 = placement.jobs.iter().map(|id| mem_of(id)).sum();
+                prop_assert!(resident_mem + placed_mem <= u64::from(gpu.spec.memory_mib));
+                prop_assert!(gpu.residents.len() + placement.jobs.len() <= cap);
+            }
+            let placed: usize = answer.placements.iter().map(|p| p.jobs.len()).sum();
+            prop_assert_eq!(placed + answer.unplaced.len(), queue.len());
+        }
+
+        #[test]
+        fn the_same_seed_gives_the_same_answer(
+            queue in arb_queue(20), gpus in arb_gpus(8), policy in arb_policy(), seed in any::<u64>()
+        ) {
+            let engine = Recommender::new(policy, seed).unwrap();
+            prop_assert_eq!(engine.recommend(&queue, &gpus).unwrap(), engine.recommend(&queue, &gpus).unwrap());
+        }
+    }
+
+    #[test]
+    fn an_unknown_resident_closes_its_gpu() {
+        let engine = Recommender::new(Policy::default(), 0).unwrap();
+        let gpus = [gpu("g0", 16_384, vec![Job::new("mystery")])];
+        let answer = engine.recommend(&[Job::profiled("a", profile(10.0, 10))], &gpus).unwrap();
+        assert!(answer.placements.is_empty());
+        assert!(answer.unplaced[0].reason.contains("unknown memory"), "{answer:?}");
+        let fits = engine.filter(&Job::profiled("a", profile(10.0, 10)), &gpus).unwrap();
+        assert!(!fits[0].fits && fits[0].reason.contains("mystery"), "{fits:?}");
+    }
+
+    #[test]
+    fn objectives_choose_differently() {
+        // g0 already runs a light job; g1 is idle and larger.
+        let resident = Job::profiled("r", profile(20.0, 2_000));
+        let gpus = [gpu("g0", 16_384, vec![resident]), gpu("g1", 32_768, vec![])];
+        let newcomer = [Job::profiled("a", profile(30.0, 4_000))];
+        let choice = |objective| {
+            let policy = Policy { objective, ..Policy::default() };
+            Recommender::new(policy, 0).unwrap().recommend(&newcomer, &gpus).unwrap().placements[0].gpu.clone()
+        };
+        // Sharing with a light job saves time: balanced and max-packing pick g0.
+        assert_eq!(choice(Objective::Balanced), "g0");
+        assert_eq!(choice(Objective::MaxPacking), "g0");
+        // Only an idle GPU means no slowdown at all.
+        assert_eq!(choice(Objective::MinSlowdown), "g1");
+    }
+
+    #[test]
+    fn scores_are_zero_exactly_where_the_job_does_not_fit() {
+        let engine = Recommender::new(Policy::default(), 0).unwrap();
+        let gpus = [gpu("small", 1_000, vec![]), gpu("big", 16_384, vec![])];
+        let job = Job::profiled("a", profile(50.0, 4_000));
+        let scores = engine.score(&job, &gpus).unwrap();
+        assert_eq!(scores[0].score, 0);
+        assert!(scores[1].score > 0);
+    }
+}

@@ -1,0 +1,59 @@
+//! The engine's saved state: versioned JSON, so an operator can read what the engine knows
+//! and a newer engine can refuse (or migrate) an older format explicitly.
+
+use serde::{Deserialize, Serialize};
+use tandem_api::{EngineError, Policy};
+
+use crate::knowledge::Knowledge;
+use crate::{Recommender, Result, validate};
+
+/// Identifies the layout below; bump it when the layout changes.
+const FORMAT: &str = "tandem-engine-state/1";
+
+#[derive(Deserialize)]
+struct Snapshot {
+    format: String,
+    policy: Policy,
+    seed: u64,
+    knowledge: Knowledge,
+}
+
+/// The same layout, borrowed, so saving does not copy the knowledge base.
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    format: &'a str,
+    /// Informational: which engine wrote the state.
+    engine_version: &'a str,
+    policy: &'a Policy,
+    seed: u64,
+    knowledge: &'a Knowledge,
+}
+
+pub(crate) fn save(recommender: &Recommender) -> Vec<u8> {
+    let snapshot = SnapshotRef {
+        format: FORMAT,
+        engine_version: crate::engine_version(),
+        policy: &recommender.policy,
+        seed: recommender.seed,
+        knowledge: &recommender.knowledge,
+    };
+    // Serializing plain structs with string keys cannot fail.
+    serde_json::to_vec(&snapshot).unwrap_or_default()
+}
+
+pub(crate) fn load(state: &[u8]) -> Result<Recommender> {
+    let snapshot: Snapshot = serde_json::from_slice(state)
+        .map_err(|e| EngineError::InvalidInput(format!("state is not a Tandem engine snapshot: {e}")))?;
+    if snapshot.format != FORMAT {
+        return Err(EngineError::InvalidInput(format!(
+            "state has format `{}`, this engine reads `{FORMAT}`",
+            snapshot.format
+        )));
+    }
+    validate::policy(&snapshot.policy)?;
+    Ok(Recommender {
+        policy: snapshot.policy,
+        seed: snapshot.seed,
+        knowledge: snapshot.knowledge,
+    })
+}

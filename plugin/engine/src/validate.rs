@@ -1,0 +1,193 @@
+//! Contract checks on everything that enters the engine. Each error names the field at fault,
+//! in the WIT's terms, so a host can point its user at the bad input.
+
+use std::collections::HashSet;
+
+use tandem_api::{EngineError, Gpu, Job, Outcome, Policy, Profile};
+
+use crate::Result;
+
+fn invalid(message: String) -> EngineError {
+    EngineError::InvalidInput(message)
+}
+
+pub(crate) fn policy(policy: &Policy) -> Result<()> {
+    if policy.max_jobs_per_gpu == 0 {
+        return Err(invalid("policy.max-jobs-per-gpu must be at least 1".into()));
+    }
+    if !(0.0..=1.0).contains(&policy.exploration) {
+        return Err(invalid(format!(
+            "policy.exploration must be within 0..=1, got {}",
+            policy.exploration
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn job_id(id: &str, field: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(invalid(format!("{field} is empty")));
+    }
+    Ok(())
+}
+
+fn percentage(value: f32, field: &str) -> Result<()> {
+    // `contains` is false for NaN, so this also rejects NaN.
+    if !(0.0..=100.0).contains(&value) {
+        return Err(invalid(format!("{field} must be within 0..=100, got {value}")));
+    }
+    Ok(())
+}
+
+pub(crate) fn profile(profile: &Profile, field: &str) -> Result<()> {
+    percentage(profile.gpu_util_pct, &format!("{field}.gpu-util-pct"))?;
+    percentage(profile.mem_access_pct, &format!("{field}.mem-access-pct"))?;
+    if profile.gpu_model.is_empty() {
+        return Err(invalid(format!("{field}.gpu-model is empty")));
+    }
+    Ok(())
+}
+
+fn job(job: &Job, field: &str) -> Result<()> {
+    job_id(&job.id, &format!("{field}.id"))?;
+    if let Some(p) = &job.profile {
+        profile(p, &format!("{field}.profile"))?;
+    }
+    if !job.submitted_at_s.is_finite() {
+        return Err(invalid(format!(
+            "{field}.submitted-at-s must be finite, got {}",
+            job.submitted_at_s
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a queue and the GPUs it may use: ids unique across queue and residents, GPUs sane.
+pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
+    let mut job_ids = HashSet::new();
+    for (i, queued) in queue.iter().enumerate() {
+        let field = format!("queue[{i}]");
+        job(queued, &field)?;
+        if !job_ids.insert(queued.id.as_str()) {
+            return Err(invalid(format!("{field}.id `{}` is duplicated", queued.id)));
+        }
+    }
+    let mut gpu_ids = HashSet::new();
+    for (g, gpu) in gpus.iter().enumerate() {
+        let field = format!("gpus[{g}]");
+        if gpu.id.is_empty() {
+            return Err(invalid(format!("{field}.id is empty")));
+        }
+        if !gpu_ids.insert(gpu.id.as_str()) {
+            return Err(invalid(format!("{field}.id `{}` is duplicated", gpu.id)));
+        }
+        if gpu.spec.memory_mib == 0 {
+            return Err(invalid(format!("{field}.spec.memory-mib must be positive")));
+        }
+        if gpu.spec.model.is_empty() {
+            return Err(invalid(format!("{field}.spec.model is empty")));
+        }
+        for (r, resident) in gpu.residents.iter().enumerate() {
+            let field = format!("{field}.residents[{r}]");
+            job(resident, &field)?;
+            if !job_ids.insert(resident.id.as_str()) {
+                return Err(invalid(format!(
+                    "{field}.id `{}` also appears elsewhere in the request",
+                    resident.id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn outcome(outcome: &Outcome) -> Result<()> {
+    let n = outcome.jobs.len();
+    if n < 2 {
+        return Err(invalid(format!(
+            "outcome.jobs must name at least two co-located jobs, got {n}"
+        )));
+    }
+    if outcome.gpu_model.is_empty() {
+        return Err(invalid("outcome.gpu-model is empty".into()));
+    }
+    for (field, list) in [
+        ("outcome.solo-s", &outcome.solo_s),
+        ("outcome.colocated-s", &outcome.colocated_s),
+    ] {
+        if list.len() != n {
+            return Err(invalid(format!(
+                "{field} has {} entries but outcome.jobs has {n}",
+                list.len()
+            )));
+        }
+        if let Some((i, t)) = list
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !(t.is_finite() && **t > 0.0))
+        {
+            return Err(invalid(format!(
+                "{field}[{i}] must be a positive number of seconds, got {t}"
+            )));
+        }
+    }
+    let mut seen = HashSet::new();
+    for (i, id) in outcome.jobs.iter().enumerate() {
+        job_id(id, &format!("outcome.jobs[{i}]"))?;
+        if !seen.insert(id) {
+            return Err(invalid(format!("outcome.jobs[{i}] `{id}` is duplicated")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tandem_api::GpuSpec;
+
+    use super::*;
+
+    fn profile_of(util: f32) -> Profile {
+        Profile {
+            gpu_util_pct: util,
+            mem_access_pct: 10.0,
+            mem_used_mib: 100,
+            gpu_model: "V100".into(),
+        }
+    }
+
+    #[test]
+    fn nan_and_out_of_range_percentages_name_their_field() {
+        for bad in [f32::NAN, -1.0, 100.5] {
+            let err = profile(&profile_of(bad), "queue[0].profile").unwrap_err();
+            assert!(err.to_string().contains("queue[0].profile.gpu-util-pct"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_resident_may_not_also_be_queued() {
+        let gpus = [Gpu {
+            id: "g".into(),
+            node: "n".into(),
+            spec: GpuSpec::new("V100", 100),
+            residents: vec![Job::new("a")],
+        }];
+        let err = request(&[Job::new("a")], &gpus).unwrap_err();
+        assert!(err.to_string().contains("gpus[0].residents[0].id `a`"), "{err}");
+    }
+
+    #[test]
+    fn outcome_lists_must_match_and_be_positive() {
+        let mut o = Outcome {
+            gpu_model: "V100".into(),
+            jobs: vec!["a".into(), "b".into()],
+            solo_s: vec![100.0, 80.0],
+            colocated_s: vec![130.0],
+        };
+        assert!(outcome(&o).unwrap_err().to_string().contains("outcome.colocated-s has 1"));
+        o.colocated_s = vec![130.0, -1.0];
+        assert!(outcome(&o).unwrap_err().to_string().contains("outcome.colocated-s[1]"));
+        o.colocated_s = vec![130.0, 95.0];
+        assert_eq!(outcome(&o), Ok(()));
+    }
+}
