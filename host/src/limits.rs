@@ -79,10 +79,10 @@ impl bindings::tandem::engine::types::Host for StoreState {}
 impl bindings::PluginImports for StoreState {
     fn log(&mut self, level: bindings::tandem::engine::types::LogLevel, msg: String) {
         let level = LogLevel::from(level);
-        if level == LogLevel::Error {
-            if let Some(message) = msg.strip_prefix(PANIC_PREFIX) {
-                self.panic_message = Some(message.to_owned());
-            }
+        if level == LogLevel::Error
+            && let Some(message) = msg.strip_prefix(PANIC_PREFIX)
+        {
+            self.panic_message = Some(message.to_owned());
         }
         match level {
             LogLevel::Trace => tracing::trace!(target: "tandem::engine", "{msg}"),

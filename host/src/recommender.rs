@@ -2,9 +2,7 @@
 
 use std::sync::Arc;
 
-use tandem_api::{
-    Assignment, Fit, Gpu, GpuScore, Job, Outcome, Policy, Profile, Recommendation,
-};
+use tandem_api::{Assignment, Fit, Gpu, GpuScore, Job, Outcome, Policy, Profile, Recommendation};
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 
@@ -57,7 +55,10 @@ impl Recommender {
 
     pub(crate) fn load(shared: Arc<Shared>, state: &[u8]) -> Result<Self> {
         Self::start(shared, "load", |store, plugin| {
-            plugin.tandem_engine_engine().recommender().call_load(store, state)
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_load(store, state)
         })
     }
 
@@ -236,7 +237,12 @@ fn to_wit<A: Clone + Into<W>, W>(items: &[A]) -> Vec<W> {
 }
 
 /// Names what went wrong in a call that trapped.
-fn classify(call: &'static str, trap: wasmtime::Error, shared: &Shared, state: &StoreState) -> Error {
+fn classify(
+    call: &'static str,
+    trap: wasmtime::Error,
+    shared: &Shared,
+    state: &StoreState,
+) -> Error {
     if state.memory_cap_hit || trap.downcast_ref::<MemoryCapReached>().is_some() {
         return Error::MemoryLimit {
             call,

@@ -237,7 +237,10 @@ mod tests {
     #[test]
     fn headers_tell_core_modules_and_junk_from_components() {
         assert!(matches!(check_header(b"hello world"), Err(Error::NotWasm)));
-        assert!(matches!(check_header(b"\0asm\x01\0\0\0"), Err(Error::CoreModule)));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(Error::CoreModule)
+        ));
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
     }
 

@@ -8,6 +8,8 @@
 //!
 //! Each item's documentation is the WIT's; keep the two in step.
 
+mod mirror;
+
 use serde::{Deserialize, Serialize};
 
 /// The WIT package this crate mirrors.
@@ -384,7 +386,12 @@ mod tests {
             let json = serde_json::to_string(&objective).unwrap();
             assert_eq!(json, format!("\"{}\"", objective.name()));
         }
-        assert!("fastest".parse::<Objective>().unwrap_err().contains("fastest"));
+        assert!(
+            "fastest"
+                .parse::<Objective>()
+                .unwrap_err()
+                .contains("fastest")
+        );
     }
 
     #[test]
@@ -392,103 +399,4 @@ mod tests {
         let policy: Policy = serde_json::from_str("{}").unwrap();
         assert_eq!(policy, Policy::default());
     }
-}
-
-/// Generates `From` conversions, both ways, between a type of this crate and its twin
-/// generated from the WIT by a bindings generator (wit-bindgen in the guest, wasmtime's
-/// `bindgen!` in the host).
-///
-/// Each field says how it converts: bare (moved as is), `into` (its own twin), `vec` (a list
-/// of twins) or `option` (an optional twin). Enums list their variants.
-///
-/// ```text
-/// tandem_api::mirror!(struct wit::Gpu, tandem_api::Gpu { id, node, spec: into, residents: vec });
-/// tandem_api::mirror!(enum wit::Objective, tandem_api::Objective { Balanced, MinSlowdown, MaxPacking });
-/// ```
-#[macro_export]
-macro_rules! mirror {
-    (struct $wit:ty, $api:ty { $($field:ident $(: $how:ident)?),* $(,)? }) => {
-        impl ::core::convert::From<$wit> for $api {
-            fn from(value: $wit) -> Self {
-                Self { $($field: $crate::mirror!(@field value.$field $(, $how)?)),* }
-            }
-        }
-        impl ::core::convert::From<$api> for $wit {
-            fn from(value: $api) -> Self {
-                Self { $($field: $crate::mirror!(@field value.$field $(, $how)?)),* }
-            }
-        }
-    };
-    (enum $wit:ty, $api:ty { $($variant:ident),* $(,)? }) => {
-        impl ::core::convert::From<$wit> for $api {
-            fn from(value: $wit) -> Self {
-                match value { $(<$wit>::$variant => <$api>::$variant),* }
-            }
-        }
-        impl ::core::convert::From<$api> for $wit {
-            fn from(value: $api) -> Self {
-                match value { $(<$api>::$variant => <$wit>::$variant),* }
-            }
-        }
-    };
-    (@field $value:expr) => { $value };
-    (@field $value:expr, into) => { ::core::convert::Into::into($value) };
-    (@field $value:expr, vec) => {
-        ::core::iter::Iterator::collect(
-            ::core::iter::Iterator::map(::core::iter::IntoIterator::into_iter($value), ::core::convert::Into::into),
-        )
-    };
-    (@field $value:expr, option) => { ::core::option::Option::map($value, ::core::convert::Into::into) };
-}
-
-/// Invokes [`mirror!`] for every type of the contract. `$wit` is the path of the generated
-/// `types` interface module and `$error` the generated error variant type, which converts by
-/// hand because it carries data.
-#[macro_export]
-macro_rules! mirror_contract {
-    ($wit:path) => {
-        use $wit as wit_types;
-        $crate::mirror!(enum wit_types::LogLevel, $crate::LogLevel { Trace, Debug, Info, Warn, Error });
-        $crate::mirror!(struct wit_types::Profile, $crate::Profile { gpu_util_pct, mem_access_pct, mem_used_mib, gpu_model });
-        $crate::mirror!(struct wit_types::GpuSpec, $crate::GpuSpec {
-            model, memory_mib, sm_count, cuda_cores, tensor_cores, mem_bandwidth_gbps, mem_clock_mhz,
-            price_per_hour, power_watts,
-        });
-        $crate::mirror!(struct wit_types::ModelSummary, $crate::ModelSummary {
-            params_mib, activations_mib, input_mib, batch_size, gflops, conv_layers, linear_layers,
-            activation_layers, other_layers,
-        });
-        $crate::mirror!(enum wit_types::Priority, $crate::Priority { Latency, Cost, Energy });
-        $crate::mirror!(struct wit_types::Job, $crate::Job { id, profile: option, declared: option, priority: option, submitted_at_s });
-        $crate::mirror!(struct wit_types::Gpu, $crate::Gpu { id, node, spec: into, residents: vec });
-        $crate::mirror!(enum wit_types::Objective, $crate::Objective { Balanced, MinSlowdown, MaxPacking });
-        $crate::mirror!(struct wit_types::Policy, $crate::Policy { objective: into, max_jobs_per_gpu, exploration });
-        $crate::mirror!(struct wit_types::Outcome, $crate::Outcome { gpu_model, jobs, solo_s, colocated_s });
-        $crate::mirror!(struct wit_types::Assignment, $crate::Assignment { cluster, uncertainty });
-        $crate::mirror!(struct wit_types::Prediction, $crate::Prediction { slowdown_pct, packing_saving_pct, uncertainty, peak_mem_mib });
-        $crate::mirror!(struct wit_types::Placement, $crate::Placement { jobs, residents, gpu, predicted: into, reason });
-        $crate::mirror!(struct wit_types::Unplaced, $crate::Unplaced { job, reason });
-        $crate::mirror!(struct wit_types::Recommendation, $crate::Recommendation { placements: vec, unplaced: vec });
-        $crate::mirror!(struct wit_types::Fit, $crate::Fit { gpu, fits, reason });
-        $crate::mirror!(struct wit_types::GpuScore, $crate::GpuScore { gpu, score });
-
-        impl ::core::convert::From<wit_types::Error> for $crate::EngineError {
-            fn from(value: wit_types::Error) -> Self {
-                match value {
-                    wit_types::Error::InvalidInput(m) => Self::InvalidInput(m),
-                    wit_types::Error::UnknownJob(m) => Self::UnknownJob(m),
-                    wit_types::Error::Infeasible(m) => Self::Infeasible(m),
-                }
-            }
-        }
-        impl ::core::convert::From<$crate::EngineError> for wit_types::Error {
-            fn from(value: $crate::EngineError) -> Self {
-                match value {
-                    $crate::EngineError::InvalidInput(m) => Self::InvalidInput(m),
-                    $crate::EngineError::UnknownJob(m) => Self::UnknownJob(m),
-                    $crate::EngineError::Infeasible(m) => Self::Infeasible(m),
-                }
-            }
-        }
-    };
 }

@@ -79,7 +79,11 @@ impl GuestRecommender for Recommender {
         Ok(self.0.borrow_mut().observe_outcome(&o.into())?)
     }
 
-    fn recommend(&self, queue: Vec<wit::Job>, gpus: Vec<wit::Gpu>) -> WitResult<wit::Recommendation> {
+    fn recommend(
+        &self,
+        queue: Vec<wit::Job>,
+        gpus: Vec<wit::Gpu>,
+    ) -> WitResult<wit::Recommendation> {
         let queue = convert::all(queue);
         let gpus = convert::all(gpus);
         Ok(self.0.borrow().recommend(&queue, &gpus)?.into())

@@ -79,7 +79,10 @@ mod tests {
     fn oversubscribed_gpus_time_slice() {
         let (a, b) = (profile(80.0, 0.0), profile(70.0, 0.0));
         let s = prior_slowdowns(&[&a, &b]);
-        assert!((s[0] - 0.5).abs() < 1e-9 && (s[1] - 0.5).abs() < 1e-9, "{s:?}");
+        assert!(
+            (s[0] - 0.5).abs() < 1e-9 && (s[1] - 0.5).abs() < 1e-9,
+            "{s:?}"
+        );
     }
 
     #[test]

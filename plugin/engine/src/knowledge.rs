@@ -57,7 +57,11 @@ impl Knowledge {
 
     /// Folds a validated outcome into the group's means; all-or-nothing.
     pub(crate) fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
-        if let Some(unknown) = outcome.jobs.iter().find(|j| !self.profiles.contains_key(*j)) {
+        if let Some(unknown) = outcome
+            .jobs
+            .iter()
+            .find(|j| !self.profiles.contains_key(*j))
+        {
             return Err(EngineError::UnknownJob(format!(
                 "outcome names job `{unknown}`, whose profile was never observed"
             )));
@@ -168,7 +172,9 @@ mod tests {
             solo_s: vec![1.0, 1.0],
             colocated_s: vec![2.0, 2.0],
         };
-        assert!(matches!(kb.observe_outcome(&outcome), Err(EngineError::UnknownJob(m)) if m.contains("ghost")));
+        assert!(
+            matches!(kb.observe_outcome(&outcome), Err(EngineError::UnknownJob(m)) if m.contains("ghost"))
+        );
         assert_eq!(kb, before);
     }
 }

@@ -90,8 +90,10 @@ impl Recommender {
     /// Groups queued jobs and places each group on one GPU. Does not change the knowledge base.
     pub fn recommend(&self, queue: &[Job], gpus: &[Gpu]) -> Result<Recommendation> {
         validate::request(queue, gpus)?;
-        Ok(placement::Planner::new(&self.policy, &self.knowledge, self.seed, gpus)
-            .recommend(queue))
+        Ok(
+            placement::Planner::new(&self.policy, &self.knowledge, self.seed, gpus)
+                .recommend(queue),
+        )
     }
 
     /// Judges, for each GPU, whether `job` may be placed on it now (memory guard and job cap).

@@ -3,7 +3,9 @@
 //! The skeleton places jobs one at a time (first come first served; largest memory first for
 //! `max-packing`) on the GPU that the objective values most among those the job fits:
 //! - `balanced`: the marginal time saved by sharing (in solo-time units), minus a penalty once
-//!   the group's worst predicted slowdown passes [`SLOWDOWN_TOLERANCE`];
+//!   the group's worst predicted slowdown passes [`SLOWDOWN_TOLERANCE`]; a co-location worth
+//!   less than running alone is refused, and the job stays queued rather than wreck its
+//!   co-runners;
 //! - `min-slowdown`: the smallest worst predicted slowdown (an idle GPU is best);
 //! - `max-packing`: best fit, the least memory left over.
 //!
@@ -65,7 +67,10 @@ impl GpuState<'_> {
 /// What placing one job on one GPU would lead to.
 struct Candidate {
     gpu: usize,
+    /// What the objective thinks of it; higher is better.
     value: f64,
+    /// Worst predicted slowdown in the group, the newcomer included.
+    worst_slowdown: f64,
     score: u8,
 }
 
@@ -137,7 +142,7 @@ impl<'a> Planner<'a> {
         }
         match self.policy.objective {
             // First-fit decreasing: the largest jobs first, as bin packing does.
-            Objective::MaxPacking => order.sort_by(|a, b| b.1.mem_used_mib.cmp(&a.1.mem_used_mib)),
+            Objective::MaxPacking => order.sort_by_key(|(_, p)| std::cmp::Reverse(p.mem_used_mib)),
             Objective::Balanced | Objective::MinSlowdown => order.sort_by(|a, b| {
                 queue[a.0]
                     .submitted_at_s
@@ -148,11 +153,20 @@ impl<'a> Planner<'a> {
         let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
         for (i, profile) in order {
             let job = &queue[i];
-            let candidates = self.candidates(&job.id, profile);
+            let mut candidates = self.candidates(&job.id, profile);
+            let too_slow = self.drop_harmful(&mut candidates);
             let Some(best) = self.choose(&candidates, &mut rng) else {
+                let reason = match too_slow {
+                    Some(worst) => format!(
+                        "every GPU it fits would mean a predicted worst slowdown of at least {:.0}%, \
+                         beyond what sharing saves under the balanced objective; left queued for a better slot",
+                        worst * 100.0
+                    ),
+                    None => self.why_unplaceable(profile),
+                };
                 unplaced.push(Unplaced {
                     job: job.id.clone(),
-                    reason: self.why_unplaceable(profile),
+                    reason,
                 });
                 continue;
             };
@@ -252,11 +266,28 @@ impl<'a> Planner<'a> {
             .collect()
     }
 
+    /// Under `balanced`, a co-location worth less than running alone (its slowdown penalty
+    /// outweighs the time it saves) is not an option: the job waits for a better slot rather
+    /// than wreck its co-runners. Returns the smallest worst slowdown among the dropped
+    /// candidates when that left none.
+    fn drop_harmful(&self, candidates: &mut Vec<Candidate>) -> Option<f64> {
+        if self.policy.objective != Objective::Balanced {
+            return None;
+        }
+        let least_harmful = candidates
+            .iter()
+            .filter(|c| c.value < 0.0)
+            .map(|c| c.worst_slowdown)
+            .min_by(f64::total_cmp);
+        candidates.retain(|c| c.value >= 0.0);
+        least_harmful.filter(|_| candidates.is_empty())
+    }
+
     fn evaluate(&self, gpu: usize, state: &GpuState<'_>, id: &str, profile: &Profile) -> Candidate {
         let after = predict(self.knowledge, &state.members, Some((id, profile)));
         let worst = after.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-        let free_share = (state.free_mib() - u64::from(profile.mem_used_mib)) as f64
-            / state.capacity() as f64;
+        let free_share =
+            (state.free_mib() - u64::from(profile.mem_used_mib)) as f64 / state.capacity() as f64;
         let (value, score) = match self.policy.objective {
             Objective::Balanced => {
                 let value = after.time_saved
@@ -270,6 +301,7 @@ impl<'a> Planner<'a> {
         Candidate {
             gpu,
             value,
+            worst_slowdown: worst,
             // A GPU the job fits never scores 0: 0 means "does not fit".
             score: score.round().clamp(1.0, 100.0) as u8,
         }
@@ -307,9 +339,9 @@ impl<'a> Planner<'a> {
                 roomiest.free_mib(),
                 roomiest.gpu.id
             ),
-            None if self.gpus.iter().any(|s| s.jobs() < cap) => format!(
-                "every GPU under the job cap ({cap}) runs a resident of unknown memory"
-            ),
+            None if self.gpus.iter().any(|s| s.jobs() < cap) => {
+                format!("every GPU under the job cap ({cap}) runs a resident of unknown memory")
+            }
             None => format!("every GPU already holds max-jobs-per-gpu ({cap}) jobs"),
         }
     }
@@ -368,7 +400,11 @@ struct GroupForecast {
     time_saved: f64,
 }
 
-fn predict(knowledge: &Knowledge, members: &[Member<'_>], joining: Option<(&str, &Profile)>) -> GroupForecast {
+fn predict(
+    knowledge: &Knowledge,
+    members: &[Member<'_>],
+    joining: Option<(&str, &Profile)>,
+) -> GroupForecast {
     let mut ids: Vec<&str> = members.iter().map(|m| m.id).collect();
     let mut profiles: Vec<&Profile> = members.iter().map(|m| m.profile).collect();
     if let Some((id, profile)) = joining {
@@ -445,20 +481,22 @@ mod tests {
     }
 
     fn arb_gpus(max: usize) -> impl Strategy<Value = Vec<Gpu>> {
-        prop::collection::vec((1u32..40_000, 0u32..12_000, any::<bool>()), 0..=max).prop_map(|specs| {
-            specs
-                .into_iter()
-                .enumerate()
-                .map(|(g, (memory, resident_mem, has_resident))| {
-                    let residents = if has_resident {
-                        vec![Job::profiled(format!("r{g}"), profile(30.0, resident_mem))]
-                    } else {
-                        Vec::new()
-                    };
-                    gpu(&format!("g{g}"), memory, residents)
-                })
-                .collect()
-        })
+        prop::collection::vec((1u32..40_000, 0u32..12_000, any::<bool>()), 0..=max).prop_map(
+            |specs| {
+                specs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(g, (memory, resident_mem, has_resident))| {
+                        let residents = if has_resident {
+                            vec![Job::profiled(format!("r{g}"), profile(30.0, resident_mem))]
+                        } else {
+                            Vec::new()
+                        };
+                        gpu(&format!("g{g}"), memory, residents)
+                    })
+                    .collect()
+            },
+        )
     }
 
     fn arb_policy() -> impl Strategy<Value = Policy> {
@@ -501,11 +539,21 @@ mod tests {
     fn an_unknown_resident_closes_its_gpu() {
         let engine = Recommender::new(Policy::default(), 0).unwrap();
         let gpus = [gpu("g0", 16_384, vec![Job::new("mystery")])];
-        let answer = engine.recommend(&[Job::profiled("a", profile(10.0, 10))], &gpus).unwrap();
+        let answer = engine
+            .recommend(&[Job::profiled("a", profile(10.0, 10))], &gpus)
+            .unwrap();
         assert!(answer.placements.is_empty());
-        assert!(answer.unplaced[0].reason.contains("unknown memory"), "{answer:?}");
-        let fits = engine.filter(&Job::profiled("a", profile(10.0, 10)), &gpus).unwrap();
-        assert!(!fits[0].fits && fits[0].reason.contains("mystery"), "{fits:?}");
+        assert!(
+            answer.unplaced[0].reason.contains("unknown memory"),
+            "{answer:?}"
+        );
+        let fits = engine
+            .filter(&Job::profiled("a", profile(10.0, 10)), &gpus)
+            .unwrap();
+        assert!(
+            !fits[0].fits && fits[0].reason.contains("mystery"),
+            "{fits:?}"
+        );
     }
 
     #[test]
@@ -515,14 +563,51 @@ mod tests {
         let gpus = [gpu("g0", 16_384, vec![resident]), gpu("g1", 32_768, vec![])];
         let newcomer = [Job::profiled("a", profile(30.0, 4_000))];
         let choice = |objective| {
-            let policy = Policy { objective, ..Policy::default() };
-            Recommender::new(policy, 0).unwrap().recommend(&newcomer, &gpus).unwrap().placements[0].gpu.clone()
+            let policy = Policy {
+                objective,
+                ..Policy::default()
+            };
+            Recommender::new(policy, 0)
+                .unwrap()
+                .recommend(&newcomer, &gpus)
+                .unwrap()
+                .placements[0]
+                .gpu
+                .clone()
         };
         // Sharing with a light job saves time: balanced and max-packing pick g0.
         assert_eq!(choice(Objective::Balanced), "g0");
         assert_eq!(choice(Objective::MaxPacking), "g0");
         // Only an idle GPU means no slowdown at all.
         assert_eq!(choice(Objective::MinSlowdown), "g1");
+    }
+
+    #[test]
+    fn balanced_leaves_a_job_queued_rather_than_wreck_its_co_runner() {
+        // The only GPU with room runs a job that saturates it; sharing would slow both by
+        // far more than it saves.
+        let hog = Job::profiled("hog", profile(100.0, 2_000));
+        let gpus = [gpu("g0", 16_384, vec![hog])];
+        let newcomer = [Job::profiled("a", profile(95.0, 2_000))];
+        let answer = Recommender::new(Policy::default(), 0)
+            .unwrap()
+            .recommend(&newcomer, &gpus)
+            .unwrap();
+        assert!(answer.placements.is_empty(), "{answer:?}");
+        assert!(
+            answer.unplaced[0].reason.contains("better slot"),
+            "{answer:?}"
+        );
+        // max-packing, the provider's view, shares anyway.
+        let packing = Policy {
+            objective: Objective::MaxPacking,
+            ..Policy::default()
+        };
+        let answer = Recommender::new(packing, 0)
+            .unwrap()
+            .recommend(&newcomer, &gpus)
+            .unwrap();
+        assert_eq!(answer.placements.len(), 1);
     }
 
     #[test]

@@ -42,8 +42,9 @@ pub(crate) fn save(recommender: &Recommender) -> Vec<u8> {
 }
 
 pub(crate) fn load(state: &[u8]) -> Result<Recommender> {
-    let snapshot: Snapshot = serde_json::from_slice(state)
-        .map_err(|e| EngineError::InvalidInput(format!("state is not a Tandem engine snapshot: {e}")))?;
+    let snapshot: Snapshot = serde_json::from_slice(state).map_err(|e| {
+        EngineError::InvalidInput(format!("state is not a Tandem engine snapshot: {e}"))
+    })?;
     if snapshot.format != FORMAT {
         return Err(EngineError::InvalidInput(format!(
             "state has format `{}`, this engine reads `{FORMAT}`",

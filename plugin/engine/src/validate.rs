@@ -34,7 +34,9 @@ pub(crate) fn job_id(id: &str, field: &str) -> Result<()> {
 fn percentage(value: f32, field: &str) -> Result<()> {
     // `contains` is false for NaN, so this also rejects NaN.
     if !(0.0..=100.0).contains(&value) {
-        return Err(invalid(format!("{field} must be within 0..=100, got {value}")));
+        return Err(invalid(format!(
+            "{field} must be within 0..=100, got {value}"
+        )));
     }
     Ok(())
 }
@@ -160,7 +162,10 @@ mod tests {
     fn nan_and_out_of_range_percentages_name_their_field() {
         for bad in [f32::NAN, -1.0, 100.5] {
             let err = profile(&profile_of(bad), "queue[0].profile").unwrap_err();
-            assert!(err.to_string().contains("queue[0].profile.gpu-util-pct"), "{err}");
+            assert!(
+                err.to_string().contains("queue[0].profile.gpu-util-pct"),
+                "{err}"
+            );
         }
     }
 
@@ -173,7 +178,10 @@ mod tests {
             residents: vec![Job::new("a")],
         }];
         let err = request(&[Job::new("a")], &gpus).unwrap_err();
-        assert!(err.to_string().contains("gpus[0].residents[0].id `a`"), "{err}");
+        assert!(
+            err.to_string().contains("gpus[0].residents[0].id `a`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -184,9 +192,19 @@ mod tests {
             solo_s: vec![100.0, 80.0],
             colocated_s: vec![130.0],
         };
-        assert!(outcome(&o).unwrap_err().to_string().contains("outcome.colocated-s has 1"));
+        assert!(
+            outcome(&o)
+                .unwrap_err()
+                .to_string()
+                .contains("outcome.colocated-s has 1")
+        );
         o.colocated_s = vec![130.0, -1.0];
-        assert!(outcome(&o).unwrap_err().to_string().contains("outcome.colocated-s[1]"));
+        assert!(
+            outcome(&o)
+                .unwrap_err()
+                .to_string()
+                .contains("outcome.colocated-s[1]")
+        );
         o.colocated_s = vec![130.0, 95.0];
         assert_eq!(outcome(&o), Ok(()));
     }

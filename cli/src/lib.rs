@@ -1,0 +1,221 @@
+//! The `tandem` command line: the operator's and script's way into the engine.
+//!
+//! Every engine call goes through `tandem-host`, into the engine component embedded in this
+//! binary at build time (or another one given with `--engine`). The CLI reads and checks input
+//! files, names the file and field of any problem, and renders answers as a table or JSON.
+//!
+//! Exit codes: `0` success, `1` the engine or the host failed, `2` bad input (arguments, files,
+//! or input the engine rejected).
+
+mod queue;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tandem_api::{EngineError, Objective};
+use tandem_host::{HostConfig, Runtime};
+
+pub use queue::{InputError, QueueFile};
+
+/// The engine component this binary was built with.
+static EMBEDDED_ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
+
+/// Decide which GPU jobs should share a GPU, and where.
+///
+/// Tandem reads black-box telemetry of queued jobs (GPU utilization, memory-access time,
+/// memory used) and the GPUs of a cluster, and recommends which jobs to co-locate on which GPU
+/// so that sharing saves time without jobs slowing each other down or running out of memory.
+/// The decisions come from the Tandem engine, a sandboxed WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tandem",
+    disable_version_flag = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// Print the versions of the CLI, the engine component and its WIT contract.
+    #[arg(short = 'V', long)]
+    version: bool,
+
+    #[command(flatten)]
+    engine: EngineArgs,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Where the engine comes from and the limits it runs under.
+#[derive(Debug, Args)]
+struct EngineArgs {
+    /// Engine component to use instead of the one built into this binary.
+    #[arg(long, global = true, env = "TANDEM_ENGINE", value_name = "FILE")]
+    engine: Option<PathBuf>,
+
+    /// Wall-clock time one engine call may take before it is interrupted.
+    #[arg(long, global = true, value_name = "MS", default_value_t = HostConfig::DEFAULT_CALL_DEADLINE.as_millis() as u64)]
+    engine_deadline_ms: u64,
+
+    /// Most memory the engine instance may use.
+    #[arg(long, global = true, value_name = "MIB", default_value_t = (HostConfig::DEFAULT_MEMORY_CAP_BYTES >> 20) as u64)]
+    engine_memory_mib: u64,
+}
+
+impl EngineArgs {
+    fn runtime(&self) -> anyhow::Result<Runtime> {
+        let config = HostConfig {
+            call_deadline: Duration::from_millis(self.engine_deadline_ms),
+            memory_cap_bytes: usize::try_from(self.engine_memory_mib.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
+        };
+        match &self.engine {
+            Some(path) => Runtime::from_file(path, config)
+                .with_context(|| format!("cannot load the engine component {}", path.display())),
+            None => Runtime::from_bytes(EMBEDDED_ENGINE, config)
+                .context("cannot load the engine component built into tandem"),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Recommend which queued jobs share which GPU.
+    ///
+    /// Reads a queue file (GPUs with their residents, a policy, and jobs with their profiles)
+    /// and prints one placement per GPU that receives jobs, with the predicted slowdown of each
+    /// job, the packing saving of the group and the uncertainty of the prediction, followed by
+    /// the jobs left unplaced and why. No GPU is ever filled past its memory or past
+    /// `max_jobs_per_gpu`.
+    Recommend(RecommendArgs),
+}
+
+#[derive(Debug, Args)]
+struct RecommendArgs {
+    /// Queue file (JSON): `{"gpus": [...], "policy": {...}, "jobs": [...]}`; see examples/.
+    #[arg(long, value_name = "FILE")]
+    queue: PathBuf,
+
+    /// What to optimize; overrides the queue file's `policy.objective`.
+    #[arg(long, value_enum)]
+    objective: Option<ObjectiveArg>,
+
+    /// Seed for the engine's exploration; the same seed and queue give the same answer.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// The objectives, as command-line values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ObjectiveArg {
+    /// Maximize packing saving while keeping individual slowdown low.
+    Balanced,
+    /// Smallest individual slowdown (the user's view).
+    MinSlowdown,
+    /// Fill GPUs as tightly as memory allows (the provider's view).
+    MaxPacking,
+}
+
+impl From<ObjectiveArg> for Objective {
+    fn from(value: ObjectiveArg) -> Self {
+        match value {
+            ObjectiveArg::Balanced => Objective::Balanced,
+            ObjectiveArg::MinSlowdown => Objective::MinSlowdown,
+            ObjectiveArg::MaxPacking => Objective::MaxPacking,
+        }
+    }
+}
+
+/// How answers are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned columns for a person.
+    Table,
+    /// JSON for scripts (field names are a stable contract).
+    Json,
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    init_tracing();
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    if cli.version {
+        return print_version(&cli.engine);
+    }
+    match cli.command {
+        Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
+        // `arg_required_else_help` prints the help when nothing is given at all; this covers
+        // options without a command.
+        None => Err(InputError::usage("no command given; see `tandem --help`").into()),
+    }
+}
+
+fn print_version(engine: &EngineArgs) -> anyhow::Result<()> {
+    let runtime = engine.runtime()?;
+    let engine_version = runtime.engine_version()?;
+    println!("tandem {}", env!("CARGO_PKG_VERSION"));
+    println!(
+        "engine {engine_version}, WIT {}@{}",
+        tandem_api::WIT_PACKAGE,
+        runtime.wit_version()
+    );
+    Ok(())
+}
+
+fn recommend(engine: &EngineArgs, args: &RecommendArgs) -> anyhow::Result<()> {
+    let mut queue = QueueFile::read(&args.queue)?;
+    if let Some(objective) = args.objective {
+        queue.policy.objective = objective.into();
+    }
+    let request = queue.into_request();
+    let runtime = engine.runtime()?;
+    let mut recommender = runtime.create(&request.policy, args.seed)?;
+    let answer = recommender
+        .recommend(&request.queue, &request.gpus)
+        .with_context(|| format!("{}: the engine rejected the queue", args.queue.display()))?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
+        Format::Table => print!("{}", render::recommendation(&answer, &request)),
+    }
+    Ok(())
+}
+
+/// 2 for anything the user can fix in their input, 1 for everything else.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    let bad_input = error.chain().any(|cause| {
+        cause.downcast_ref::<InputError>().is_some()
+            || matches!(
+                cause.downcast_ref::<tandem_host::Error>(),
+                Some(tandem_host::Error::Engine(
+                    EngineError::InvalidInput(_) | EngineError::UnknownJob(_)
+                ))
+            )
+    });
+    if bad_input { 2 } else { 1 }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (warnings and errors by default).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // A second initialisation (tests calling `run` twice) is harmless; ignore it.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

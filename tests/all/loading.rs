@@ -1,0 +1,88 @@
+//! Which files the host accepts as an engine, and what it says about the others.
+
+use tandem_host::{Error, HostConfig, Runtime, SUPPORTED_WIT_VERSIONS};
+
+fn load_wat(text: &str) -> Result<Runtime, Error> {
+    let bytes = wat::parse_str(text).expect("test WAT is valid");
+    Runtime::from_bytes(&bytes, HostConfig::default())
+}
+
+#[test]
+fn the_engine_component_loads_and_reports_its_versions() {
+    let runtime = super::engine_runtime();
+    assert_eq!(runtime.wit_version(), "0.1.0");
+    assert!(SUPPORTED_WIT_VERSIONS.contains(&runtime.wit_version()));
+    assert_eq!(runtime.engine_version().unwrap(), env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn bytes_that_are_not_wasm_are_rejected() {
+    let err = Runtime::from_bytes(b"#!/bin/sh\necho hello\n", HostConfig::default()).unwrap_err();
+    assert!(matches!(err, Error::NotWasm), "{err}");
+}
+
+#[test]
+fn a_core_module_is_rejected_with_a_hint() {
+    let err = load_wat("(module (func (export \"recommend\")))").unwrap_err();
+    assert!(matches!(err, Error::CoreModule), "{err}");
+    assert!(err.to_string().contains("cargo xtask component"), "{err}");
+}
+
+#[test]
+fn another_wit_version_is_rejected_naming_both_versions() {
+    let err = load_wat(
+        r#"(component (instance $i) (export "tandem:engine/engine@9.9.9" (instance $i)))"#,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::UnsupportedVersion { found, .. } if found == "9.9.9"),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("tandem:engine@9.9.9") && message.contains("0.1.0"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_component_of_another_world_is_rejected_listing_its_exports() {
+    let err =
+        load_wat(r#"(component (instance $i) (export "acme:thing/api@1.0.0" (instance $i)))"#)
+            .unwrap_err();
+    assert!(matches!(err, Error::NotAnEngine { .. }), "{err}");
+    assert!(err.to_string().contains("acme:thing/api@1.0.0"), "{err}");
+}
+
+#[test]
+fn a_component_importing_wasi_is_rejected() {
+    let err = load_wat(
+        r#"(component
+             (import "wasi:cli/environment@0.2.0" (instance))
+             (instance $i)
+             (export "tandem:engine/engine@0.1.0" (instance $i)))"#,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::ForbiddenImport { name } if name == "wasi:cli/environment@0.2.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_component_with_the_right_name_but_the_wrong_shape_fails_the_type_check() {
+    let err = load_wat(
+        r#"(component (instance $i) (export "tandem:engine/engine@0.1.0" (instance $i)))"#,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Wasmtime {
+                action: "type-check",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

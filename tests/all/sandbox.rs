@@ -1,0 +1,153 @@
+//! A guest that loops, hoards memory or panics never takes the host down, and loses nothing
+//! that was acknowledged.
+
+use std::time::Instant;
+
+use tandem_api::{Gpu, GpuSpec, Job, Policy, Profile};
+use tandem_host::{Error, HostConfig, Runtime};
+use tandem_tests::components;
+
+fn profile(mem: u32) -> Profile {
+    Profile {
+        gpu_util_pct: 40.0,
+        mem_access_pct: 20.0,
+        mem_used_mib: mem,
+        gpu_model: "V100".into(),
+    }
+}
+
+/// The ids the misbehaving guest reports as known (its whole state).
+fn known_ids(recommender: &mut tandem_host::Recommender) -> Vec<String> {
+    recommender
+        .recommend(&[Job::new("ordinary")], &[])
+        .expect("an ordinary call is served")
+        .unplaced
+        .into_iter()
+        .map(|u| u.job)
+        .collect()
+}
+
+#[test]
+fn an_endless_loop_is_interrupted_at_the_deadline_and_the_next_call_is_served() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    let started = Instant::now();
+    let err = recommender.recommend(&[Job::new("loop")], &[]).unwrap_err();
+    let elapsed = started.elapsed();
+    println!(
+        "loop interrupted after {elapsed:?} (deadline {:?})",
+        runtime.config().call_deadline
+    );
+    assert!(
+        matches!(
+            err,
+            Error::DeadlineExceeded {
+                call: "recommend",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // It cannot have been interrupted before its deadline passed.
+    assert!(elapsed >= runtime.config().call_deadline, "{elapsed:?}");
+    assert!(known_ids(&mut recommender).is_empty());
+    assert_eq!(recommender.rebuilds(), 1);
+}
+
+#[test]
+fn unbounded_allocation_stops_at_the_memory_cap() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    let err = recommender
+        .recommend(&[Job::new("alloc")], &[])
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::MemoryLimit { call: "recommend", cap_bytes } if cap_bytes == 64 << 20),
+        "{err}"
+    );
+    assert!(known_ids(&mut recommender).is_empty());
+}
+
+#[test]
+fn a_panic_becomes_a_typed_error_with_its_message() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    let err = recommender
+        .recommend(&[Job::new("panic")], &[])
+        .unwrap_err();
+    match &err {
+        Error::Panicked { call, message } => {
+            assert_eq!(*call, "recommend");
+            assert!(message.contains("deliberate panic"), "{message}");
+        }
+        other => panic!("expected a panic error, got {other}"),
+    }
+    assert!(err.is_guest_fault());
+    assert!(known_ids(&mut recommender).is_empty());
+}
+
+#[test]
+fn state_saved_instance_trapped_state_restored() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    recommender.observe_profile("a", &profile(100)).unwrap();
+    recommender.observe_profile("b", &profile(100)).unwrap();
+    let saved = recommender.snapshot().to_vec();
+
+    for trigger in ["panic", "loop", "alloc"] {
+        assert!(
+            recommender
+                .recommend(&[Job::new(trigger)], &[])
+                .unwrap_err()
+                .is_guest_fault()
+        );
+        assert_eq!(known_ids(&mut recommender), ["a", "b"], "after {trigger}");
+        assert_eq!(recommender.snapshot(), saved);
+    }
+    assert_eq!(recommender.rebuilds(), 3);
+}
+
+#[test]
+fn the_real_engine_resumes_from_its_snapshot_after_a_deadline() {
+    // A deadline of 50 ms: far more than a small call needs, far less than 3,000 jobs over
+    // 3,000 GPUs take.
+    let engine = Runtime::from_file(
+        components::ENGINE.as_ref(),
+        HostConfig {
+            call_deadline: std::time::Duration::from_millis(50),
+            ..HostConfig::default()
+        },
+    )
+    .unwrap();
+    let mut recommender = engine.create(&Policy::default(), 7).unwrap();
+    // The resident's profile is known only through this observation.
+    recommender
+        .observe_profile("resident", &profile(15_000))
+        .unwrap();
+    let gpus = [Gpu {
+        id: "node-a/0".into(),
+        node: "node-a".into(),
+        spec: GpuSpec::new("V100", 16_384),
+        residents: vec![Job::new("resident")],
+    }];
+    let queue = [Job::profiled("newcomer", profile(2_000))];
+    let before = recommender.recommend(&queue, &gpus).unwrap();
+    assert_eq!(before.unplaced.len(), 1, "{before:?}");
+    assert!(
+        before.unplaced[0].reason.contains("needs 2000 MiB"),
+        "{before:?}"
+    );
+
+    let huge = recommender.recommend(
+        &tandem_tests::queue(3_000, 1),
+        &tandem_tests::cluster(3_000),
+    );
+    assert!(
+        matches!(huge, Err(Error::DeadlineExceeded { .. })),
+        "{huge:?}"
+    );
+
+    let after = recommender.recommend(&queue, &gpus).unwrap();
+    assert_eq!(after, before, "the observed profile survived the rebuild");
+    assert_eq!(recommender.rebuilds(), 1);
+}

@@ -1,0 +1,125 @@
+//! A deliberately misbehaving engine component, for the host's sandbox tests.
+//!
+//! It implements the `plugin` world of `tandem:engine@0.1.0` and otherwise behaves: it
+//! remembers the ids of observed profiles (its whole state, saved as one id per line) and
+//! `recommend` reports them back as unplaced jobs with the reason `known`, so a test can see
+//! whether state survived a rebuild. A queued job id triggers misbehaviour in `recommend`:
+//! - `loop`: spins forever (the host's deadline must interrupt it);
+//! - `alloc`: allocates without bound (the host's memory cap must stop it);
+//! - `panic`: panics (the host must report a typed panic with the message).
+
+use std::cell::RefCell;
+use std::hint::black_box;
+
+use bindings::exports::tandem::engine::engine::{self as wit_engine, GuestRecommender};
+use bindings::tandem::engine::types as wit;
+
+#[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../../wit/v0.1.0",
+        world: "plugin",
+    });
+
+    use super::Component;
+    export!(Component);
+}
+
+struct Component;
+
+impl wit_engine::Guest for Component {
+    type Recommender = Recommender;
+
+    fn engine_version() -> String {
+        "misbehaving-test-guest".into()
+    }
+}
+
+struct Recommender(RefCell<Vec<String>>);
+
+fn wrap(ids: Vec<String>) -> wit_engine::Recommender {
+    std::panic::set_hook(Box::new(|info| {
+        bindings::log(wit::LogLevel::Error, &format!("guest panicked: {info}"));
+    }));
+    wit_engine::Recommender::new(Recommender(RefCell::new(ids)))
+}
+
+impl GuestRecommender for Recommender {
+    fn create(_policy: wit::Policy, _seed: u64) -> Result<wit_engine::Recommender, wit::Error> {
+        Ok(wrap(Vec::new()))
+    }
+
+    fn observe_profile(
+        &self,
+        job: String,
+        _p: wit::Profile,
+    ) -> Result<wit::Assignment, wit::Error> {
+        self.0.borrow_mut().push(job);
+        Ok(wit::Assignment {
+            cluster: 0,
+            uncertainty: 0.0,
+        })
+    }
+
+    fn observe_outcome(&self, _o: wit::Outcome) -> Result<(), wit::Error> {
+        Ok(())
+    }
+
+    fn recommend(
+        &self,
+        queue: Vec<wit::Job>,
+        _gpus: Vec<wit::Gpu>,
+    ) -> Result<wit::Recommendation, wit::Error> {
+        for job in &queue {
+            match job.id.as_str() {
+                "loop" => {
+                    let mut spins = 0_u64;
+                    loop {
+                        spins = black_box(spins.wrapping_add(1));
+                    }
+                }
+                "alloc" => {
+                    let mut hoard = Vec::new();
+                    loop {
+                        hoard.push(black_box(vec![1_u8; 1 << 20]));
+                    }
+                }
+                "panic" => panic!("deliberate panic for the sandbox tests"),
+                _ => {}
+            }
+        }
+        Ok(wit::Recommendation {
+            placements: Vec::new(),
+            unplaced: self
+                .0
+                .borrow()
+                .iter()
+                .map(|id| wit::Unplaced {
+                    job: id.clone(),
+                    reason: "known".into(),
+                })
+                .collect(),
+        })
+    }
+
+    fn filter(&self, _job: wit::Job, _gpus: Vec<wit::Gpu>) -> Result<Vec<wit::Fit>, wit::Error> {
+        Ok(Vec::new())
+    }
+
+    fn score(
+        &self,
+        _job: wit::Job,
+        _gpus: Vec<wit::Gpu>,
+    ) -> Result<Vec<wit::GpuScore>, wit::Error> {
+        Ok(Vec::new())
+    }
+
+    fn save(&self) -> Vec<u8> {
+        self.0.borrow().join("\n").into_bytes()
+    }
+
+    fn load(state: Vec<u8>) -> Result<wit_engine::Recommender, wit::Error> {
+        let text = String::from_utf8(state).map_err(|e| wit::Error::InvalidInput(e.to_string()))?;
+        Ok(wrap(text.lines().map(str::to_owned).collect()))
+    }
+}

@@ -1,0 +1,84 @@
+//! `cargo xtask`: Tandem's build orchestration (see the `tandem_xtask` library).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tandem_xtask::tasks::{self, Workspace};
+
+/// Build orchestration for Tandem: the wasm32 toolchain, the engine component, the CI gate.
+#[derive(Debug, Parser)]
+#[command(bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Make sure a wasm32 toolchain is there and say which one and where.
+    ///
+    /// Without rustup's wasm32 target, Debian's rustc-web is bootstrapped into
+    /// $TANDEM_TOOLCHAIN_DIR, else $XDG_CACHE_HOME/tandem/toolchain, else
+    /// ~/.cache/tandem/toolchain.
+    Toolchain,
+    /// Build the engine component (tandem-engine-component) and print its path and size.
+    Component {
+        /// Directory to write the component into [default: the target directory's components/].
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Run the whole gate, stopping at the first failure: fmt, clippy, docs, tests.
+    Test,
+    /// Run the CLI's recommendation on examples/queue.json.
+    Demo,
+    /// Run the benchmarks of tandem-tests.
+    Bench,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // The chain, not anyhow's Debug: with RUST_BACKTRACE set that would bury the
+            // message under a backtrace of xtask itself.
+            eprintln!("error: {error}");
+            for cause in error.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let workspace = Workspace::new(workspace_root());
+    match cli.task {
+        Task::Toolchain => {
+            let toolchain = tasks::toolchain()?;
+            println!("{toolchain}");
+        }
+        Task::Component { out } => {
+            let component = tasks::component(&workspace, out)?;
+            let size = tasks::file_size(&component)?;
+            println!("{} ({size} bytes)", component.display());
+        }
+        Task::Test => tasks::test(&workspace)?,
+        Task::Demo => tasks::demo(&workspace)?,
+        Task::Bench => tasks::bench(&workspace)?,
+    }
+    Ok(())
+}
+
+/// The workspace root: this crate lives at `<root>/xtask`. `cargo run` says where at run time;
+/// the compile-time path is the fallback (a binary built from a copy of the tree at another
+/// path can be fresh in a shared target directory and would name the other tree).
+fn workspace_root() -> PathBuf {
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.join("Cargo.toml").is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}

@@ -1,0 +1,229 @@
+//! The tasks of `cargo xtask`: each one a function the binary calls after parsing arguments.
+//!
+//! Every task runs its child cargo from the workspace root, with [`crate::fresh_cargo`]'s
+//! environment plus the caller's `CARGO_TARGET_DIR`, if one was set.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, Result};
+
+use crate::guest::{GuestBuild, build_component};
+use crate::process::{display, fresh_cargo, run};
+use crate::toolchain::{WasmToolchain, ensure_toolchain};
+
+/// The engine guest, built by `cargo xtask component`.
+pub const ENGINE_PACKAGE: &str = "tandem-engine-component";
+
+/// The workspace the tasks run in.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: PathBuf,
+    /// `$CARGO_TARGET_DIR` as the caller set it, passed on to child cargos.
+    target_dir_override: Option<PathBuf>,
+}
+
+impl Workspace {
+    /// The workspace at `root`, honouring the current `CARGO_TARGET_DIR` (a relative one is
+    /// taken relative to the current directory, as cargo does).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let target_dir_override = std::env::var_os("CARGO_TARGET_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map(PathBuf::from)
+            .map(|dir| std::path::absolute(&dir).unwrap_or(dir));
+        Self {
+            root: root.into(),
+            target_dir_override,
+        }
+    }
+
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The cargo target directory: `$CARGO_TARGET_DIR`, else `<root>/target`.
+    pub fn target_dir(&self) -> PathBuf {
+        self.target_dir_override
+            .clone()
+            .unwrap_or_else(|| self.root.join("target"))
+    }
+
+    /// A fresh cargo running in the workspace root, with `args`.
+    pub fn cargo<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut cargo = fresh_cargo();
+        cargo.current_dir(&self.root).args(args);
+        if let Some(dir) = &self.target_dir_override {
+            cargo.env("CARGO_TARGET_DIR", dir);
+        }
+        cargo
+    }
+}
+
+/// `cargo xtask toolchain`: ensures the wasm32 toolchain and returns it.
+pub fn toolchain() -> Result<WasmToolchain> {
+    ensure_toolchain()
+}
+
+/// `cargo xtask component`: builds the engine component into `out_dir` (default
+/// `<target>/components`) and returns its path. Guests share `<target>/wasm-guests` with the
+/// build scripts.
+pub fn component(workspace: &Workspace, out_dir: Option<PathBuf>) -> Result<PathBuf> {
+    let target_dir = workspace.target_dir();
+    let build = GuestBuild {
+        package: ENGINE_PACKAGE.to_owned(),
+        workspace_root: workspace.root().to_path_buf(),
+        target_dir: target_dir.join("wasm-guests"),
+        out_dir: out_dir.unwrap_or_else(|| target_dir.join("components")),
+    };
+    build_component(&build)
+}
+
+/// The size of the file at `path`, in bytes.
+pub fn file_size(path: &Path) -> Result<u64> {
+    Ok(fs::metadata(path)
+        .with_context(|| format!("could not stat {}", path.display()))?
+        .len())
+}
+
+/// One step of the gate: cargo arguments and extra environment.
+struct Step {
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// The CI gate, in order.
+const GATE: &[Step] = &[
+    Step {
+        args: &["fmt", "--all", "--check"],
+        env: &[],
+    },
+    Step {
+        args: &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+    Step {
+        args: &["doc", "--workspace", "--no-deps"],
+        env: &[("RUSTDOCFLAGS", "-Dwarnings")],
+    },
+    Step {
+        args: &["test", "--workspace"],
+        env: &[],
+    },
+];
+
+/// `cargo xtask test`: ensures the toolchain, then runs the gate (format, clippy, docs, tests),
+/// printing each command and stopping at the first failure.
+pub fn test(workspace: &Workspace) -> Result<()> {
+    let toolchain = ensure_toolchain()?;
+    eprintln!("==> wasm32 toolchain: {toolchain}");
+    for step in GATE {
+        let mut cargo = workspace.cargo(step.args);
+        let mut shown = String::new();
+        for (name, value) in step.env {
+            cargo.env(name, value);
+            shown.push_str(&format!("{name}={value} "));
+        }
+        shown.push_str(&display_as_cargo(&cargo));
+        eprintln!("==> {shown}");
+        run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
+    }
+    eprintln!("==> gate passed");
+    Ok(())
+}
+
+/// `cargo xtask demo`: ensures the toolchain, then runs the CLI's recommendation on the
+/// example queue.
+pub fn demo(workspace: &Workspace) -> Result<()> {
+    ensure_toolchain()?;
+    run_shown(workspace.cargo([
+        "run",
+        "--release",
+        "--package",
+        "tandem-cli",
+        "--",
+        "recommend",
+        "--queue",
+        "examples/queue.json",
+    ]))
+}
+
+/// `cargo xtask bench`: runs the benchmarks of `tandem-tests`.
+pub fn bench(workspace: &Workspace) -> Result<()> {
+    run_shown(workspace.cargo(["bench", "--package", "tandem-tests"]))
+}
+
+fn run_shown(mut cargo: Command) -> Result<()> {
+    let shown = display_as_cargo(&cargo);
+    eprintln!("==> {shown}");
+    run(&mut cargo).with_context(|| format!("`{shown}` failed"))
+}
+
+/// `cargo <args>`: the full path of `$CARGO` only makes the line longer.
+fn display_as_cargo(cargo: &Command) -> String {
+    let mut shown = Command::new("cargo");
+    shown.args(cargo.get_args());
+    display(&shown)
+}
+
+/// The gate as shell-like lines, for tests.
+#[cfg(test)]
+fn gate_commands() -> Vec<String> {
+    GATE.iter()
+        .map(|step| {
+            let env = step
+                .env
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"));
+            let cargo = std::iter::once("cargo".to_owned());
+            let args = step.args.iter().map(|arg| (*arg).to_owned());
+            env.chain(cargo).chain(args).collect::<Vec<_>>().join(" ")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_runs_format_then_clippy_then_docs_then_tests() {
+        assert_eq!(
+            gate_commands(),
+            [
+                "cargo fmt --all --check",
+                "cargo clippy --workspace --all-targets -- -D warnings",
+                "RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps",
+                "cargo test --workspace",
+            ]
+        );
+    }
+
+    #[test]
+    fn child_cargos_run_in_the_root_without_the_outer_build_scripts_environment() {
+        let workspace = Workspace {
+            root: PathBuf::from("/ws"),
+            target_dir_override: Some(PathBuf::from("/cache/target")),
+        };
+        let cargo = workspace.cargo(["bench"]);
+        assert_eq!(cargo.get_current_dir(), Some(Path::new("/ws")));
+        let target = cargo
+            .get_envs()
+            .find(|(name, _)| *name == "CARGO_TARGET_DIR")
+            .and_then(|(_, value)| value);
+        assert_eq!(target, Some(std::ffi::OsStr::new("/cache/target")));
+        assert_eq!(workspace.target_dir(), Path::new("/cache/target"));
+    }
+}
