@@ -7,6 +7,9 @@
 //! Exit codes: `0` success, `1` the engine or the host failed, `2` bad input (arguments, files,
 //! or input the engine rejected).
 
+mod kb;
+mod keys;
+mod observations;
 mod queue;
 mod render;
 
@@ -90,6 +93,73 @@ enum Command {
     /// the jobs left unplaced and why. No GPU is ever filled past its memory or past
     /// `max_jobs_per_gpu`.
     Recommend(RecommendArgs),
+
+    /// Create, feed and inspect a knowledge base file.
+    ///
+    /// A knowledge base holds the clusters of observed profiles and the interference learned
+    /// from finished co-locations. Job ids are keyed (HMAC-SHA256 with the secret stored next
+    /// to the file, `<kb>.secret`) before they reach the engine, so the file names no job.
+    #[command(subcommand)]
+    Kb(KbCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum KbCommand {
+    /// Create a knowledge base, seeded with the bundled Futurewei profiles unless --empty.
+    Init {
+        /// The knowledge-base file to create.
+        #[arg(long, value_name = "FILE")]
+        kb: PathBuf,
+        /// Start with no seed profiles at all.
+        #[arg(long)]
+        empty: bool,
+        /// Replace an existing file (what it learned is lost).
+        #[arg(long)]
+        force: bool,
+        /// Objective stored with the knowledge base (a queue file's policy overrides it).
+        #[arg(long, value_enum, default_value_t = ObjectiveArg::Balanced)]
+        objective: ObjectiveArg,
+        /// Seed for clustering and exploration.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[command(flatten)]
+        secret: SecretArgs,
+    },
+    /// Feed profiles and/or outcomes; the file is written only if every one is accepted.
+    Observe {
+        /// The knowledge-base file.
+        #[arg(long, value_name = "FILE")]
+        kb: PathBuf,
+        /// Profiles: a JSON list of jobs shaped as in a queue file.
+        #[arg(long, value_name = "FILE")]
+        profiles: Option<PathBuf>,
+        /// Outcomes: a JSON list of `{"gpu_model", "jobs", "solo_s", "colocated_s"}` or
+        /// `{"gpu_model", "jobs", "speeds"}` (co-located throughput / solo throughput).
+        #[arg(long, value_name = "FILE")]
+        outcomes: Option<PathBuf>,
+        #[command(flatten)]
+        secret: SecretArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Show the clusters and the interference learned between them.
+    Show {
+        /// The knowledge-base file.
+        #[arg(long, value_name = "FILE")]
+        kb: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+}
+
+/// Where the id secret comes from.
+#[derive(Debug, Args)]
+struct SecretArgs {
+    /// Id secret (hex) to use instead of the one next to the knowledge base.
+    #[arg(long, value_name = "FILE", env = "TANDEM_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +167,14 @@ struct RecommendArgs {
     /// Queue file (JSON): `{"gpus": [...], "policy": {...}, "jobs": [...]}`; see examples/.
     #[arg(long, value_name = "FILE")]
     queue: PathBuf,
+
+    /// Knowledge base to recommend from (see `tandem kb`); without one, the engine starts
+    /// from the bundled seed profiles and has learned nothing.
+    #[arg(long, value_name = "FILE")]
+    kb: Option<PathBuf>,
+
+    #[command(flatten)]
+    secret: SecretArgs,
 
     /// What to optimize; overrides the queue file's `policy.objective`.
     #[arg(long, value_enum)]
@@ -159,6 +237,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
+        Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),
         // `arg_required_else_help` prints the help when nothing is given at all; this covers
         // options without a command.
         None => Err(InputError::usage("no command given; see `tandem --help`").into()),
@@ -184,13 +263,118 @@ fn recommend(engine: &EngineArgs, args: &RecommendArgs) -> anyhow::Result<()> {
     }
     let request = queue.into_request();
     let runtime = engine.runtime()?;
-    let mut recommender = runtime.create(&request.policy, args.seed)?;
-    let answer = recommender
-        .recommend(&request.queue, &request.gpus)
+    let (mut recommender, mut keys) = match &args.kb {
+        Some(path) => {
+            let opened = kb::open(&runtime, path, args.secret.secret_file.as_deref())?;
+            (opened.recommender, opened.keys)
+        }
+        None => (
+            runtime.bootstrap(&request.policy, args.seed)?,
+            keys::IdKeys::ephemeral()?,
+        ),
+    };
+    recommender.set_policy(&request.policy)?;
+    // The engine sees keyed ids only; answers are mapped back below.
+    let key_job = |keys: &mut keys::IdKeys, job: &tandem_api::Job| tandem_api::Job {
+        id: keys.key(&job.id),
+        ..job.clone()
+    };
+    let queued: Vec<_> = request
+        .queue
+        .iter()
+        .map(|j| key_job(&mut keys, j))
+        .collect();
+    let gpus: Vec<_> = request
+        .gpus
+        .iter()
+        .map(|gpu| tandem_api::Gpu {
+            residents: gpu
+                .residents
+                .iter()
+                .map(|j| key_job(&mut keys, j))
+                .collect(),
+            ..gpu.clone()
+        })
+        .collect();
+    let mut answer = recommender
+        .recommend(&queued, &gpus)
         .with_context(|| format!("{}: the engine rejected the queue", args.queue.display()))?;
+    for placement in &mut answer.placements {
+        for id in placement
+            .jobs
+            .iter_mut()
+            .chain(placement.residents.iter_mut())
+        {
+            *id = keys.original(id).to_owned();
+        }
+    }
+    for unplaced in &mut answer.unplaced {
+        unplaced.job = keys.original(&unplaced.job).to_owned();
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
         Format::Table => print!("{}", render::recommendation(&answer, &request)),
+    }
+    Ok(())
+}
+
+fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()> {
+    let runtime = engine.runtime()?;
+    match command {
+        KbCommand::Init {
+            kb,
+            empty,
+            force,
+            objective,
+            seed,
+            secret,
+        } => {
+            let policy = tandem_api::Policy {
+                objective: objective.into(),
+                ..tandem_api::Policy::default()
+            };
+            let summary = kb::init(
+                &runtime,
+                &kb,
+                secret.secret_file.as_deref(),
+                &policy,
+                seed,
+                empty,
+                force,
+            )?;
+            println!(
+                "created {} with {} seed profile(s) in {} cluster(s)",
+                kb.display(),
+                summary.seed_points,
+                summary.clusters.len()
+            );
+        }
+        KbCommand::Observe {
+            kb,
+            profiles,
+            outcomes,
+            secret,
+            format,
+        } => {
+            if profiles.is_none() && outcomes.is_none() {
+                return Err(InputError::usage("give --profiles, --outcomes or both").into());
+            }
+            let mut opened = kb::open(&runtime, &kb, secret.secret_file.as_deref())?;
+            let observed = kb::observe(&mut opened, profiles.as_deref(), outcomes.as_deref())?;
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&observed)?),
+                Format::Table => print!("{}", render::observed(&observed)),
+            }
+        }
+        KbCommand::Show { kb, format } => {
+            // Showing needs no secret: nothing is keyed.
+            let mut recommender = kb::open_unkeyed(&runtime, &kb)?;
+            let summary = recommender.describe()?;
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+                Format::Table => print!("{}", render::knowledge(&summary)),
+            }
+        }
     }
     Ok(())
 }

@@ -38,7 +38,11 @@ impl InputError {
         }
     }
 
-    fn in_file(file: &Path, field: impl Into<String>, problem: impl Into<String>) -> Self {
+    pub(crate) fn in_file(
+        file: &Path,
+        field: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
         let field = field.into();
         Self {
             file: Some(file.to_owned()),
@@ -288,7 +292,7 @@ impl QueueFile {
     }
 }
 
-fn check_profile(profile: &Profile) -> Result<(), (String, String)> {
+pub(crate) fn check_profile(profile: &Profile) -> Result<(), (String, String)> {
     for (field, value) in [
         ("gpu_util_pct", profile.gpu_util_pct),
         ("mem_access_pct", profile.mem_access_pct),

@@ -70,3 +70,83 @@ pub(crate) fn recommendation(answer: &Recommendation, request: &Request) -> Stri
     }
     out
 }
+
+/// What `kb observe` did.
+pub(crate) fn observed(observed: &crate::kb::Observed) -> String {
+    let mut out = String::new();
+    if !observed.profiles.is_empty() {
+        let mut table = Table::new();
+        table
+            .load_preset(UTF8_FULL_CONDENSED)
+            .set_header(["job", "cluster", "uncertainty"]);
+        for p in &observed.profiles {
+            table.add_row([
+                p.job.clone(),
+                p.cluster.to_string(),
+                format!("{:.2}", p.uncertainty),
+            ]);
+        }
+        out.push_str(&format!(
+            "{} profile(s) filed\n{table}\n",
+            observed.profiles.len()
+        ));
+    }
+    out.push_str(&format!("{} outcome(s) learned\n", observed.outcomes));
+    out
+}
+
+/// The clusters and the measured matrix of a knowledge base.
+pub(crate) fn knowledge(summary: &tandem_api::KnowledgeSummary) -> String {
+    let mut out = format!(
+        "{} profile(s) observed, {} seed profile(s), {} outcome(s) learned ({} pairwise observations)\n",
+        summary.profiles, summary.seed_points, summary.outcomes, summary.residual_observations
+    );
+    let mut clusters = Table::new();
+    clusters.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "cluster",
+        "GPU util %",
+        "mem access %",
+        "mem share %",
+        "members",
+        "radius",
+    ]);
+    for c in &summary.clusters {
+        clusters.add_row([
+            c.id.to_string(),
+            format!("{:.1}", c.gpu_util_pct),
+            format!("{:.1}", c.mem_access_pct),
+            format!("{:.1}", c.mem_share_pct),
+            c.members.to_string(),
+            format!("{:.3}", c.radius),
+        ]);
+    }
+    out.push_str(&format!("{clusters}\n"));
+    if summary.pairs.is_empty() {
+        out.push_str("no interference measured yet\n");
+    } else {
+        let mut pairs = Table::new();
+        pairs.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "rank",
+            "cluster",
+            "next to",
+            "outcomes",
+            "slowdown % (mean ± sd)",
+            "packing saving %",
+        ]);
+        let mut sorted: Vec<_> = summary.pairs.iter().collect();
+        sorted.sort_by_key(|p| p.rank);
+        for p in sorted {
+            pairs.add_row([
+                p.rank.to_string(),
+                p.cluster.to_string(),
+                p.partner.to_string(),
+                p.observations.to_string(),
+                format!("{:.1} ± {:.1}", p.slowdown_pct, p.slowdown_std_pct),
+                p.packing_saving_pct
+                    .map_or_else(|| "-".into(), |s| format!("{s:.1}")),
+            ]);
+        }
+        out.push_str(&format!("{pairs}\n"));
+    }
+    out
+}

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use tandem_api::{Assignment, Fit, Gpu, GpuScore, Job, Outcome, Policy, Profile, Recommendation};
+use tandem_api::{
+    Assignment, Fit, Gpu, GpuScore, GpuSpec, Job, KnowledgeSummary, Outcome, Policy, Prediction,
+    Profile, Recommendation,
+};
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 
@@ -53,6 +56,16 @@ impl Recommender {
         })
     }
 
+    pub(crate) fn bootstrap(shared: Arc<Shared>, policy: &Policy, seed: u64) -> Result<Self> {
+        let policy = wit::Policy::from(policy.clone());
+        Self::start(shared, "bootstrap", |store, plugin| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_bootstrap(store, policy, seed)
+        })
+    }
+
     pub(crate) fn load(shared: Arc<Shared>, state: &[u8]) -> Result<Self> {
         Self::start(shared, "load", |store, plugin| {
             plugin
@@ -91,6 +104,18 @@ impl Recommender {
                 .map(Ok)
         })?;
         Ok(recommender)
+    }
+
+    /// Replaces the policy; the knowledge base stays.
+    pub fn set_policy(&mut self, policy: &Policy) -> Result<()> {
+        let policy = wit::Policy::from(policy.clone());
+        self.call("set-policy", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_set_policy(store, handle, policy)
+        })?;
+        self.refresh_snapshot()
     }
 
     /// Records the profile of `job` and files it in the knowledge base.
@@ -155,6 +180,31 @@ impl Recommender {
                 .call_score(store, handle, &job, &gpus)
         })?;
         Ok(scores.into_iter().map(Into::into).collect())
+    }
+
+    /// Predicts what running `group` together on one GPU of kind `gpu` would do.
+    pub fn predict(&mut self, group: &[Job], gpu: &GpuSpec) -> Result<Prediction> {
+        let group = to_wit(group);
+        let gpu = wit::GpuSpec::from(gpu.clone());
+        let prediction = self.call("predict", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_predict(store, handle, &group, &gpu)
+        })?;
+        Ok(prediction.into())
+    }
+
+    /// What the knowledge base holds: clusters, measured interference, counts.
+    pub fn describe(&mut self) -> Result<KnowledgeSummary> {
+        let summary = self.call("describe", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_describe(store, handle)
+                .map(Ok)
+        })?;
+        Ok(summary.into())
     }
 
     /// The engine's state as of the last acknowledged change, as `save` produced it; feed it

@@ -145,6 +145,11 @@ impl Runtime {
         Recommender::create(Arc::clone(&self.shared), policy, seed)
     }
 
+    /// A recommender whose knowledge base starts from the profiles bundled with the engine.
+    pub fn bootstrap(&self, policy: &Policy, seed: u64) -> Result<Recommender> {
+        Recommender::bootstrap(Arc::clone(&self.shared), policy, seed)
+    }
+
     /// A recommender restored from a snapshot taken with [`Recommender::snapshot`].
     pub fn load(&self, state: &[u8]) -> Result<Recommender> {
         Recommender::load(Arc::clone(&self.shared), state)

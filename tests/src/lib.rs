@@ -38,9 +38,9 @@ pub fn queue(jobs: usize, seed: u64) -> Vec<Job> {
             Job::profiled(
                 format!("job-{i}"),
                 Profile {
-                    gpu_util_pct: rng.random_range(5.0..95.0),
-                    mem_access_pct: rng.random_range(2.0..60.0),
-                    mem_used_mib: rng.random_range(512..12_288),
+                    gpu_util_pct: rng.gen_range(5.0..95.0),
+                    mem_access_pct: rng.gen_range(2.0..60.0),
+                    mem_used_mib: rng.gen_range(512..12_288),
                     gpu_model: "V100".into(),
                 },
             )

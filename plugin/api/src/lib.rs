@@ -359,6 +359,59 @@ pub struct GpuScore {
     pub score: u8,
 }
 
+/// One cluster of similar profiles in the knowledge base.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    /// Stable id (kept across re-clustering while the centre stays put).
+    pub id: u32,
+    /// Centre: SM utilization, in percent.
+    pub gpu_util_pct: f32,
+    /// Centre: memory-access share, in percent.
+    pub mem_access_pct: f32,
+    /// Centre: memory used as a share of the GPU's memory, in percent.
+    pub mem_share_pct: f32,
+    /// Profiles assigned at the last clustering.
+    pub members: u32,
+    /// Mean distance of the members to the centre, in normalized feature units.
+    pub radius: f32,
+}
+
+/// What was measured for jobs of one cluster sharing a GPU with jobs of another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairInfo {
+    /// Cluster of the job whose slowdown this is.
+    pub cluster: u32,
+    /// Cluster of its co-runner.
+    pub partner: u32,
+    /// Outcomes behind these figures.
+    pub observations: u32,
+    /// Mean individual slowdown, in percent.
+    pub slowdown_pct: f32,
+    /// Standard deviation of the individual slowdown, in percent.
+    pub slowdown_std_pct: f32,
+    /// Mean packing saving of such pairs, in percent, if measured for exactly two jobs.
+    pub packing_saving_pct: Option<f32>,
+    /// Rank among all measured cluster pairs: best packing saving first, then least slowdown.
+    pub rank: u32,
+}
+
+/// What a knowledge base holds (the answer of `describe`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeSummary {
+    /// Profiles observed under (keyed) job ids.
+    pub profiles: u32,
+    /// Anonymous seed profiles the clustering started from.
+    pub seed_points: u32,
+    /// Outcomes learned from.
+    pub outcomes: u32,
+    /// Pairwise observations the pair-level predictor learned from.
+    pub residual_observations: u32,
+    /// The clusters.
+    pub clusters: Vec<ClusterInfo>,
+    /// Measured cluster pairs.
+    pub pairs: Vec<PairInfo>,
+}
+
 /// Errors the engine returns as values (a trap is never used for these).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind", content = "message")]

@@ -77,6 +77,15 @@ macro_rules! mirror_contract {
         $crate::mirror!(struct wit_types::Recommendation, $crate::Recommendation { placements: vec, unplaced: vec });
         $crate::mirror!(struct wit_types::Fit, $crate::Fit { gpu, fits, reason });
         $crate::mirror!(struct wit_types::GpuScore, $crate::GpuScore { gpu, score });
+        $crate::mirror!(struct wit_types::ClusterInfo, $crate::ClusterInfo {
+            id, gpu_util_pct, mem_access_pct, mem_share_pct, members, radius,
+        });
+        $crate::mirror!(struct wit_types::PairInfo, $crate::PairInfo {
+            cluster, partner, observations, slowdown_pct, slowdown_std_pct, packing_saving_pct, rank,
+        });
+        $crate::mirror!(struct wit_types::KnowledgeSummary, $crate::KnowledgeSummary {
+            profiles, seed_points, outcomes, residual_observations, clusters: vec, pairs: vec,
+        });
 
         impl ::core::convert::From<wit_types::Error> for $crate::EngineError {
             fn from(value: wit_types::Error) -> Self {

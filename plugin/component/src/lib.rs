@@ -27,6 +27,24 @@ mod bindings {
     export!(Component);
 }
 
+// linfa's k-means pulls in `getrandom`, which refuses to build for wasm32-unknown-unknown
+// unless a source is registered. The engine never asks for OS entropy (every RNG is seeded by
+// the host), so the registered source only ever reports "unsupported".
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod no_entropy {
+    fn unsupported(_: &mut [u8]) -> Result<(), getrandom::Error> {
+        Err(getrandom::Error::UNSUPPORTED)
+    }
+
+    #[expect(
+        unsafe_code,
+        reason = "the registration macro defines an extern symbol"
+    )]
+    mod register {
+        getrandom::register_custom_getrandom!(super::unsupported);
+    }
+}
+
 /// Marks the messages the host recognises as a guest panic.
 pub const PANIC_PREFIX: &str = "guest panicked: ";
 
@@ -68,6 +86,25 @@ impl GuestRecommender for Recommender {
         install_panic_hook();
         let engine = tandem_engine::Recommender::new(policy.into(), seed)?;
         Ok(Self::wrap(engine))
+    }
+
+    fn bootstrap(policy: wit::Policy, seed: u64) -> WitResult<wit_engine::Recommender> {
+        install_panic_hook();
+        let engine = tandem_engine::Recommender::bootstrap(policy.into(), seed)?;
+        Ok(Self::wrap(engine))
+    }
+
+    fn predict(&self, group: Vec<wit::Job>, gpu: wit::GpuSpec) -> WitResult<wit::Prediction> {
+        let prediction = self.0.borrow().predict(&convert::all(group), &gpu.into())?;
+        Ok(prediction.into())
+    }
+
+    fn describe(&self) -> wit::KnowledgeSummary {
+        self.0.borrow().describe().into()
+    }
+
+    fn set_policy(&self, policy: wit::Policy) -> WitResult<()> {
+        Ok(self.0.borrow_mut().set_policy(policy.into())?)
     }
 
     fn observe_profile(&self, job: String, p: wit::Profile) -> WitResult<wit::Assignment> {

@@ -8,8 +8,8 @@
 //! The skeleton predicts slowdowns with an analytic prior from the profiles alone: when the
 //! summed SM utilization exceeds 100% the GPU time-slices, so every job runs at `1/U` of its
 //! solo speed; on top of that, each co-runner's memory traffic costs a quarter of its
-//! memory-access share. The prior carries full uncertainty; outcomes observed for the same
-//! group replace it (see the knowledge base). Slowdowns here are fractions (0.25 = 25%).
+//! memory-access share. It is the first layer of the predictor ([`crate::learning`]), which
+//! outcomes refine. Slowdowns here are fractions (0.25 = 25%).
 
 use tandem_api::Profile;
 
@@ -36,6 +36,13 @@ pub fn prior_slowdowns(group: &[&Profile]) -> Vec<f64> {
             time_slicing + MEMORY_CONTENTION_WEIGHT * others_access
         })
         .collect()
+}
+
+/// The prior slowdown of a job with features `a` next to one with features `b` (both as
+/// [`crate::features`] describes them), the two-job case of [`prior_slowdowns`].
+pub fn prior_slowdowns_of(a: &[f64; 3], b: &[f64; 3]) -> f64 {
+    let time_slicing = (a[0] + b[0] - 1.0).max(0.0);
+    time_slicing + MEMORY_CONTENTION_WEIGHT * b[1]
 }
 
 /// Time saved by running a group together instead of one after another, in units of one

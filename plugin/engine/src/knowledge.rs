@@ -1,170 +1,381 @@
-//! What the engine has learned: profiles by job id and measured slowdowns by group.
+//! What the engine knows: observed profiles (by keyed id), their clustering, and the
+//! interference learned from outcomes.
 //!
-//! The skeleton files profiles into three fixed utilization bands (light, medium, heavy) as
-//! its "clusters"; the k-means knowledge base of the next engine replaces them. Outcomes are
-//! learned per exact group of jobs: a later prediction for the same group uses the running
-//! mean of what was measured, with an uncertainty of `1 / (1 + observations)`.
+//! Job ids reaching the engine are opaque: hosts key real names (HMAC-SHA256 with a per-cluster
+//! secret) before calling it, so a saved knowledge base names no job. Profiles are the only
+//! thing stored per id, because later outcomes refer to jobs by id.
+//!
+//! The clustering is refit as profiles accumulate — whenever the number of points has grown by
+//! [`REFIT_GROWTH`] since the last fit — over the seed points (the bundled Futurewei profiles
+//! for a bootstrapped knowledge base) plus every observed profile.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tandem_api::{Assignment, EngineError, Outcome, Profile};
+use tandem_api::{
+    Assignment, ClusterInfo, EngineError, GpuSpec, Job, KnowledgeSummary, Outcome, PairInfo,
+    Prediction, Profile,
+};
 
 use crate::Result;
+use crate::clusters::Clusters;
+use crate::features::{self, Features};
 use crate::interference;
+use crate::learning::{PRIOR_STD, PairMatrix, ResidualModel};
 
-/// Width of one utilization band of the skeleton's fixed clusters, in percent.
-const BAND_WIDTH_PCT: f32 = 100.0 / 3.0;
+/// Relative growth in points that triggers a refit of the clustering.
+pub const REFIT_GROWTH: f64 = 0.1;
 
-/// Running statistics of one group of jobs that was observed sharing a GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct GroupStats {
-    /// Job ids, sorted.
-    pub(crate) jobs: Vec<String>,
-    /// Mean observed individual slowdown (fraction) of each job, in the order of `jobs`.
-    pub(crate) mean_slowdown: Vec<f64>,
-    /// Number of outcomes folded into the means.
-    pub(crate) observations: u64,
+/// The bundled seed profiles: the Futurewei mini-ML workload set (see `data/README.md`).
+const SEED_CSV: &str = include_str!("../data/futurewei_clustering_real_and_synthetic.csv");
+
+/// A job as the predictor sees it: its features and where it falls in the clustering.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct JobView {
+    pub(crate) features: Features,
+    pub(crate) cluster: Option<u32>,
+    /// Distance-based uncertainty of its cluster assignment (1 without clusters).
+    pub(crate) assignment_uncertainty: f64,
 }
 
-/// Profiles and learned interference.
+/// Profiles, clusters and learned interference.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Knowledge {
     pub(crate) profiles: BTreeMap<String, Profile>,
-    pub(crate) groups: BTreeMap<String, GroupStats>,
-}
-
-/// The key of a group: its sorted ids, each length-prefixed so that no choice of ids can make
-/// two different groups collide.
-fn group_key<S: AsRef<str>>(sorted_ids: &[S]) -> String {
-    sorted_ids
-        .iter()
-        .map(|id| format!("{}:{}", id.as_ref().len(), id.as_ref()))
-        .collect::<Vec<_>>()
-        .join(",")
+    /// Anonymous points the clustering starts from (no ids, no names).
+    pub(crate) seed_points: Vec<Features>,
+    pub(crate) clusters: Clusters,
+    pub(crate) matrix: PairMatrix,
+    pub(crate) residual: ResidualModel,
+    pub(crate) outcomes: u64,
 }
 
 impl Knowledge {
-    pub(crate) fn observe_profile(&mut self, job: &str, profile: Profile) -> Assignment {
-        let assignment = assign(&profile);
+    /// A knowledge base seeded with the bundled Futurewei profiles, clustered with `seed`.
+    pub(crate) fn bootstrapped(seed: u64) -> Self {
+        let mut knowledge = Self {
+            seed_points: seed_points(),
+            ..Self::default()
+        };
+        knowledge.refit(seed);
+        knowledge
+    }
+
+    fn points(&self) -> Vec<Features> {
+        let mut points = self.seed_points.clone();
+        points.extend(self.profiles.values().map(features::of));
+        points
+    }
+
+    fn refit(&mut self, seed: u64) {
+        let points = self.points();
+        self.clusters.fit(&points, seed);
+    }
+
+    /// Files a profile, refitting the clustering when enough new points arrived.
+    pub(crate) fn observe_profile(&mut self, job: &str, profile: Profile, seed: u64) -> Assignment {
+        let point = features::of(&profile);
         self.profiles.insert(job.to_owned(), profile);
-        assignment
+        let total = self.seed_points.len() + self.profiles.len();
+        let fitted = self.clusters.fitted_points;
+        if self.clusters.clusters.is_empty() || total as f64 >= fitted as f64 * (1.0 + REFIT_GROWTH)
+        {
+            self.refit(seed ^ total as u64);
+        }
+        let placed = self.clusters.place(&point);
+        Assignment {
+            cluster: placed.map_or(0, |p| p.cluster),
+            uncertainty: placed.map_or(1.0, |p| p.uncertainty) as f32,
+        }
     }
 
     pub(crate) fn profile(&self, job: &str) -> Option<&Profile> {
         self.profiles.get(job)
     }
 
-    /// Folds a validated outcome into the group's means; all-or-nothing.
+    /// How the predictor sees a profile.
+    pub(crate) fn view(&self, profile: &Profile) -> JobView {
+        let features = features::of(profile);
+        let placed = self.clusters.place(&features);
+        JobView {
+            features,
+            cluster: placed.map(|p| p.cluster),
+            assignment_uncertainty: placed.map_or(1.0, |p| p.uncertainty),
+        }
+    }
+
+    /// Folds a validated outcome into the matrix and the residual model; all or nothing.
     pub(crate) fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
-        if let Some(unknown) = outcome
-            .jobs
-            .iter()
-            .find(|j| !self.profiles.contains_key(*j))
-        {
-            return Err(EngineError::UnknownJob(format!(
-                "outcome names job `{unknown}`, whose profile was never observed"
-            )));
+        let mut views = Vec::with_capacity(outcome.jobs.len());
+        for job in &outcome.jobs {
+            let profile = self.profiles.get(job).ok_or_else(|| {
+                EngineError::UnknownJob(format!(
+                    "outcome names job `{job}`, whose profile was never observed"
+                ))
+            })?;
+            views.push(self.view(profile));
         }
-        let mut order: Vec<usize> = (0..outcome.jobs.len()).collect();
-        order.sort_by(|&a, &b| outcome.jobs[a].cmp(&outcome.jobs[b]));
-        let jobs: Vec<String> = order.iter().map(|&i| outcome.jobs[i].clone()).collect();
-        let slowdowns: Vec<f64> = order
+        let slowdowns: Vec<f64> = outcome
+            .solo_s
             .iter()
-            .map(|&i| (outcome.colocated_s[i] - outcome.solo_s[i]) / outcome.solo_s[i])
+            .zip(&outcome.colocated_s)
+            .map(|(solo, colocated)| (colocated - solo) / solo)
             .collect();
-        let stats = self
-            .groups
-            .entry(group_key(&jobs))
-            .or_insert_with(|| GroupStats {
-                mean_slowdown: vec![0.0; jobs.len()],
-                jobs,
-                observations: 0,
-            });
-        stats.observations += 1;
-        let n = stats.observations as f64;
-        for (mean, observed) in stats.mean_slowdown.iter_mut().zip(slowdowns) {
-            *mean += (observed - *mean) / n;
+        let partners = (views.len() - 1) as f64;
+        for (i, view) in views.iter().enumerate() {
+            for (j, partner) in views.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                // With more than two jobs, each partner is charged an equal share: the
+                // predictor adds pairwise slowdowns back up (see `predict`).
+                let share = slowdowns[i] / partners;
+                let prior = interference::prior_slowdowns_of(&view.features, &partner.features);
+                let (blend, _) = self.matrix.blend(view.cluster, partner.cluster, prior);
+                self.residual
+                    .learn(&view.features, &partner.features, share - blend);
+                if let (Some(a), Some(b)) = (view.cluster, partner.cluster) {
+                    self.matrix.push_slowdown(a, b, share);
+                }
+            }
         }
+        if let [a, b] = views.as_slice()
+            && let (Some(ca), Some(cb)) = (a.cluster, b.cluster)
+        {
+            let solo: f64 = outcome.solo_s.iter().sum();
+            let longest = outcome.colocated_s.iter().fold(0.0_f64, |m, t| m.max(*t));
+            self.matrix.push_saving(ca, cb, (solo - longest) / solo);
+        }
+        self.outcomes += 1;
         Ok(())
     }
 
-    /// Predicted slowdowns (fractions, in the order of `ids`) and their uncertainty (0..=1).
-    pub(crate) fn predict(&self, ids: &[&str], profiles: &[&Profile]) -> (Vec<f64>, f64) {
-        if ids.len() >= 2 {
-            let mut sorted: Vec<&str> = ids.to_vec();
-            sorted.sort_unstable();
-            if let Some(stats) = self.groups.get(&group_key(&sorted)) {
-                let slowdowns = ids
-                    .iter()
-                    .map(|id| {
-                        let at = stats.jobs.iter().position(|j| j == id);
-                        at.map_or(0.0, |i| stats.mean_slowdown[i])
-                    })
-                    .collect();
-                return (slowdowns, 1.0 / (1.0 + stats.observations as f64));
-            }
+    /// Predicted slowdown of `a` next to `b`: `(mean, variance, no-evidence variance)`.
+    pub(crate) fn predict_pair(&self, a: &JobView, b: &JobView) -> (f64, f64, f64) {
+        let prior = interference::prior_slowdowns_of(&a.features, &b.features);
+        let (blend, blend_var) = self.matrix.blend(a.cluster, b.cluster, prior);
+        let (residual, residual_var) = self.residual.predict(&a.features, &b.features);
+        let initial =
+            PRIOR_STD * PRIOR_STD + ResidualModel::prior_variance(&a.features, &b.features);
+        (
+            (blend + residual).max(0.0),
+            blend_var + residual_var,
+            initial,
+        )
+    }
+
+    /// Predicted slowdowns of a group sharing one GPU (in its order) and the group's
+    /// uncertainty (0..=1). Pairwise slowdowns add up for groups of three or more.
+    pub(crate) fn predict(&self, group: &[&JobView]) -> (Vec<f64>, f64) {
+        if group.len() < 2 {
+            return (vec![0.0; group.len()], 0.0);
         }
-        let uncertainty = if ids.len() < 2 { 0.0 } else { 1.0 };
-        (interference::prior_slowdowns(profiles), uncertainty)
+        let mut uncertainty: f64 = 0.0;
+        let slowdowns = group
+            .iter()
+            .enumerate()
+            .map(|(i, job)| {
+                let (mut mean, mut var, mut initial) = (0.0, 0.0, 0.0);
+                for (j, partner) in group.iter().enumerate() {
+                    if i != j {
+                        let (m, v, v0) = self.predict_pair(job, partner);
+                        mean += m;
+                        var += v;
+                        initial += v0;
+                    }
+                }
+                uncertainty = uncertainty.max((var / initial).sqrt());
+                mean
+            })
+            .collect();
+        (slowdowns, uncertainty.min(1.0))
     }
 }
 
-/// Files a profile into its utilization band; uncertainty is the distance from the band's
-/// centre, as a share of half a band (0 at the centre, 1 at its edge).
-fn assign(profile: &Profile) -> Assignment {
-    let band = (profile.gpu_util_pct / BAND_WIDTH_PCT).floor().min(2.0);
-    let centre = (band + 0.5) * BAND_WIDTH_PCT;
-    Assignment {
-        cluster: band as u32,
-        uncertainty: ((profile.gpu_util_pct - centre).abs() / (BAND_WIDTH_PCT / 2.0)).min(1.0),
+impl Knowledge {
+    /// The summary `describe` returns: clusters, the measured matrix with rankings, counts.
+    pub(crate) fn describe(&self) -> KnowledgeSummary {
+        let clusters = self
+            .clusters
+            .clusters
+            .iter()
+            .map(|c| ClusterInfo {
+                id: c.id,
+                gpu_util_pct: (c.centre[0] * 100.0) as f32,
+                mem_access_pct: (c.centre[1] * 100.0) as f32,
+                mem_share_pct: (c.centre[2] * 100.0) as f32,
+                members: c.members,
+                radius: c.radius as f32,
+            })
+            .collect();
+        let mut pairs: Vec<PairInfo> = self
+            .matrix
+            .cells()
+            .filter(|(_, cell)| cell.slowdown.count > 0)
+            .map(|(&(of, next_to), cell)| {
+                let saving = self
+                    .matrix
+                    .cell(of.min(next_to), of.max(next_to))
+                    .map(|c| c.saving);
+                PairInfo {
+                    cluster: of,
+                    partner: next_to,
+                    observations: u32::try_from(cell.slowdown.count).unwrap_or(u32::MAX),
+                    slowdown_pct: (cell.slowdown.mean * 100.0) as f32,
+                    slowdown_std_pct: (cell.slowdown.variance().unwrap_or(0.0).sqrt() * 100.0)
+                        as f32,
+                    packing_saving_pct: saving
+                        .filter(|s| s.count > 0)
+                        .map(|s| (s.mean * 100.0) as f32),
+                    rank: 0,
+                }
+            })
+            .collect();
+        // Relative ranking (JRS): best packing saving first, then least slowdown.
+        let mut order: Vec<usize> = (0..pairs.len()).collect();
+        order.sort_by(|&a, &b| {
+            let saving = |i: usize| pairs[i].packing_saving_pct.unwrap_or(f32::NEG_INFINITY);
+            saving(b)
+                .total_cmp(&saving(a))
+                .then(pairs[a].slowdown_pct.total_cmp(&pairs[b].slowdown_pct))
+        });
+        for (rank, i) in order.into_iter().enumerate() {
+            pairs[i].rank = u32::try_from(rank + 1).unwrap_or(u32::MAX);
+        }
+        KnowledgeSummary {
+            profiles: u32::try_from(self.profiles.len()).unwrap_or(u32::MAX),
+            seed_points: u32::try_from(self.seed_points.len()).unwrap_or(u32::MAX),
+            outcomes: u32::try_from(self.outcomes).unwrap_or(u32::MAX),
+            residual_observations: u32::try_from(self.residual.observations).unwrap_or(u32::MAX),
+            clusters,
+            pairs,
+        }
     }
+
+    /// Predicted effect of running `group` together (see [`Knowledge::predict`]).
+    pub(crate) fn predict_group(&self, group: &[Job], gpu: &GpuSpec) -> Result<Prediction> {
+        let mut views = Vec::with_capacity(group.len());
+        let mut memory: u64 = 0;
+        for job in group {
+            let profile = job
+                .profile
+                .as_ref()
+                .or_else(|| self.profile(&job.id))
+                .ok_or_else(|| {
+                    EngineError::UnknownJob(format!(
+                        "job `{}` has no profile and none was observed under its id",
+                        job.id
+                    ))
+                })?;
+            memory += u64::from(profile.mem_used_mib);
+            views.push(self.view(profile));
+        }
+        let refs: Vec<&JobView> = views.iter().collect();
+        let (slowdowns, uncertainty) = self.predict(&refs);
+        if memory > u64::from(gpu.memory_mib) {
+            return Err(EngineError::Infeasible(format!(
+                "the group needs {memory} MiB, more than the {} MiB of a {}",
+                gpu.memory_mib, gpu.model
+            )));
+        }
+        Ok(Prediction {
+            slowdown_pct: slowdowns.iter().map(|s| (s * 100.0) as f32).collect(),
+            packing_saving_pct: (interference::packing_saving(&slowdowns) * 100.0) as f32,
+            uncertainty: uncertainty as f32,
+            peak_mem_mib: u32::try_from(memory).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// Parses the bundled seed profiles (columns `MGUP`, `MGMAP`, `MGTSAMP`, in percent).
+fn seed_points() -> Vec<Features> {
+    let mut lines = SEED_CSV.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| h.trim() == name);
+    let (Some(util), Some(memory), Some(access)) =
+        (column("MGUP"), column("MGMAP"), column("MGTSAMP"))
+    else {
+        return Vec::new();
+    };
+    lines
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            let value = |i: usize| {
+                cells
+                    .get(i)?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+            };
+            Some([
+                value(util)? / 100.0,
+                value(access)? / 100.0,
+                value(memory)? / 100.0,
+            ])
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn profile(util: f32) -> Profile {
+    fn profile(util: f32, access: f32, mem: u32) -> Profile {
         Profile {
             gpu_util_pct: util,
-            mem_access_pct: 10.0,
-            mem_used_mib: 1000,
+            mem_access_pct: access,
+            mem_used_mib: mem,
             gpu_model: "V100".into(),
         }
     }
 
     #[test]
-    fn bands_and_uncertainty() {
-        let centre = assign(&profile(50.0));
-        assert_eq!(centre.cluster, 1);
-        assert!(centre.uncertainty < 1e-6);
-        assert_eq!(assign(&profile(100.0)).cluster, 2);
-        assert!(assign(&profile(40.0)).uncertainty < assign(&profile(35.0)).uncertainty);
+    fn the_bundled_seed_is_read_and_clustered() {
+        let kb = Knowledge::bootstrapped(1);
+        assert_eq!(kb.seed_points.len(), 175);
+        assert!(
+            (2..=8).contains(&kb.clusters.clusters.len()),
+            "{:?}",
+            kb.clusters
+        );
     }
 
     #[test]
-    fn outcomes_replace_the_prior_for_the_same_group() {
-        let mut kb = Knowledge::default();
-        kb.observe_profile("a", profile(90.0));
-        kb.observe_profile("b", profile(90.0));
-        let outcome = Outcome {
-            gpu_model: "V100".into(),
-            jobs: vec!["b".into(), "a".into()],
-            solo_s: vec![100.0, 100.0],
-            colocated_s: vec![110.0, 130.0],
-        };
-        kb.observe_outcome(&outcome).unwrap();
-        let (a, b) = (profile(90.0), profile(90.0));
-        let (slowdowns, uncertainty) = kb.predict(&["a", "b"], &[&a, &b]);
-        assert!((slowdowns[0] - 0.3).abs() < 1e-9 && (slowdowns[1] - 0.1).abs() < 1e-9);
-        assert!((uncertainty - 0.5).abs() < 1e-9);
+    fn outcomes_sharpen_predictions_for_similar_pairs() {
+        let mut kb = Knowledge::bootstrapped(1);
+        kb.observe_profile("a", profile(90.0, 40.0, 4000), 1);
+        kb.observe_profile("b", profile(85.0, 35.0, 5000), 1);
+        let (a, b) = (
+            kb.view(&profile(90.0, 40.0, 4000)),
+            kb.view(&profile(85.0, 35.0, 5000)),
+        );
+        let (_, var_before, _) = kb.predict_pair(&a, &b);
+        for _ in 0..10 {
+            kb.observe_outcome(&Outcome {
+                gpu_model: "V100".into(),
+                jobs: vec!["a".into(), "b".into()],
+                solo_s: vec![100.0, 100.0],
+                colocated_s: vec![140.0, 130.0],
+            })
+            .unwrap();
+        }
+        let (mean, var_after, _) = kb.predict_pair(&a, &b);
+        assert!((mean - 0.4).abs() < 0.1, "{mean}");
+        assert!(var_after < var_before / 4.0);
+        // A similar but unseen pair benefits too.
+        let (c, d) = (
+            kb.view(&profile(88.0, 38.0, 4500)),
+            kb.view(&profile(86.0, 36.0, 4800)),
+        );
+        let (similar, _, _) = kb.predict_pair(&c, &d);
+        assert!((similar - 0.4).abs() < 0.15, "{similar}");
     }
 
     #[test]
     fn an_outcome_naming_an_unknown_job_learns_nothing() {
-        let mut kb = Knowledge::default();
-        kb.observe_profile("a", profile(50.0));
+        let mut kb = Knowledge::bootstrapped(1);
+        kb.observe_profile("a", profile(50.0, 20.0, 1000), 1);
         let before = kb.clone();
         let outcome = Outcome {
             gpu_model: "V100".into(),

@@ -25,14 +25,19 @@
 //! # Ok::<(), tandem_api::EngineError>(())
 //! ```
 
+pub mod clusters;
+pub mod features;
 pub mod interference;
 mod knowledge;
+pub mod learning;
 mod placement;
 mod snapshot;
+pub mod synthesize;
 mod validate;
 
 use tandem_api::{
-    Assignment, EngineError, Fit, Gpu, GpuScore, Job, Outcome, Policy, Profile, Recommendation,
+    Assignment, EngineError, Fit, Gpu, GpuScore, Job, KnowledgeSummary, Outcome, Policy,
+    Prediction, Profile, Recommendation,
 };
 
 use crate::knowledge::Knowledge;
@@ -64,6 +69,35 @@ impl Recommender {
         })
     }
 
+    /// A recommender whose knowledge base starts from the bundled Futurewei profiles (the
+    /// default knowledge base): its clusters exist before the first job is profiled.
+    pub fn bootstrap(policy: Policy, seed: u64) -> Result<Self> {
+        validate::policy(&policy)?;
+        Ok(Self {
+            policy,
+            seed,
+            knowledge: Knowledge::bootstrapped(seed),
+        })
+    }
+
+    /// What the knowledge base holds: clusters, learned interference between them, counts.
+    pub fn describe(&self) -> KnowledgeSummary {
+        self.knowledge.describe()
+    }
+
+    /// Predicted effect of running `group` together on one GPU of `gpu`'s kind.
+    pub fn predict(&self, group: &[Job], gpu: &tandem_api::GpuSpec) -> Result<Prediction> {
+        validate::request(group, &[])?;
+        self.knowledge.predict_group(group, gpu)
+    }
+
+    /// Replaces the policy; the knowledge base stays.
+    pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
+        validate::policy(&policy)?;
+        self.policy = policy;
+        Ok(())
+    }
+
     /// The policy this recommender applies.
     pub fn policy(&self) -> &Policy {
         &self.policy
@@ -78,7 +112,7 @@ impl Recommender {
     pub fn observe_profile(&mut self, job: &str, profile: Profile) -> Result<Assignment> {
         validate::job_id(job, "job")?;
         validate::profile(&profile, "profile")?;
-        Ok(self.knowledge.observe_profile(job, profile))
+        Ok(self.knowledge.observe_profile(job, profile, self.seed))
     }
 
     /// Learns interference from a finished co-location. On error nothing is learned.

@@ -22,7 +22,7 @@ use tandem_api::{
 
 use crate::Result;
 use crate::interference;
-use crate::knowledge::Knowledge;
+use crate::knowledge::{JobView, Knowledge};
 
 /// Worst individual slowdown `balanced` accepts without penalty (50%, the threshold the
 /// evaluation counts as a bad pairing).
@@ -32,7 +32,7 @@ const SLOWDOWN_PENALTY: f64 = 2.0;
 
 struct Member<'a> {
     id: &'a str,
-    profile: &'a Profile,
+    view: JobView,
 }
 
 /// One GPU as the plan fills it.
@@ -106,7 +106,7 @@ impl<'a> Planner<'a> {
                             state.used_mib += u64::from(profile.mem_used_mib);
                             state.members.push(Member {
                                 id: &resident.id,
-                                profile,
+                                view: knowledge.view(profile),
                             });
                             state.residents += 1;
                         }
@@ -130,10 +130,10 @@ impl<'a> Planner<'a> {
     pub(crate) fn recommend(mut self, queue: &'a [Job]) -> Recommendation {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ queue_fingerprint(queue));
         let mut unplaced = Vec::new();
-        let mut order: Vec<(usize, &Profile)> = Vec::with_capacity(queue.len());
+        let mut order: Vec<(usize, &Profile, JobView)> = Vec::with_capacity(queue.len());
         for (i, job) in queue.iter().enumerate() {
             match resolve(self.knowledge, job) {
-                Some(profile) => order.push((i, profile)),
+                Some(profile) => order.push((i, profile, self.knowledge.view(profile))),
                 None => unplaced.push(Unplaced {
                     job: job.id.clone(),
                     reason: no_profile_reason(job),
@@ -142,18 +142,34 @@ impl<'a> Planner<'a> {
         }
         match self.policy.objective {
             // First-fit decreasing: the largest jobs first, as bin packing does.
-            Objective::MaxPacking => order.sort_by_key(|(_, p)| std::cmp::Reverse(p.mem_used_mib)),
-            Objective::Balanced | Objective::MinSlowdown => order.sort_by(|a, b| {
-                queue[a.0]
-                    .submitted_at_s
-                    .total_cmp(&queue[b.0].submitted_at_s)
-            }),
+            Objective::MaxPacking => {
+                order.sort_by_key(|(_, p, _)| std::cmp::Reverse(p.mem_used_mib));
+            }
+            // Jobs the knowledge base is surest about choose first (JRS); with probability
+            // `exploration` a job's precedence is drawn at random instead, so uncertain jobs
+            // also get good slots and produce the outcomes that make them certain.
+            Objective::Balanced | Objective::MinSlowdown => {
+                let exploration = f64::from(self.policy.exploration);
+                let mut keyed: Vec<(f64, f64, (usize, &Profile, JobView))> = order
+                    .into_iter()
+                    .map(|entry| {
+                        let key = if exploration > 0.0 && rng.r#gen::<f64>() < exploration {
+                            rng.r#gen::<f64>()
+                        } else {
+                            entry.2.assignment_uncertainty
+                        };
+                        (key, queue[entry.0].submitted_at_s, entry)
+                    })
+                    .collect();
+                keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+                order = keyed.into_iter().map(|(_, _, entry)| entry).collect();
+            }
         }
 
         let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
-        for (i, profile) in order {
+        for (i, profile, view) in order {
             let job = &queue[i];
-            let mut candidates = self.candidates(&job.id, profile);
+            let mut candidates = self.candidates(profile, &view);
             let too_slow = self.drop_harmful(&mut candidates);
             let Some(best) = self.choose(&candidates, &mut rng) else {
                 let reason = match too_slow {
@@ -172,10 +188,7 @@ impl<'a> Planner<'a> {
             };
             let state = &mut self.gpus[best];
             state.used_mib += u64::from(profile.mem_used_mib);
-            state.members.push(Member {
-                id: &job.id,
-                profile,
-            });
+            state.members.push(Member { id: &job.id, view });
             state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
             placed_on[best].push(&job.id);
         }
@@ -222,7 +235,7 @@ impl<'a> Planner<'a> {
                 score: 0,
             })
             .collect();
-        for candidate in self.candidates(&job.id, profile) {
+        for candidate in self.candidates(profile, &self.knowledge.view(profile)) {
             scores[candidate.gpu].score = candidate.score;
         }
         Ok(scores)
@@ -257,12 +270,12 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
-    fn candidates(&self, id: &str, profile: &Profile) -> Vec<Candidate> {
+    fn candidates(&self, profile: &Profile, view: &JobView) -> Vec<Candidate> {
         self.gpus
             .iter()
             .enumerate()
             .filter(|(_, state)| self.fits(state, profile).is_ok())
-            .map(|(gpu, state)| self.evaluate(gpu, state, id, profile))
+            .map(|(gpu, state)| self.evaluate(gpu, state, profile, view))
             .collect()
     }
 
@@ -283,8 +296,14 @@ impl<'a> Planner<'a> {
         least_harmful.filter(|_| candidates.is_empty())
     }
 
-    fn evaluate(&self, gpu: usize, state: &GpuState<'_>, id: &str, profile: &Profile) -> Candidate {
-        let after = predict(self.knowledge, &state.members, Some((id, profile)));
+    fn evaluate(
+        &self,
+        gpu: usize,
+        state: &GpuState<'_>,
+        profile: &Profile,
+        view: &JobView,
+    ) -> Candidate {
+        let after = predict(self.knowledge, &state.members, Some(view));
         let worst = after.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
         let free_share =
             (state.free_mib() - u64::from(profile.mem_used_mib)) as f64 / state.capacity() as f64;
@@ -312,8 +331,8 @@ impl<'a> Planner<'a> {
             return None;
         }
         let exploration = f64::from(self.policy.exploration);
-        if exploration > 0.0 && rng.random::<f64>() < exploration {
-            return Some(candidates[rng.random_range(0..candidates.len())].gpu);
+        if exploration > 0.0 && rng.r#gen::<f64>() < exploration {
+            return Some(candidates[rng.gen_range(0..candidates.len())].gpu);
         }
         // `max_by` keeps the last of equal values; iterate in reverse so ties go to the first GPU.
         candidates
@@ -403,15 +422,11 @@ struct GroupForecast {
 fn predict(
     knowledge: &Knowledge,
     members: &[Member<'_>],
-    joining: Option<(&str, &Profile)>,
+    joining: Option<&JobView>,
 ) -> GroupForecast {
-    let mut ids: Vec<&str> = members.iter().map(|m| m.id).collect();
-    let mut profiles: Vec<&Profile> = members.iter().map(|m| m.profile).collect();
-    if let Some((id, profile)) = joining {
-        ids.push(id);
-        profiles.push(profile);
-    }
-    let (slowdowns, uncertainty) = knowledge.predict(&ids, &profiles);
+    let mut views: Vec<&JobView> = members.iter().map(|m| &m.view).collect();
+    views.extend(joining);
+    let (slowdowns, uncertainty) = knowledge.predict(&views);
     GroupForecast {
         time_saved: interference::time_saved(&slowdowns),
         slowdowns,

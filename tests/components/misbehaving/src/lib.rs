@@ -49,6 +49,35 @@ impl GuestRecommender for Recommender {
         Ok(wrap(Vec::new()))
     }
 
+    fn bootstrap(policy: wit::Policy, seed: u64) -> Result<wit_engine::Recommender, wit::Error> {
+        Self::create(policy, seed)
+    }
+
+    fn predict(
+        &self,
+        _group: Vec<wit::Job>,
+        _gpu: wit::GpuSpec,
+    ) -> Result<wit::Prediction, wit::Error> {
+        Err(wit::Error::Infeasible(
+            "the misbehaving guest predicts nothing".into(),
+        ))
+    }
+
+    fn describe(&self) -> wit::KnowledgeSummary {
+        wit::KnowledgeSummary {
+            profiles: u32::try_from(self.0.borrow().len()).unwrap_or(u32::MAX),
+            seed_points: 0,
+            outcomes: 0,
+            residual_observations: 0,
+            clusters: Vec::new(),
+            pairs: Vec::new(),
+        }
+    }
+
+    fn set_policy(&self, _policy: wit::Policy) -> Result<(), wit::Error> {
+        Ok(())
+    }
+
     fn observe_profile(
         &self,
         job: String,

@@ -1,0 +1,209 @@
+//! The knowledge-base file and the `tandem kb` commands.
+//!
+//! A knowledge-base file is JSON: `{"format": "tandem-kb/1", "ids": "hmac-sha256/128",
+//! "engine": <the engine's own snapshot>}`. It is always written atomically (temporary file,
+//! fsync, rename), and only after every observation of a command was accepted, so a bad input
+//! file or a crash never loses what was learned before.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use tandem_api::{KnowledgeSummary, Policy};
+use tandem_host::{Recommender, Runtime};
+
+use crate::keys::{self, IdKeys};
+use crate::observations;
+use crate::queue::InputError;
+
+const FORMAT: &str = "tandem-kb/1";
+const ID_SCHEME: &str = "hmac-sha256/128";
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KbFile {
+    format: String,
+    ids: String,
+    engine: serde_json::Value,
+}
+
+/// A knowledge base opened from a file, with the keys of its ids.
+pub struct OpenKb {
+    /// The engine holding it.
+    pub recommender: Recommender,
+    /// How ids are keyed for it.
+    pub keys: IdKeys,
+    path: PathBuf,
+}
+
+/// The secret for the knowledge base at `kb`: `--secret-file` if given, else its sidecar.
+fn secret_for(kb: &Path, secret_file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+    let path = secret_file.map_or_else(|| keys::sidecar(kb), Path::to_path_buf);
+    if !path.exists() {
+        return Err(InputError::usage(format!(
+            "no id secret at {} (created by `tandem kb init`; or pass --secret-file)",
+            path.display()
+        ))
+        .into());
+    }
+    keys::read_secret(&path)
+}
+
+/// Creates a knowledge base file (and its secret, unless `--secret-file` names one).
+pub fn init(
+    runtime: &Runtime,
+    kb: &Path,
+    secret_file: Option<&Path>,
+    policy: &Policy,
+    seed: u64,
+    empty: bool,
+    force: bool,
+) -> anyhow::Result<KnowledgeSummary> {
+    if kb.exists() && !force {
+        return Err(InputError::usage(format!(
+            "{} already exists; pass --force to replace it (what it learned would be lost)",
+            kb.display()
+        ))
+        .into());
+    }
+    if secret_file.is_none() {
+        let sidecar = keys::sidecar(kb);
+        if !sidecar.exists() {
+            keys::write_secret(&sidecar, &keys::generate_secret()?)?;
+        }
+    }
+    let mut recommender = if empty {
+        runtime.create(policy, seed)?
+    } else {
+        runtime.bootstrap(policy, seed)?
+    };
+    let summary = recommender.describe()?;
+    write(kb, recommender.snapshot())?;
+    Ok(summary)
+}
+
+/// Opens the knowledge base at `kb` in a new instance.
+pub fn open(runtime: &Runtime, kb: &Path, secret_file: Option<&Path>) -> anyhow::Result<OpenKb> {
+    let recommender = open_unkeyed(runtime, kb)?;
+    Ok(OpenKb {
+        recommender,
+        keys: IdKeys::new(secret_for(kb, secret_file)?),
+        path: kb.to_owned(),
+    })
+}
+
+/// Opens the knowledge base at `kb` for reading only: no secret needed, nothing keyed.
+pub fn open_unkeyed(runtime: &Runtime, kb: &Path) -> anyhow::Result<Recommender> {
+    let text = std::fs::read_to_string(kb)
+        .map_err(|e| InputError::in_file(kb, "", format!("cannot read the knowledge base: {e}")))?;
+    let mut deserializer = serde_json::Deserializer::from_str(&text);
+    let file: KbFile = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|e| InputError::in_file(kb, e.path().to_string(), e.inner().to_string()))?;
+    if file.format != FORMAT || file.ids != ID_SCHEME {
+        return Err(InputError::in_file(
+            kb,
+            "format",
+            format!(
+                "is `{}` with ids `{}`; this tandem reads `{FORMAT}` with `{ID_SCHEME}`",
+                file.format, file.ids
+            ),
+        )
+        .into());
+    }
+    let state = serde_json::to_vec(&file.engine)?;
+    runtime.load(&state).with_context(|| {
+        format!(
+            "{}: the engine cannot load this knowledge base",
+            kb.display()
+        )
+    })
+}
+
+impl OpenKb {
+    /// Writes the knowledge base back, atomically.
+    pub fn save(&self) -> anyhow::Result<()> {
+        write(&self.path, self.recommender.snapshot())
+    }
+}
+
+/// What `kb observe` did.
+#[derive(Debug, Default, Serialize)]
+pub struct Observed {
+    /// Profiles filed, with the cluster each went to.
+    pub profiles: Vec<ObservedProfile>,
+    /// Outcomes learned.
+    pub outcomes: usize,
+}
+
+/// One filed profile.
+#[derive(Debug, Serialize)]
+pub struct ObservedProfile {
+    /// The caller's id.
+    pub job: String,
+    /// Cluster it was filed in.
+    pub cluster: u32,
+    /// Uncertainty of that assignment (0..=1).
+    pub uncertainty: f32,
+}
+
+/// Feeds profiles, then outcomes, to the knowledge base; writes it only if all were accepted.
+pub fn observe(
+    kb: &mut OpenKb,
+    profiles: Option<&Path>,
+    outcomes: Option<&Path>,
+) -> anyhow::Result<Observed> {
+    // Read and check both files before the engine sees anything.
+    let profiles = profiles.map(observations::read_profiles).transpose()?;
+    let outcomes = outcomes.map(|path| observations::read_outcomes(path).map(|o| (path, o)));
+    let outcomes = outcomes.transpose()?;
+    let mut observed = Observed::default();
+    for entry in profiles.into_iter().flatten() {
+        let keyed = kb.keys.key(&entry.id);
+        let assignment = kb
+            .recommender
+            .observe_profile(&keyed, &entry.profile)
+            .with_context(|| format!("profile of job `{}` rejected", entry.id))?;
+        observed.profiles.push(ObservedProfile {
+            job: entry.id,
+            cluster: assignment.cluster,
+            uncertainty: assignment.uncertainty,
+        });
+    }
+    if let Some((path, outcomes)) = outcomes {
+        for (i, mut outcome) in outcomes.into_iter().enumerate() {
+            let names = outcome.jobs.join(", ");
+            outcome.jobs = outcome.jobs.iter().map(|id| kb.keys.key(id)).collect();
+            kb.recommender.observe_outcome(&outcome).map_err(|e| {
+                anyhow::Error::new(e).context(format!(
+                    "{}: [{i}] (jobs {names}) rejected; nothing was saved",
+                    path.display()
+                ))
+            })?;
+            observed.outcomes += 1;
+        }
+    }
+    kb.save()?;
+    Ok(observed)
+}
+
+/// Writes `engine` state as a knowledge-base file, atomically.
+fn write(path: &Path, engine: &[u8]) -> anyhow::Result<()> {
+    let engine: serde_json::Value =
+        serde_json::from_slice(engine).context("the engine's snapshot is not JSON")?;
+    let file = KbFile {
+        format: FORMAT.into(),
+        ids: ID_SCHEME.into(),
+        engine,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    serde_json::to_writer(&mut temp, &file)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! `tandem kb`: what a knowledge base learns, what it refuses, and what it never stores.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{stderr, tandem};
+
+/// Job names a user might give, full of things the engine must never see.
+const NAMES: [&str; 4] = [
+    "alice/resnet50-imagenet-lr0.1",
+    "bob/bert-large-finetune-squad",
+    "carol/gpt2-medium-openwebtext",
+    "dave/yolov5-coco-batch64",
+];
+
+fn profiles() -> Value {
+    json!([
+        {"id": NAMES[0], "profile": {"gpu_util_pct": 92.0, "mem_access_pct": 41.0, "mem_used_mib": 7000, "gpu_model": "V100"}},
+        {"id": NAMES[1], "profile": {"gpu_util_pct": 35.0, "mem_access_pct": 12.0, "mem_used_mib": 3000, "gpu_model": "V100"}},
+        {"id": NAMES[2], "profile": {"gpu_util_pct": 88.0, "mem_access_pct": 45.0, "mem_used_mib": 9000, "gpu_model": "V100"}},
+        {"id": NAMES[3], "profile": {"gpu_util_pct": 30.0, "mem_access_pct": 10.0, "mem_used_mib": 2500, "gpu_model": "V100"}}
+    ])
+}
+
+fn write(dir: &Path, name: &str, value: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let output = tandem(args);
+    assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn a_knowledge_base_learns_and_never_stores_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb.json");
+    let kb = kb.to_str().unwrap();
+    ok(&["kb", "init", "--kb", kb]);
+    let profiles = write(dir.path(), "profiles.json", &profiles());
+    let observed = ok(&[
+        "kb",
+        "observe",
+        "--kb",
+        kb,
+        "--profiles",
+        &profiles,
+        "--format",
+        "json",
+    ]);
+    let observed: Value = serde_json::from_str(&observed).unwrap();
+    assert_eq!(observed["profiles"].as_array().unwrap().len(), 4);
+
+    let outcomes = write(
+        dir.path(),
+        "outcomes.json",
+        &json!([
+            {"gpu_model": "V100", "jobs": [NAMES[0], NAMES[2]], "solo_s": [100, 120], "colocated_s": [190, 210]},
+            {"gpu_model": "V100", "jobs": [NAMES[1], NAMES[3]], "speeds": [0.95, 0.93]}
+        ]),
+    );
+    ok(&["kb", "observe", "--kb", kb, "--outcomes", &outcomes]);
+    let summary: Value =
+        serde_json::from_str(&ok(&["kb", "show", "--kb", kb, "--format", "json"])).unwrap();
+    assert_eq!(summary["profiles"], 4);
+    assert_eq!(summary["outcomes"], 2);
+    assert!(!summary["pairs"].as_array().unwrap().is_empty());
+
+    // Privacy: the saved knowledge base names no job, in whole or in part.
+    let saved = std::fs::read_to_string(kb).unwrap();
+    for name in NAMES {
+        for part in name.split(['/', '-']).filter(|p| p.len() >= 4) {
+            assert!(
+                !saved.contains(part),
+                "the knowledge base contains `{part}` of `{name}`"
+            );
+        }
+    }
+
+    // A queue naming a job by its real name finds its observed profile through the key.
+    let queue = write(
+        dir.path(),
+        "queue.json",
+        &json!({
+            "gpus": [{"id": "g0", "node": "n0", "model": "V100", "memory_mib": 16384, "residents": [NAMES[0]]}],
+            "jobs": [{"id": "newcomer", "profile": {"gpu_util_pct": 40.0, "mem_access_pct": 10.0, "mem_used_mib": 10000, "gpu_model": "V100"}}]
+        }),
+    );
+    let answer: Value = serde_json::from_str(&ok(&[
+        "recommend",
+        "--queue",
+        &queue,
+        "--kb",
+        kb,
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    // 7,000 MiB resident + 10,000 MiB newcomer exceed 16,384: known only through the kb.
+    assert_eq!(answer["unplaced"][0]["job"], "newcomer", "{answer}");
+}
+
+#[test]
+fn bad_observation_files_are_refused_and_nothing_learned_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb.json");
+    let kb = kb.to_str().unwrap();
+    ok(&["kb", "init", "--kb", kb]);
+    let profiles = write(dir.path(), "profiles.json", &profiles());
+    ok(&["kb", "observe", "--kb", kb, "--profiles", &profiles]);
+    let before = std::fs::read(kb).unwrap();
+
+    let good = json!({"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "solo_s": [100, 100], "colocated_s": [120, 110]});
+    let cases: [(&str, String, &str); 5] = [
+        ("unknown job", json!([good, {"gpu_model": "V100", "jobs": [NAMES[0], "mallory/ghost"], "solo_s": [1, 1], "colocated_s": [2, 2]}]).to_string(), "unknown job"),
+        ("negative time", json!([{"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "solo_s": [100, -3], "colocated_s": [120, 110]}]).to_string(), "[0].solo_s[1]"),
+        ("NaN", format!(r#"[{{"gpu_model": "V100", "jobs": ["{}", "{}"], "solo_s": [NaN, 1], "colocated_s": [1, 1]}}]"#, NAMES[0], NAMES[1]), "outcomes.json"),
+        ("mismatched lengths", json!([{"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "solo_s": [100], "colocated_s": [120, 110]}]).to_string(), "[0].solo_s"),
+        ("profile out of range", json!([{"id": "x", "profile": {"gpu_util_pct": 250.0, "mem_access_pct": 1.0, "mem_used_mib": 1, "gpu_model": "V100"}}]).to_string(), "[0].profile.gpu_util_pct"),
+    ];
+    for (name, text, expected) in cases {
+        let path = dir.path().join("outcomes.json");
+        std::fs::write(&path, text).unwrap();
+        let flag = if name == "profile out of range" {
+            "--profiles"
+        } else {
+            "--outcomes"
+        };
+        let output = tandem(&["kb", "observe", "--kb", kb, flag, path.to_str().unwrap()]);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{name}: {message}");
+        assert!(message.contains(expected), "{name}: {message}");
+        assert_eq!(
+            std::fs::read(kb).unwrap(),
+            before,
+            "{name}: the knowledge base changed"
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! Learning interference from outcomes: running statistics per cluster pair, and a pair-level
+//! predictor of each job's slowdown from the two profiles.
+//!
+//! A job `a` sharing with `b` is predicted in three layers, each refining the one before:
+//! 1. the analytic prior from the two profiles ([`crate::interference`]), with a wide spread
+//!    ([`PRIOR_STD`]);
+//! 2. the cluster matrix: the mean slowdown measured for jobs of `a`'s cluster next to jobs of
+//!    `b`'s cluster, blended with the prior by precision (its variance shrinks as `1/n`), so
+//!    where evidence is thin the prior dominates;
+//! 3. a residual model: Bayesian linear regression (ridge prior, noise [`NOISE_STD`]) on
+//!    features of the pair, trained online on what the matrix got wrong. It captures what
+//!    clusters average away — two jobs of the same clusters with different loads.
+//!
+//! The variance of the result is the blend's plus the residual model's parameter variance; the
+//! uncertainty reported is its standard deviation relative to the no-evidence value, so 1 means
+//! "nothing learned" and it shrinks with every relevant outcome.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::features::Features;
+
+/// Spread of the analytic prior, as a slowdown fraction.
+pub const PRIOR_STD: f64 = 0.5;
+/// Measurement noise assumed for one observed slowdown.
+pub const NOISE_STD: f64 = 0.1;
+/// Smallest per-observation spread the matrix assumes, so two equal measurements do not claim
+/// certainty.
+const MIN_CELL_STD: f64 = 0.05;
+/// Ridge prior precision of the residual weights (relative to the noise).
+const RIDGE: f64 = 0.25;
+/// Number of pair features of the residual model.
+const DIM: usize = 9;
+
+/// Running mean and variance (Welford), mergeable and serializable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunningStats {
+    /// Observations folded in.
+    pub count: u64,
+    /// Their mean.
+    pub mean: f64,
+    m2: f64,
+}
+
+impl RunningStats {
+    /// Folds in one observation.
+    pub fn push(&mut self, x: f64) {
+        self.count += 1;
+        let delta = x - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean);
+    }
+
+    /// Sample variance, once there are two observations.
+    pub fn variance(&self) -> Option<f64> {
+        (self.count >= 2).then(|| self.m2 / (self.count - 1) as f64)
+    }
+}
+
+/// Statistics of one cluster pair.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairCell {
+    /// Slowdown (fraction) of a job of the first cluster next to one of the second.
+    pub slowdown: RunningStats,
+    /// Packing saving (fraction) of such pairs, recorded on the cell with the smaller id first.
+    pub saving: RunningStats,
+}
+
+/// What was measured between clusters, keyed by `(cluster of the job, cluster of its partner)`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairMatrix {
+    #[serde(with = "pair_keys")]
+    cells: BTreeMap<(u32, u32), PairCell>,
+}
+
+impl PairMatrix {
+    /// Records the slowdown of a job in cluster `of` next to one in cluster `next_to`.
+    pub fn push_slowdown(&mut self, of: u32, next_to: u32, slowdown: f64) {
+        self.cells
+            .entry((of, next_to))
+            .or_default()
+            .slowdown
+            .push(slowdown);
+    }
+
+    /// Records the packing saving of a pair of clusters.
+    pub fn push_saving(&mut self, a: u32, b: u32, saving: f64) {
+        self.cells
+            .entry((a.min(b), a.max(b)))
+            .or_default()
+            .saving
+            .push(saving);
+    }
+
+    /// The cell of `(of, next_to)`, if anything was measured there.
+    pub fn cell(&self, of: u32, next_to: u32) -> Option<&PairCell> {
+        self.cells.get(&(of, next_to))
+    }
+
+    /// Every measured cell.
+    pub fn cells(&self) -> impl Iterator<Item = (&(u32, u32), &PairCell)> {
+        self.cells.iter()
+    }
+
+    /// Prior blended with the cell's evidence: `(mean, variance)`.
+    pub fn blend(&self, of: Option<u32>, next_to: Option<u32>, prior: f64) -> (f64, f64) {
+        let prior_var = PRIOR_STD * PRIOR_STD;
+        let cell = of.zip(next_to).and_then(|(a, b)| self.cell(a, b));
+        match cell.map(|c| c.slowdown).filter(|s| s.count > 0) {
+            None => (prior, prior_var),
+            Some(stats) => {
+                let per_obs = stats
+                    .variance()
+                    .unwrap_or(0.0)
+                    .max(MIN_CELL_STD * MIN_CELL_STD);
+                let cell_var = per_obs / stats.count as f64;
+                let precision = 1.0 / prior_var + 1.0 / cell_var;
+                let mean = (prior / prior_var + stats.mean / cell_var) / precision;
+                (mean, 1.0 / precision)
+            }
+        }
+    }
+}
+
+/// JSON maps need string keys: store the cells as a list.
+mod pair_keys {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::PairCell;
+
+    #[derive(Serialize, Deserialize)]
+    struct Entry {
+        of: u32,
+        next_to: u32,
+        #[serde(flatten)]
+        cell: PairCell,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        cells: &BTreeMap<(u32, u32), PairCell>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let entries: Vec<Entry> = cells
+            .iter()
+            .map(|(&(of, next_to), cell)| Entry {
+                of,
+                next_to,
+                cell: cell.clone(),
+            })
+            .collect();
+        entries.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<(u32, u32), PairCell>, D::Error> {
+        let entries = Vec::<Entry>::deserialize(deserializer)?;
+        Ok(entries
+            .into_iter()
+            .map(|e| ((e.of, e.next_to), e.cell))
+            .collect())
+    }
+}
+
+/// Features of an ordered pair for the residual model.
+fn pair_features(a: &Features, b: &Features) -> [f64; DIM] {
+    [
+        1.0,
+        a[0],
+        b[0],
+        a[1],
+        b[1],
+        a[2],
+        b[2],
+        a[0] * b[0],
+        a[1] * b[1],
+    ]
+}
+
+/// Online Bayesian linear regression of the matrix's error on pair features.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResidualModel {
+    /// Inverse of the posterior precision (in noise units), kept by rank-one updates.
+    covariance: [[f64; DIM]; DIM],
+    /// Sum of `features * target`.
+    moment: [f64; DIM],
+    /// Posterior mean of the weights.
+    weights: [f64; DIM],
+    /// Outcomes learned from.
+    pub observations: u64,
+}
+
+impl Default for ResidualModel {
+    fn default() -> Self {
+        let mut covariance = [[0.0; DIM]; DIM];
+        for (i, row) in covariance.iter_mut().enumerate() {
+            row[i] = 1.0 / RIDGE;
+        }
+        Self {
+            covariance,
+            moment: [0.0; DIM],
+            weights: [0.0; DIM],
+            observations: 0,
+        }
+    }
+}
+
+impl ResidualModel {
+    /// Learns that the matrix was off by `residual` for this ordered pair.
+    pub fn learn(&mut self, a: &Features, b: &Features, residual: f64) {
+        let phi = pair_features(a, b);
+        let sphi = mat_vec(&self.covariance, &phi);
+        let denominator = 1.0 + dot(&phi, &sphi);
+        for i in 0..DIM {
+            for j in 0..DIM {
+                self.covariance[i][j] -= sphi[i] * sphi[j] / denominator;
+            }
+            self.moment[i] += phi[i] * residual;
+        }
+        self.weights = mat_vec(&self.covariance, &self.moment);
+        self.observations += 1;
+    }
+
+    /// Predicted residual and the variance of that prediction.
+    pub fn predict(&self, a: &Features, b: &Features) -> (f64, f64) {
+        let phi = pair_features(a, b);
+        let variance = NOISE_STD * NOISE_STD * dot(&phi, &mat_vec(&self.covariance, &phi));
+        (dot(&self.weights, &phi), variance)
+    }
+
+    /// The prediction variance before any observation, for normalizing uncertainty.
+    pub fn prior_variance(a: &Features, b: &Features) -> f64 {
+        let phi = pair_features(a, b);
+        NOISE_STD * NOISE_STD * dot(&phi, &phi) / RIDGE
+    }
+}
+
+fn dot(a: &[f64; DIM], b: &[f64; DIM]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn mat_vec(m: &[[f64; DIM]; DIM], v: &[f64; DIM]) -> [f64; DIM] {
+    let mut out = [0.0; DIM];
+    for (o, row) in out.iter_mut().zip(m) {
+        *o = dot(row, v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_stats_match_the_textbook() {
+        let mut s = RunningStats::default();
+        for x in [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0] {
+            s.push(x);
+        }
+        assert_eq!(s.count, 8);
+        assert!((s.mean - 5.0).abs() < 1e-12);
+        assert!((s.variance().unwrap() - 32.0 / 7.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_matrix_overrides_the_prior_as_evidence_grows() {
+        let mut m = PairMatrix::default();
+        let (mean0, var0) = m.blend(Some(0), Some(1), 0.8);
+        assert_eq!((mean0, var0), (0.8, PRIOR_STD * PRIOR_STD));
+        let mut last_var = var0;
+        for _ in 0..20 {
+            m.push_slowdown(0, 1, 0.1);
+            let (mean, var) = m.blend(Some(0), Some(1), 0.8);
+            assert!(var < last_var);
+            last_var = var;
+            assert!(mean < 0.8);
+        }
+        let (mean, _) = m.blend(Some(0), Some(1), 0.8);
+        assert!((mean - 0.1).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn the_residual_model_learns_a_linear_effect_and_grows_confident() {
+        let mut model = ResidualModel::default();
+        let a = [0.9, 0.5, 0.3];
+        let (_, var_before) = model.predict(&a, &[0.2, 0.2, 0.2]);
+        // The truth: residual = 0.5 * util of the partner.
+        for i in 0..200 {
+            let partner = [f64::from(i % 10) / 10.0, 0.3, 0.2];
+            model.learn(&a, &partner, 0.5 * partner[0]);
+        }
+        let (predicted, var_after) = model.predict(&a, &[0.6, 0.3, 0.2]);
+        assert!((predicted - 0.3).abs() < 0.05, "{predicted}");
+        assert!(var_after < var_before / 10.0);
+    }
+}
