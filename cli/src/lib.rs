@@ -12,6 +12,7 @@ mod keys;
 mod observations;
 mod queue;
 mod render;
+mod synthesize;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -148,6 +149,30 @@ enum KbCommand {
         /// The knowledge-base file.
         #[arg(long, value_name = "FILE")]
         kb: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Enlarge measured workload profiles by interpolation across batch sizes.
+    ///
+    /// Reads a measured-workload CSV (the Futurewei set: columns Model, Dataset, BS, MGUP,
+    /// MGMAP, MaGTSAMP; others are ignored), groups runs by workload (model and dataset, a
+    /// dataset's `/version` suffix ignored) and averages runs at the same batch size. The
+    /// engine judges four interpolation methods per workload by leaving out each interior
+    /// batch size in turn, picks the lowest RMSE, and generates profiles between the measured
+    /// batch sizes. Workloads reach the engine as opaque labels (w1, w2, ...), never by name.
+    Synthesize {
+        /// The measured-workload CSV (for example data/alnair/futurewei_mini_ml_workload.csv).
+        #[arg(long, value_name = "FILE")]
+        data: PathBuf,
+        /// Synthetic batch sizes to generate between each pair of consecutive measured ones
+        /// (fewer where the gap holds fewer whole batch sizes).
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        points_per_gap: u32,
+        /// Write the augmented set, measured and synthetic rows, as CSV
+        /// (`workload,batch_size,MGUP,MGMAP,MGTSAMP,synthetic`); written atomically.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -373,6 +398,19 @@ fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()>
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
                 Format::Table => print!("{}", render::knowledge(&summary)),
+            }
+        }
+        KbCommand::Synthesize {
+            data,
+            points_per_gap,
+            out,
+            format,
+        } => {
+            let (report, written) =
+                synthesize::run(&runtime, &data, points_per_gap, out.as_deref())?;
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+                Format::Table => print!("{}", render::synthesis(&report, written.as_ref())),
             }
         }
     }

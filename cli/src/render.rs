@@ -2,9 +2,10 @@
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use tandem_api::Recommendation;
+use tandem_api::{Interpolation, Recommendation};
 
 use crate::queue::Request;
+use crate::synthesize::{Report, Written};
 
 /// The placements as a table, then the unplaced jobs and why.
 pub(crate) fn recommendation(answer: &Recommendation, request: &Request) -> String {
@@ -147,6 +148,78 @@ pub(crate) fn knowledge(summary: &tandem_api::KnowledgeSummary) -> String {
             ]);
         }
         out.push_str(&format!("{pairs}\n"));
+    }
+    out
+}
+
+/// Per workload: the blinded score of each method, the method chosen and what was generated.
+pub(crate) fn synthesis(report: &Report, written: Option<&Written>) -> String {
+    let measured: usize = report.measured.iter().map(|m| m.samples.len()).sum();
+    let generated: usize = report
+        .synthesis
+        .generated
+        .iter()
+        .map(|g| g.samples.len())
+        .sum();
+    let mut out = format!(
+        "{} workload(s), {measured} measured batch size(s); {generated} profile(s) generated, up to {} per gap\n",
+        report.measured.len(),
+        report.points_per_gap
+    );
+    let mut table = Table::new();
+    let mut header = vec!["workload".to_owned(), "batch sizes".to_owned()];
+    header.extend(Interpolation::ALL.iter().map(|m| m.to_string()));
+    header.extend(["best".to_owned(), "generated".to_owned()]);
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(header);
+    for series in &report.measured {
+        let workload = &series.workload;
+        let mut row = vec![workload.clone(), series.samples.len().to_string()];
+        for method in Interpolation::ALL {
+            let score = report
+                .synthesis
+                .scores
+                .iter()
+                .find(|s| s.workload == *workload && s.method == method);
+            row.push(match score.map(|s| (s.rmse, s.mae)) {
+                Some((Some(rmse), Some(mae))) => format!("{rmse:.2} / {mae:.2}"),
+                _ => "-".into(),
+            });
+        }
+        let best = report
+            .synthesis
+            .best
+            .iter()
+            .find(|b| b.workload == *workload);
+        row.push(best.map_or_else(|| "-".into(), |b| b.method.to_string()));
+        let count: usize = report
+            .synthesis
+            .generated
+            .iter()
+            .filter(|g| g.workload == *workload)
+            .map(|g| g.samples.len())
+            .sum();
+        row.push(count.to_string());
+        table.add_row(row);
+    }
+    // Numbers right, names (workload, best method) left.
+    for column in [1, 2, 3, 4, 5, 7] {
+        if let Some(c) = table.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out.push_str(&format!("{table}\n"));
+    out.push_str(&format!(
+        "method columns: RMSE / MAE in percentage points over {}, each interior batch size\n\
+         predicted from the others (blinded evaluation); - with fewer than 3 batch sizes\n",
+        report.features.join(", ")
+    ));
+    if let Some(written) = written {
+        out.push_str(&format!(
+            "wrote {} ({} measured and {} synthetic row(s))\n",
+            written.path.display(),
+            written.measured,
+            written.synthetic
+        ));
     }
     out
 }

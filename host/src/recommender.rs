@@ -282,12 +282,12 @@ impl Recommender {
     }
 }
 
-fn to_wit<A: Clone + Into<W>, W>(items: &[A]) -> Vec<W> {
+pub(crate) fn to_wit<A: Clone + Into<W>, W>(items: &[A]) -> Vec<W> {
     items.iter().cloned().map(Into::into).collect()
 }
 
 /// Names what went wrong in a call that trapped.
-fn classify(
+pub(crate) fn classify(
     call: &'static str,
     trap: wasmtime::Error,
     shared: &Shared,

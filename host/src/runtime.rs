@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use tandem_api::Policy;
+use tandem_api::{Policy, Series, Synthesis};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, EngineWeak, Store};
 
 use crate::bindings::{Plugin, PluginPre};
 use crate::limits::StoreState;
+use crate::recommender::{classify, to_wit};
 use crate::{Error, Recommender, Result};
 
 /// The WIT versions of `tandem:engine` this host loads.
@@ -162,6 +163,31 @@ impl Runtime {
             .tandem_engine_engine()
             .call_engine_version(&mut store)
             .map_err(|e| Error::wasmtime("call engine-version on", e))
+    }
+
+    /// Enlarges measured workload profiles by interpolation across batch sizes (the WIT
+    /// `synthesize`), in a fresh instance under the same deadline and memory cap as every
+    /// call. The engine keeps nothing: the instance is dropped with the answer, so a trap
+    /// needs no rebuild. `bounds` has one entry per feature (`Some((low, high))` clamps it).
+    pub fn synthesize(
+        &self,
+        ground_truth: &[Series],
+        points_per_gap: u32,
+        bounds: &[Option<(f64, f64)>],
+    ) -> Result<Synthesis> {
+        let ground_truth = to_wit(ground_truth);
+        let (mut store, plugin) = self.shared.instantiate()?;
+        let answer = plugin.tandem_engine_engine().call_synthesize(
+            &mut store,
+            &ground_truth,
+            points_per_gap,
+            bounds,
+        );
+        match answer {
+            Ok(Ok(synthesis)) => Ok(synthesis.into()),
+            Ok(Err(e)) => Err(Error::Engine(e.into())),
+            Err(trap) => Err(classify("synthesize", trap, &self.shared, store.data())),
+        }
     }
 }
 

@@ -43,3 +43,59 @@ fn engine_errors_arrive_as_values_not_faults() {
     assert!(!err.is_guest_fault());
     assert!(err.to_string().contains("max-jobs-per-gpu"), "{err}");
 }
+
+/// Batch sizes and one percentage, shaped like a measured workload.
+fn measured(label: &str, points: &[(f64, f64)]) -> tandem_api::Series {
+    tandem_api::Series {
+        workload: label.into(),
+        samples: points
+            .iter()
+            .map(|&(batch_size, value)| tandem_api::Sample {
+                batch_size,
+                values: vec![value],
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn component_and_native_engine_synthesize_alike() {
+    let runtime = super::engine_runtime();
+    let truth = [
+        measured(
+            "w1",
+            &[
+                (2.0, 24.0),
+                (32.0, 40.0),
+                (128.0, 48.0),
+                (256.0, 51.0),
+                (1024.0, 46.0),
+            ],
+        ),
+        measured("w2", &[(256.0, 68.0)]),
+    ];
+    let bounds = [Some((0.0, 100.0))];
+    let component = runtime.synthesize(&truth, 3, &bounds).unwrap();
+    let native = tandem_engine::synthesize(&truth, 3, &bounds).unwrap();
+    assert_eq!(component, native);
+    assert_eq!(component.scores.len(), 8);
+    assert_eq!(component.best[1].method, tandem_api::Interpolation::Linear);
+    assert!(!component.generated[0].samples.is_empty());
+    assert!(component.generated[1].samples.is_empty());
+}
+
+#[test]
+fn synthesis_errors_are_invalid_input_naming_the_workload_and_sample() {
+    let runtime = super::engine_runtime();
+    let truth = [measured("w1", &[(32.0, 40.0), (-4.0, 10.0)])];
+    let err = runtime
+        .synthesize(&truth, 3, &[Some((0.0, 100.0))])
+        .unwrap_err();
+    assert!(!err.is_guest_fault());
+    match err {
+        tandem_host::Error::Engine(tandem_api::EngineError::InvalidInput(message)) => {
+            assert!(message.contains("\"w1\", sample 1"), "{message}");
+        }
+        other => panic!("expected invalid input, got {other}"),
+    }
+}

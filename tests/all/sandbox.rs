@@ -151,3 +151,53 @@ fn the_real_engine_resumes_from_its_snapshot_after_a_deadline() {
     assert_eq!(after, before, "the observed profile survived the rebuild");
     assert_eq!(recommender.rebuilds(), 1);
 }
+
+#[test]
+fn a_free_function_runs_under_the_deadline_and_the_next_call_is_served() {
+    let engine = Runtime::from_file(
+        components::ENGINE.as_ref(),
+        HostConfig {
+            call_deadline: std::time::Duration::from_millis(50),
+            ..HostConfig::default()
+        },
+    )
+    .unwrap();
+    let series = |samples: Vec<tandem_api::Sample>| tandem_api::Series {
+        workload: "w1".into(),
+        samples,
+    };
+    let sample = |batch_size, value| tandem_api::Sample {
+        batch_size,
+        values: vec![value],
+    };
+    let truth = [series(vec![sample(2.0, 10.0), sample(1024.0, 90.0)])];
+    // Four billion candidate points in one gap: far past 50 ms.
+    let err = engine.synthesize(&truth, u32::MAX, &[None]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DeadlineExceeded {
+                call: "synthesize",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Each call has its own instance: nothing to rebuild, the next one is served.
+    let answer = engine.synthesize(&truth, 1, &[None]).unwrap();
+    assert_eq!(answer.generated[0].samples.len(), 1);
+}
+
+#[test]
+fn the_test_guest_refuses_to_synthesize_with_an_engine_error() {
+    let runtime = super::misbehaving_runtime();
+    let err = runtime.synthesize(&[], 3, &[]).unwrap_err();
+    assert!(!err.is_guest_fault());
+    assert!(
+        matches!(
+            &err,
+            Error::Engine(tandem_api::EngineError::InvalidInput(m)) if m.contains("synthesizes nothing")
+        ),
+        "{err}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The `tandem` binary as a user runs it: real files in, exit codes and output out.
 
 mod kb;
+mod synthesize;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -49,7 +49,8 @@ macro_rules! mirror {
 
 /// Invokes [`mirror!`] for every type of the contract. `$wit` is the path of the generated
 /// `types` interface module and `$error` the generated error variant type, which converts by
-/// hand because it carries data.
+/// hand because it carries data. Anonymous types (`option<tuple<f64, f64>>`, the bounds of
+/// `synthesize`) are plain Rust on every side and need no conversion.
 #[macro_export]
 macro_rules! mirror_contract {
     ($wit:path) => {
@@ -86,6 +87,12 @@ macro_rules! mirror_contract {
         $crate::mirror!(struct wit_types::KnowledgeSummary, $crate::KnowledgeSummary {
             profiles, seed_points, outcomes, residual_observations, clusters: vec, pairs: vec,
         });
+        $crate::mirror!(struct wit_types::Sample, $crate::Sample { batch_size, values });
+        $crate::mirror!(struct wit_types::Series, $crate::Series { workload, samples: vec });
+        $crate::mirror!(enum wit_types::Interpolation, $crate::Interpolation { Linear, Pchip, CubicSpline, Barycentric });
+        $crate::mirror!(struct wit_types::MethodScore, $crate::MethodScore { workload, method: into, rmse, mae, predictions });
+        $crate::mirror!(struct wit_types::BestMethod, $crate::BestMethod { workload, method: into });
+        $crate::mirror!(struct wit_types::Synthesis, $crate::Synthesis { scores: vec, best: vec, generated: vec });
 
         impl ::core::convert::From<wit_types::Error> for $crate::EngineError {
             fn from(value: wit_types::Error) -> Self {

@@ -67,6 +67,16 @@ impl wit_engine::Guest for Component {
     fn engine_version() -> String {
         tandem_engine::engine_version().to_owned()
     }
+
+    fn synthesize(
+        ground_truth: Vec<wit::Series>,
+        points_per_gap: u32,
+        bounds: Vec<Option<(f64, f64)>>,
+    ) -> WitResult<wit::Synthesis> {
+        install_panic_hook();
+        let ground_truth = convert::all(ground_truth);
+        Ok(tandem_engine::synthesize(&ground_truth, points_per_gap, &bounds)?.into())
+    }
 }
 
 /// The `recommender` resource: one engine behind a `RefCell`, because the canonical ABI hands

@@ -292,6 +292,31 @@ mod tests {
     }
 
     #[test]
+    fn ten_thousand_profiles_cluster() {
+        let points: Vec<Features> = (0..10_000)
+            .map(|i| {
+                let f = f64::from(i);
+                [
+                    (f * 0.618).fract(),
+                    (f * 0.414).fract(),
+                    (f * 0.732).fract(),
+                ]
+            })
+            .collect();
+        let mut clusters = Clusters::default();
+        clusters.fit(&points, 7);
+        assert!(!clusters.clusters.is_empty());
+        assert_eq!(
+            clusters
+                .clusters
+                .iter()
+                .map(|c| c.members as usize)
+                .sum::<usize>(),
+            10_000
+        );
+    }
+
+    #[test]
     fn the_knee_of_a_sharp_elbow() {
         assert_eq!(choose_k(&[100.0, 10.0, 9.0, 8.5, 8.0]), 2);
         assert_eq!(choose_k(&[100.0, 60.0, 5.0, 4.0, 3.5]), 3);

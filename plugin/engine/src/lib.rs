@@ -6,10 +6,13 @@
 //! `tandem-engine-component` wraps it as the sandboxed component hosts load. Its types are those
 //! of [`tandem_api`], the Rust mirror of the WIT.
 //!
-//! The policy is the walking skeleton's: first fit by memory under a per-GPU job cap, with an
-//! analytic interference prior ([`interference`]) refined by outcomes observed for the same
-//! pair of jobs. The memory guard is exact: no placement ever puts a GPU over its memory, and a
-//! resident whose memory is unknown makes its GPU unavailable.
+//! What it does, module by module: [`features`] normalizes a profile; [`clusters`] groups
+//! profiles by k-means with k chosen by the elbow and keeps cluster ids stable; [`learning`]
+//! turns outcomes into per-cluster-pair statistics and a pair-level residual model;
+//! [`interference`] holds the definitions and the analytic prior; [`grouping`] pairs jobs by
+//! maximum-weight matching; the planner places groups under the memory guard — no placement
+//! ever puts a GPU over its memory, and a resident whose memory is unknown closes its GPU — and
+//! the per-GPU cap; [`synthesize`] interpolates measured profiles across batch sizes.
 //!
 //! ```
 //! use tandem_api::{Gpu, GpuSpec, Job, Policy, Profile};
@@ -20,13 +23,16 @@
 //! let gpus = [Gpu { id: "node-a/0".into(), node: "node-a".into(), spec: GpuSpec::new("V100", 16384), residents: vec![] }];
 //! let queue = [Job::profiled("a", profile(6000)), Job::profiled("b", profile(9000)), Job::profiled("c", profile(4000))];
 //! let answer = engine.recommend(&queue, &gpus)?;
-//! assert_eq!(answer.placements[0].jobs, ["a", "b"]); // 15,000 MiB of 16,384: c no longer fits
-//! assert_eq!(answer.unplaced[0].job, "c");
+//! // One GPU, at most two jobs: two of them share it, within its memory; one waits.
+//! assert_eq!(answer.placements[0].jobs.len(), 2);
+//! assert!(answer.placements[0].predicted.peak_mem_mib <= 16384);
+//! assert_eq!(answer.unplaced.len(), 1);
 //! # Ok::<(), tandem_api::EngineError>(())
 //! ```
 
 pub mod clusters;
 pub mod features;
+pub mod grouping;
 pub mod interference;
 mod knowledge;
 pub mod learning;
@@ -37,7 +43,7 @@ mod validate;
 
 use tandem_api::{
     Assignment, EngineError, Fit, Gpu, GpuScore, Job, KnowledgeSummary, Outcome, Policy,
-    Prediction, Profile, Recommendation,
+    Prediction, Profile, Recommendation, Series, Synthesis,
 };
 
 use crate::knowledge::Knowledge;
@@ -48,6 +54,20 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 /// Version of this engine implementation (not of the WIT contract).
 pub fn engine_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
+}
+
+/// Enlarges measured workload profiles by interpolation across batch sizes (the WIT
+/// `synthesize`, a free function: it needs no knowledge base). See [`synthesize::synthesize`]
+/// for the method; every rejection is [`EngineError::InvalidInput`] naming the workload and the
+/// sample.
+pub fn synthesize(
+    ground_truth: &[Series],
+    points_per_gap: u32,
+    bounds: &[Option<(f64, f64)>],
+) -> Result<Synthesis> {
+    let ground_truth: Vec<synthesize::Series> =
+        ground_truth.iter().cloned().map(Into::into).collect();
+    Ok(synthesize::synthesize(&ground_truth, points_per_gap, bounds)?.into())
 }
 
 /// One knowledge base plus the policy that uses it (the WIT `recommender` resource).

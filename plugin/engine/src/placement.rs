@@ -1,7 +1,9 @@
 //! Turning a queue into placements: the memory guard, the per-GPU job cap and the objectives.
 //!
-//! The skeleton places jobs one at a time (first come first served; largest memory first for
-//! `max-packing`) on the GPU that the objective values most among those the job fits:
+//! Under `balanced` queued jobs are first paired by maximum-weight matching and each pair
+//! started on an idle GPU ([`Planner::place_matched_pairs`]). Then jobs are placed one at a time
+//! (surest first, see below; largest memory first for `max-packing`) on the GPU that the
+//! objective values most among those the job fits:
 //! - `balanced`: the marginal time saved by sharing (in solo-time units), minus a penalty once
 //!   the group's worst predicted slowdown passes [`SLOWDOWN_TOLERANCE`]; a co-location worth
 //!   less than running alone is refused, and the job stays queued rather than wreck its
@@ -21,14 +23,17 @@ use tandem_api::{
 };
 
 use crate::Result;
-use crate::interference;
 use crate::knowledge::{JobView, Knowledge};
+use crate::{grouping, interference};
 
 /// Worst individual slowdown `balanced` accepts without penalty (50%, the threshold the
 /// evaluation counts as a bad pairing).
 pub const SLOWDOWN_TOLERANCE: f64 = 0.5;
 /// Value `balanced` loses per unit of slowdown beyond the tolerance.
 const SLOWDOWN_PENALTY: f64 = 2.0;
+/// Most queued jobs `balanced` pairs by matching; above it (the edges grow as n²) it places
+/// jobs greedily only.
+pub const PAIRING_LIMIT: usize = 600;
 
 struct Member<'a> {
     id: &'a str,
@@ -167,6 +172,9 @@ impl<'a> Planner<'a> {
         }
 
         let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
+        if self.policy.objective == Objective::Balanced && self.policy.max_jobs_per_gpu >= 2 {
+            order = self.place_matched_pairs(queue, order, &mut placed_on);
+        }
         for (i, profile, view) in order {
             let job = &queue[i];
             let mut candidates = self.candidates(profile, &view);
@@ -207,6 +215,87 @@ impl<'a> Planner<'a> {
             placements,
             unplaced,
         }
+    }
+
+    /// `balanced`, first phase: pair queued jobs by maximum-weight matching (see
+    /// [`grouping`]) and start each pair on an idle GPU, best fit by memory, surest jobs' pairs
+    /// first. An edge's weight is what the pair is worth on its own GPU — time saved minus the
+    /// slowdown penalty — so only pairs better than running alone are formed. Returns the jobs
+    /// still to place (unpaired, or paired but left without an idle GPU big enough), in order;
+    /// the greedy phase places them, on GPUs with residents too.
+    fn place_matched_pairs<'q>(
+        &mut self,
+        queue: &'q [Job],
+        order: Vec<(usize, &'q Profile, JobView)>,
+        placed_on: &mut [Vec<&'q str>],
+    ) -> Vec<(usize, &'q Profile, JobView)>
+    where
+        'q: 'a,
+    {
+        let idle = |s: &GpuState<'_>| s.jobs() == 0 && s.unknown_resident.is_none();
+        let Some(roomiest) = self
+            .gpus
+            .iter()
+            .filter(|s| idle(s))
+            .map(GpuState::capacity)
+            .max()
+        else {
+            return order;
+        };
+        if order.len() > PAIRING_LIMIT {
+            return order;
+        }
+        let mut edges = Vec::new();
+        for a in 0..order.len() {
+            for b in a + 1..order.len() {
+                let memory =
+                    u64::from(order[a].1.mem_used_mib) + u64::from(order[b].1.mem_used_mib);
+                if memory > roomiest {
+                    continue;
+                }
+                let (slowdowns, _) = self.knowledge.predict(&[&order[a].2, &order[b].2]);
+                let worst = slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+                let value = interference::time_saved(&slowdowns)
+                    - SLOWDOWN_PENALTY * (worst - SLOWDOWN_TOLERANCE).max(0.0);
+                if value > 0.0 {
+                    edges.push(grouping::Edge { a, b, value });
+                }
+            }
+        }
+        let mut pairs = grouping::best_pairs(order.len(), &edges);
+        // Pairs holding the jobs of highest precedence choose their GPUs first.
+        pairs.sort_by_key(|&(a, b)| a.min(b));
+        let mut placed = vec![false; order.len()];
+        for (a, b) in pairs {
+            let memory = u64::from(order[a].1.mem_used_mib) + u64::from(order[b].1.mem_used_mib);
+            let best_fit = self
+                .gpus
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| idle(s) && s.free_mib() >= memory)
+                .min_by_key(|(_, s)| s.free_mib() - memory)
+                .map(|(g, _)| g);
+            let Some(g) = best_fit else { continue };
+            for &member in &[a, b] {
+                let (i, profile, view) = order[member];
+                let state = &mut self.gpus[g];
+                state.used_mib += u64::from(profile.mem_used_mib);
+                state.members.push(Member {
+                    id: &queue[i].id,
+                    view,
+                });
+                placed_on[g].push(&queue[i].id);
+                placed[member] = true;
+            }
+            let state = &mut self.gpus[g];
+            state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
+        }
+        order
+            .into_iter()
+            .zip(placed)
+            .filter(|(_, placed)| !placed)
+            .map(|(entry, _)| entry)
+            .collect()
     }
 
     pub(crate) fn filter(&self, job: &Job) -> Result<Vec<Fit>> {
@@ -547,6 +636,55 @@ mod tests {
         ) {
             let engine = Recommender::new(policy, seed).unwrap();
             prop_assert_eq!(engine.recommend(&queue, &gpus).unwrap(), engine.recommend(&queue, &gpus).unwrap());
+        }
+    }
+
+    #[test]
+    fn zero_one_and_ten_thousand_jobs_are_grouped_without_panic() {
+        let engine = Recommender::bootstrap(Policy::default(), 3).unwrap();
+        let gpus: Vec<Gpu> = (0..100)
+            .map(|g| gpu(&format!("g{g}"), 16_384, vec![]))
+            .collect();
+        assert!(engine.recommend(&[], &gpus).unwrap().placements.is_empty());
+        let one = [Job::profiled("only", profile(50.0, 1_000))];
+        assert_eq!(engine.recommend(&one, &gpus).unwrap().placements.len(), 1);
+        let many: Vec<Job> = (0..10_000)
+            .map(|i| {
+                Job::profiled(
+                    format!("j{i}"),
+                    profile((i % 97) as f32, 500 + (i % 13) as u32 * 700),
+                )
+            })
+            .collect();
+        let answer = engine.recommend(&many, &gpus).unwrap();
+        let placed: usize = answer.placements.iter().map(|p| p.jobs.len()).sum();
+        assert_eq!(placed + answer.unplaced.len(), many.len());
+        assert!(placed <= 200);
+    }
+
+    #[test]
+    fn matching_pairs_complementary_jobs() {
+        // Two compute-heavy and two light jobs, two idle GPUs: pairing heavy with light saves
+        // the most time and keeps slowdowns low; heavy with heavy would time-slice.
+        let queue = [
+            Job::profiled("heavy-1", profile(95.0, 2_000)),
+            Job::profiled("heavy-2", profile(90.0, 2_000)),
+            Job::profiled("light-1", profile(10.0, 2_000)),
+            Job::profiled("light-2", profile(8.0, 2_000)),
+        ];
+        let gpus = [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])];
+        let answer = Recommender::new(Policy::default(), 0)
+            .unwrap()
+            .recommend(&queue, &gpus)
+            .unwrap();
+        assert_eq!(answer.placements.len(), 2, "{answer:?}");
+        for placement in &answer.placements {
+            let heavy = placement
+                .jobs
+                .iter()
+                .filter(|j| j.starts_with("heavy"))
+                .count();
+            assert_eq!(heavy, 1, "{answer:?}");
         }
     }
 

@@ -685,6 +685,108 @@ impl fmt::Display for SynthesisError {
 
 impl std::error::Error for SynthesisError {}
 
+// The contract's types ([`tandem_api`], the mirror of the WIT) convert to and from this
+// module's here, in one place, so the component glue crosses the boundary in one call
+// ([`crate::synthesize`]). This module keeps its own types for what the contract does not carry:
+// `usize` counts and the typed error.
+
+impl From<tandem_api::Interpolation> for Method {
+    fn from(value: tandem_api::Interpolation) -> Self {
+        match value {
+            tandem_api::Interpolation::Linear => Method::Linear,
+            tandem_api::Interpolation::Pchip => Method::Pchip,
+            tandem_api::Interpolation::CubicSpline => Method::CubicSpline,
+            tandem_api::Interpolation::Barycentric => Method::Barycentric,
+        }
+    }
+}
+
+impl From<Method> for tandem_api::Interpolation {
+    fn from(value: Method) -> Self {
+        match value {
+            Method::Linear => Self::Linear,
+            Method::Pchip => Self::Pchip,
+            Method::CubicSpline => Self::CubicSpline,
+            Method::Barycentric => Self::Barycentric,
+        }
+    }
+}
+
+impl From<tandem_api::Sample> for Sample {
+    fn from(value: tandem_api::Sample) -> Self {
+        Self {
+            batch_size: value.batch_size,
+            values: value.values,
+        }
+    }
+}
+
+impl From<Sample> for tandem_api::Sample {
+    fn from(value: Sample) -> Self {
+        Self {
+            batch_size: value.batch_size,
+            values: value.values,
+        }
+    }
+}
+
+impl From<tandem_api::Series> for Series {
+    fn from(value: tandem_api::Series) -> Self {
+        Self {
+            workload: value.workload,
+            samples: value.samples.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<Series> for tandem_api::Series {
+    fn from(value: Series) -> Self {
+        Self {
+            workload: value.workload,
+            samples: value.samples.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<MethodScore> for tandem_api::MethodScore {
+    fn from(value: MethodScore) -> Self {
+        Self {
+            workload: value.workload,
+            method: value.method.into(),
+            rmse: value.rmse,
+            mae: value.mae,
+            // Interior points times features: far below u32::MAX for any input that fits the
+            // sandbox's memory; saturate rather than wrap all the same.
+            predictions: u32::try_from(value.predictions).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+impl From<Synthesis> for tandem_api::Synthesis {
+    fn from(value: Synthesis) -> Self {
+        Self {
+            scores: value.scores.into_iter().map(Into::into).collect(),
+            best: value
+                .best
+                .into_iter()
+                .map(|(workload, method)| tandem_api::BestMethod {
+                    workload,
+                    method: method.into(),
+                })
+                .collect(),
+            generated: value.generated.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// Every rejection is the caller's input: `invalid-input`, with the message naming the
+/// workload and the sample.
+impl From<SynthesisError> for tandem_api::EngineError {
+    fn from(value: SynthesisError) -> Self {
+        Self::InvalidInput(value.to_string())
+    }
+}
+
 /// A workload's validated points: distinct batch sizes, increasing, with one column per feature.
 struct Measured<'a> {
     workload: &'a str,
@@ -1409,6 +1511,47 @@ mod tests {
             matches!(error, SynthesisError::NonFiniteResult { .. }),
             "{message}"
         );
+    }
+
+    #[test]
+    fn the_contract_types_carry_the_same_answer() {
+        let truth = [series(
+            "w1",
+            &[(2.0, &[1.0]), (32.0, &[50.0]), (256.0, &[70.0])],
+        )];
+        let synthesis = run(&truth, 1, &[PERCENT]);
+        let api: Vec<tandem_api::Series> = truth.iter().cloned().map(Into::into).collect();
+        let through_api = crate::synthesize(&api, 1, &[PERCENT]);
+        assert_eq!(through_api, Ok(synthesis.clone().into()));
+        let Ok(through_api) = through_api else {
+            unreachable!()
+        };
+        assert_eq!(
+            through_api.best,
+            [tandem_api::BestMethod {
+                workload: "w1".into(),
+                method: synthesis.best[0].1.into(),
+            }]
+        );
+        assert_eq!(through_api.scores[0].predictions, 1);
+        for method in Method::ALL {
+            let api = tandem_api::Interpolation::from(method);
+            assert_eq!(api.name(), method.name());
+            assert_eq!(Method::from(api), method);
+        }
+        let bad = [tandem_api::Series {
+            workload: "w7".into(),
+            samples: vec![tandem_api::Sample {
+                batch_size: -1.0,
+                values: vec![1.0],
+            }],
+        }];
+        match crate::synthesize(&bad, 1, &[PERCENT]) {
+            Err(tandem_api::EngineError::InvalidInput(message)) => {
+                assert!(message.contains("\"w7\", sample 0"), "{message}");
+            }
+            other => panic!("expected invalid input, got {other:?}"),
+        }
     }
 
     #[test]

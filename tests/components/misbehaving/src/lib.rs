@@ -3,7 +3,8 @@
 //! It implements the `plugin` world of `tandem:engine@0.1.0` and otherwise behaves: it
 //! remembers the ids of observed profiles (its whole state, saved as one id per line) and
 //! `recommend` reports them back as unplaced jobs with the reason `known`, so a test can see
-//! whether state survived a rebuild. A queued job id triggers misbehaviour in `recommend`:
+//! whether state survived a rebuild; `synthesize` always answers `invalid-input`. A queued job
+//! id triggers misbehaviour in `recommend`:
 //! - `loop`: spins forever (the host's deadline must interrupt it);
 //! - `alloc`: allocates without bound (the host's memory cap must stop it);
 //! - `panic`: panics (the host must report a typed panic with the message).
@@ -32,6 +33,16 @@ impl wit_engine::Guest for Component {
 
     fn engine_version() -> String {
         "misbehaving-test-guest".into()
+    }
+
+    fn synthesize(
+        _ground_truth: Vec<wit::Series>,
+        _points_per_gap: u32,
+        _bounds: Vec<Option<(f64, f64)>>,
+    ) -> Result<wit::Synthesis, wit::Error> {
+        Err(wit::Error::InvalidInput(
+            "the misbehaving guest synthesizes nothing".into(),
+        ))
     }
 }
 
