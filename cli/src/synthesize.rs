@@ -87,16 +87,8 @@ pub(crate) fn run(
     out: Option<&Path>,
 ) -> anyhow::Result<(Report, Option<Written>)> {
     let measurements = Measurements::read(data)?;
-    let series: Vec<Series> = measurements
-        .workloads
-        .iter()
-        .map(|w| Series {
-            workload: w.label.clone(),
-            samples: w.samples.clone(),
-        })
-        .collect();
     let synthesis = runtime
-        .synthesize(&series, points_per_gap, &BOUNDS)
+        .synthesize(&measurements.for_the_engine(), points_per_gap, &BOUNDS)
         .map_err(|error| {
             let message = error.to_string();
             // Engine messages name the label (`workload "w3"`); say which workload that is.
@@ -257,6 +249,17 @@ impl Measurements {
             })
             .collect();
         Ok(Self { workloads })
+    }
+
+    /// What the engine is given: labels and numbers, no names.
+    fn for_the_engine(&self) -> Vec<Series> {
+        self.workloads
+            .iter()
+            .map(|w| Series {
+                workload: w.label.clone(),
+                samples: w.samples.clone(),
+            })
+            .collect()
     }
 
     /// The engine's answer with labels replaced by names, next to the measured samples.
@@ -459,7 +462,7 @@ mod tests {
     }
 
     #[test]
-    fn the_report_puts_names_back_in_place_of_labels() {
+    fn the_engine_sees_labels_and_the_report_names() {
         let text = format!("{HEADER}\n1,Secret Model,Secret Data,1,2,10,1,1\n");
         let parsed = parse(&text).unwrap_or_else(|e| panic!("{e}"));
         let synthesis = Synthesis {
@@ -469,6 +472,11 @@ mod tests {
             }],
             ..Synthesis::default()
         };
+        let sent = format!("{:?}", parsed.for_the_engine());
+        assert!(
+            sent.contains("\"w1\"") && !sent.contains("Secret"),
+            "{sent}"
+        );
         let report = parsed.report(synthesis, 3);
         assert_eq!(
             report.synthesis.best[0].workload,

@@ -4,7 +4,7 @@
 //! objective gains from pairing them. The best set of disjoint pairs is a maximum-weight
 //! matching in a general graph, which Edmonds' blossom algorithm (the `mwmatching` crate, a port
 //! of van Rantwijk's implementation; O(n³)) solves exactly. Weights are scaled to integers
-//! ([`WEIGHT_SCALE`]) so the algorithm's dual arithmetic is exact.
+//! (a fixed scale) so the algorithm's dual arithmetic is exact.
 //!
 //! Above [`EXACT_LIMIT`] jobs the exact algorithm would cost too much inside a scheduling
 //! cycle, and the greedy heuristic is used instead: take edges in decreasing weight, keep each

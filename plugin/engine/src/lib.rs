@@ -12,7 +12,7 @@
 //! [`interference`] holds the definitions and the analytic prior; [`grouping`] pairs jobs by
 //! maximum-weight matching; the planner places groups under the memory guard — no placement
 //! ever puts a GPU over its memory, and a resident whose memory is unknown closes its GPU — and
-//! the per-GPU cap; [`synthesize`] interpolates measured profiles across batch sizes.
+//! the per-GPU cap; [`mod@synthesize`] interpolates measured profiles across batch sizes.
 //!
 //! ```
 //! use tandem_api::{Gpu, GpuSpec, Job, Policy, Profile};
