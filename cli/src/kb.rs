@@ -195,15 +195,5 @@ fn write(path: &Path, engine: &[u8]) -> anyhow::Result<()> {
         ids: ID_SCHEME.into(),
         engine,
     };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    serde_json::to_writer(&mut temp, &file)?;
-    temp.as_file().sync_all()?;
-    temp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    crate::atomic::write(path, |out| Ok(serde_json::to_writer(out, &file)?))
 }

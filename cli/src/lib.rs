@@ -7,6 +7,7 @@
 //! Exit codes: `0` success, `1` the engine or the host failed, `2` bad input (arguments, files,
 //! or input the engine rejected).
 
+mod atomic;
 mod kb;
 mod keys;
 mod observations;

@@ -14,7 +14,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use serde::Serialize;
 use tandem_api::{Sample, Series, Synthesis};
 use tandem_host::Runtime;
@@ -321,19 +320,17 @@ fn csv_error(path: &Path, error: &csv::Error) -> InputError {
 /// generated rows by increasing batch size, values to 6 decimals, atomically (temporary file,
 /// fsync, rename).
 fn write_csv(path: &Path, report: &Report) -> anyhow::Result<Written> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    crate::atomic::write(path, |out| fill_csv(out, path, report))
+}
+
+fn fill_csv(out: &mut std::fs::File, path: &Path, report: &Report) -> anyhow::Result<Written> {
     let mut written = Written {
         path: path.to_owned(),
         measured: 0,
         synthetic: 0,
     };
     {
-        let mut writer = csv::Writer::from_writer(temp.as_file_mut());
+        let mut writer = csv::Writer::from_writer(out);
         let mut header = vec!["workload", "batch_size"];
         header.extend(report.features);
         header.push("synthetic");
@@ -366,9 +363,6 @@ fn write_csv(path: &Path, report: &Report) -> anyhow::Result<Written> {
         }
         writer.flush()?;
     }
-    temp.as_file().sync_all()?;
-    temp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(written)
 }
 

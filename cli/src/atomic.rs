@@ -1,0 +1,26 @@
+//! Writing output files so that a crash or an error mid-write never leaves a half file: the
+//! content goes to a temporary file in the same directory, is flushed to disk, and is renamed
+//! over the target only once complete.
+
+use std::fs::File;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+/// Writes `path` atomically with `fill`, returning what `fill` returns.
+pub(crate) fn write<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    let value = fill(temp.as_file_mut())?;
+    temp.as_file().sync_all()?;
+    temp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(value)
+}
