@@ -2,8 +2,10 @@
 //! interference learned from outcomes.
 //!
 //! Job ids reaching the engine are opaque: hosts key real names (HMAC-SHA256 with a per-cluster
-//! secret) before calling it, so a saved knowledge base names no job. Profiles are the only
-//! thing stored per id, because later outcomes refer to jobs by id.
+//! secret) before calling it, so a saved knowledge base names no job. Profiles and outcomes are
+//! the only things stored per id, because later outcomes and queues refer to jobs by id; a job
+//! that comes without telemetry is predicted from the outcomes of its id alone
+//! ([`crate::workloads`]).
 //!
 //! The clustering is refit as profiles accumulate — whenever the number of points has grown by
 //! [`REFIT_GROWTH`] since the last fit — over the seed points (the bundled Futurewei profiles
@@ -22,6 +24,7 @@ use crate::clusters::Clusters;
 use crate::features::{self, Features};
 use crate::interference;
 use crate::learning::{PRIOR_STD, PairMatrix, ResidualModel};
+use crate::workloads::Workloads;
 
 /// Relative growth in points that triggers a refit of the clustering.
 pub const REFIT_GROWTH: f64 = 0.1;
@@ -29,13 +32,21 @@ pub const REFIT_GROWTH: f64 = 0.1;
 /// The bundled seed profiles: the Futurewei mini-ML workload set (see `data/README.md`).
 const SEED_CSV: &str = include_str!("../data/futurewei_clustering_real_and_synthetic.csv");
 
-/// A job as the predictor sees it: its features and where it falls in the clustering.
+/// A job as the predictor sees it: its features and where it falls in the clustering when its
+/// profile is known, its workload when outcomes named its id.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct JobView {
-    pub(crate) features: Features,
+    /// Normalized telemetry; `None` for a job with no known profile.
+    pub(crate) features: Option<Features>,
     pub(crate) cluster: Option<u32>,
-    /// Distance-based uncertainty of its cluster assignment (1 without clusters).
+    /// How unsure the knowledge base is about the job, 0..=1: the distance-based uncertainty of
+    /// its cluster assignment for a profiled job (1 without clusters), the evidence on its
+    /// workload otherwise.
     pub(crate) assignment_uncertainty: f64,
+    /// Index of the job's id among the workloads outcomes named.
+    pub(crate) workload: Option<usize>,
+    /// Memory the job uses, in MiB; `None` when unknown.
+    pub(crate) memory_mib: Option<u32>,
 }
 
 /// Profiles, clusters and learned interference.
@@ -47,6 +58,9 @@ pub(crate) struct Knowledge {
     pub(crate) clusters: Clusters,
     pub(crate) matrix: PairMatrix,
     pub(crate) residual: ResidualModel,
+    /// Outcomes per id, for jobs without telemetry (absent from states saved before it existed).
+    #[serde(default)]
+    pub(crate) workloads: Workloads,
     pub(crate) outcomes: u64,
 }
 
@@ -93,28 +107,73 @@ impl Knowledge {
         self.profiles.get(job)
     }
 
-    /// How the predictor sees a profile.
+    /// How the predictor sees a profile of an anonymous job.
     pub(crate) fn view(&self, profile: &Profile) -> JobView {
         let features = features::of(profile);
         let placed = self.clusters.place(&features);
         JobView {
-            features,
+            features: Some(features),
             cluster: placed.map(|p| p.cluster),
             assignment_uncertainty: placed.map_or(1.0, |p| p.uncertainty),
+            workload: None,
+            memory_mib: Some(profile.mem_used_mib),
         }
     }
 
-    /// Folds a validated outcome into the matrix and the residual model; all or nothing.
-    pub(crate) fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
-        let mut views = Vec::with_capacity(outcome.jobs.len());
-        for job in &outcome.jobs {
-            let profile = self.profiles.get(job).ok_or_else(|| {
-                EngineError::UnknownJob(format!(
-                    "outcome names job `{job}`, whose profile was never observed"
-                ))
-            })?;
-            views.push(self.view(profile));
+    /// How the predictor sees `job`: from its own profile, else one observed under its id,
+    /// else from the outcomes its id was named in (if any).
+    pub(crate) fn view_of(&self, job: &Job) -> JobView {
+        let workload = self.workloads.index(&job.id);
+        match job.profile.as_ref().or_else(|| self.profile(&job.id)) {
+            Some(profile) => JobView {
+                workload,
+                ..self.view(profile)
+            },
+            None => JobView {
+                features: None,
+                cluster: None,
+                assignment_uncertainty: self.workloads.uncertainty(workload),
+                workload,
+                memory_mib: None,
+            },
         }
+    }
+
+    /// Whether two jobs were observed sharing a GPU of `gpu_model`, which is what lets a job
+    /// of unknown memory share at all.
+    pub(crate) fn shared(&self, a: &JobView, b: &JobView, gpu_model: &str) -> bool {
+        self.workloads.shared(a.workload, b.workload, gpu_model)
+    }
+
+    /// Whether two jobs were observed sharing a GPU of any of `gpu_models`.
+    pub(crate) fn shared_on_any<'m>(
+        &self,
+        a: &JobView,
+        b: &JobView,
+        gpu_models: impl Iterator<Item = &'m str>,
+    ) -> bool {
+        self.workloads
+            .shared_on_any(a.workload, b.workload, gpu_models)
+    }
+
+    /// Folds a validated outcome into what the engine knows. Every outcome teaches the
+    /// per-workload model; one whose jobs all have profiles also refines the cluster matrix
+    /// and the residual model. Cannot fail once validated, so it is all or nothing.
+    pub(crate) fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
+        self.workloads.learn(outcome);
+        self.outcomes += 1;
+        let Some(profiles) = outcome
+            .jobs
+            .iter()
+            .map(|job| self.profiles.get(job))
+            .collect::<Option<Vec<&Profile>>>()
+        else {
+            return Ok(());
+        };
+        let views: Vec<(JobView, Features)> = profiles
+            .into_iter()
+            .map(|p| (self.view(p), features::of(p)))
+            .collect();
         let slowdowns: Vec<f64> = outcome
             .solo_s
             .iter()
@@ -122,41 +181,42 @@ impl Knowledge {
             .map(|(solo, colocated)| (colocated - solo) / solo)
             .collect();
         let partners = (views.len() - 1) as f64;
-        for (i, view) in views.iter().enumerate() {
-            for (j, partner) in views.iter().enumerate() {
+        for (i, (view, a)) in views.iter().enumerate() {
+            for (j, (partner, b)) in views.iter().enumerate() {
                 if i == j {
                     continue;
                 }
                 // With more than two jobs, each partner is charged an equal share: the
                 // predictor adds pairwise slowdowns back up (see `predict`).
                 let share = slowdowns[i] / partners;
-                let prior = interference::prior_slowdowns_of(&view.features, &partner.features);
+                let prior = interference::prior_slowdowns_of(a, b);
                 let (blend, _) = self.matrix.blend(view.cluster, partner.cluster, prior);
-                self.residual
-                    .learn(&view.features, &partner.features, share - blend);
+                self.residual.learn(a, b, share - blend);
                 if let (Some(a), Some(b)) = (view.cluster, partner.cluster) {
                     self.matrix.push_slowdown(a, b, share);
                 }
             }
         }
-        if let [a, b] = views.as_slice()
+        if let [(a, _), (b, _)] = views.as_slice()
             && let (Some(ca), Some(cb)) = (a.cluster, b.cluster)
         {
             let solo: f64 = outcome.solo_s.iter().sum();
             let longest = outcome.colocated_s.iter().fold(0.0_f64, |m, t| m.max(*t));
             self.matrix.push_saving(ca, cb, (solo - longest) / solo);
         }
-        self.outcomes += 1;
         Ok(())
     }
 
-    /// Predicted slowdown of `a` next to `b`: `(mean, variance, no-evidence variance)`.
+    /// Predicted slowdown of `a` next to `b`: `(mean, variance, no-evidence variance)`. From
+    /// the profiles when both are known, else from the two workloads' outcomes.
     pub(crate) fn predict_pair(&self, a: &JobView, b: &JobView) -> (f64, f64, f64) {
-        let prior = interference::prior_slowdowns_of(&a.features, &b.features);
+        let (Some(fa), Some(fb)) = (&a.features, &b.features) else {
+            return self.workloads.predict(a.workload, b.workload);
+        };
+        let prior = interference::prior_slowdowns_of(fa, fb);
         let (blend, blend_var) = self.matrix.blend(a.cluster, b.cluster, prior);
-        let (residual, residual_var) = self.residual.predict(&a.features, &b.features);
-        let initial =
-            PRIOR_STD * PRIOR_STD + ResidualModel::prior_variance(&a.features, &b.features);
+        let (residual, residual_var) = self.residual.predict(fa, fb);
+        let initial = PRIOR_STD * PRIOR_STD + ResidualModel::prior_variance(fa, fb);
         (
             (blend + residual).max(0.0),
             blend_var + residual_var,
@@ -252,24 +312,19 @@ impl Knowledge {
         }
     }
 
-    /// Predicted effect of running `group` together (see [`Knowledge::predict`]).
+    /// Predicted effect of running `group` together (see [`Knowledge::predict`]). A group
+    /// with a job of unknown memory is reported at the GPU's whole memory, the engine's
+    /// stand-in for "unknown" everywhere; whether it may share is for the planner to decide.
     pub(crate) fn predict_group(&self, group: &[Job], gpu: &GpuSpec) -> Result<Prediction> {
-        let mut views = Vec::with_capacity(group.len());
-        let mut memory: u64 = 0;
-        for job in group {
-            let profile = job
-                .profile
-                .as_ref()
-                .or_else(|| self.profile(&job.id))
-                .ok_or_else(|| {
-                    EngineError::UnknownJob(format!(
-                        "job `{}` has no profile and none was observed under its id",
-                        job.id
-                    ))
-                })?;
-            memory += u64::from(profile.mem_used_mib);
-            views.push(self.view(profile));
-        }
+        let views: Vec<JobView> = group.iter().map(|job| self.view_of(job)).collect();
+        let memory: u64 = match views
+            .iter()
+            .map(|v| v.memory_mib.map(u64::from))
+            .sum::<Option<u64>>()
+        {
+            Some(known) => known,
+            None => u64::from(gpu.memory_mib),
+        };
         let refs: Vec<&JobView> = views.iter().collect();
         let (slowdowns, uncertainty) = self.predict(&refs);
         if memory > u64::from(gpu.memory_mib) {
@@ -373,19 +428,27 @@ mod tests {
     }
 
     #[test]
-    fn an_outcome_naming_an_unknown_job_learns_nothing() {
+    fn an_outcome_with_a_job_of_no_profile_teaches_only_the_workload_model() {
         let mut kb = Knowledge::bootstrapped(1);
         kb.observe_profile("a", profile(50.0, 20.0, 1000), 1);
         let before = kb.clone();
         let outcome = Outcome {
             gpu_model: "V100".into(),
-            jobs: vec!["a".into(), "ghost".into()],
+            jobs: vec!["a".into(), "unprofiled".into()],
             solo_s: vec![1.0, 1.0],
-            colocated_s: vec![2.0, 2.0],
+            colocated_s: vec![1.2, 1.5],
         };
-        assert!(
-            matches!(kb.observe_outcome(&outcome), Err(EngineError::UnknownJob(m)) if m.contains("ghost"))
+        kb.observe_outcome(&outcome).unwrap();
+        // The clusters know nothing of a job without telemetry: their matrix is untouched.
+        assert_eq!(kb.matrix, before.matrix);
+        assert_eq!(kb.residual, before.residual);
+        let (a, b) = (
+            kb.view_of(&Job::new("a")),
+            kb.view_of(&Job::new("unprofiled")),
         );
-        assert_eq!(kb, before);
+        assert_eq!(b.memory_mib, None);
+        assert!(kb.shared(&a, &b, "V100") && !kb.shared(&a, &b, "K80"));
+        let (slowdown, _, _) = kb.predict_pair(&b, &a);
+        assert!((slowdown - 0.5).abs() < 0.1, "{slowdown}");
     }
 }

@@ -9,6 +9,7 @@
 //! What it does, module by module: [`features`] normalizes a profile; [`clusters`] groups
 //! profiles by k-means with k chosen by the elbow and keeps cluster ids stable; [`learning`]
 //! turns outcomes into per-cluster-pair statistics and a pair-level residual model;
+//! `workloads` learns interference per keyed job id for jobs without telemetry;
 //! [`interference`] holds the definitions and the analytic prior; [`grouping`] pairs jobs by
 //! maximum-weight matching; the planner places groups under the memory guard — no placement
 //! ever puts a GPU over its memory, and a resident whose memory is unknown closes its GPU — and
@@ -40,6 +41,7 @@ mod placement;
 mod snapshot;
 pub mod synthesize;
 mod validate;
+mod workloads;
 
 use tandem_api::{
     Assignment, EngineError, Fit, Gpu, GpuScore, Job, KnowledgeSummary, Outcome, Policy,

@@ -11,6 +11,11 @@
 //! - `min-slowdown`: the smallest worst predicted slowdown (an idle GPU is best);
 //! - `max-packing`: best fit, the least memory left over.
 //!
+//! A job of unknown memory (no profile, none observed under its id) may run alone on an idle GPU,
+//! or share one with exactly one job it was observed sharing a GPU of that model with: an
+//! outcome proves the two fit together, and nothing else would. A GPU holding such a job is
+//! closed to everyone else.
+//!
 //! Ties go to the first GPU in the order given. With probability `policy.exploration` the
 //! choice is instead drawn uniformly among the GPUs the job fits, from an RNG seeded by the
 //! recommender's seed and the queue, so the same seed and queue give the same answer.
@@ -18,8 +23,7 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use tandem_api::{
-    EngineError, Fit, Gpu, GpuScore, Job, Objective, Placement, Policy, Prediction, Profile,
-    Recommendation, Unplaced,
+    Fit, Gpu, GpuScore, Job, Objective, Placement, Policy, Prediction, Recommendation, Unplaced,
 };
 
 use crate::Result;
@@ -43,13 +47,14 @@ struct Member<'a> {
 /// One GPU as the plan fills it.
 struct GpuState<'a> {
     gpu: &'a Gpu,
-    /// Residents of known profile first, then jobs placed by this plan.
+    /// Residents first, then jobs placed by this plan.
     members: Vec<Member<'a>>,
     /// How many of `members` are residents.
     residents: usize,
+    /// Memory of the members whose memory is known.
     used_mib: u64,
-    /// A resident with no known profile: its memory is unknown, so nothing may join it.
-    unknown_resident: Option<&'a str>,
+    /// A member whose memory is unknown: the GPU's free memory is unknown with it.
+    unknown_memory: Option<&'a str>,
     /// Time the current members save by sharing, in solo-time units.
     time_saved: f64,
 }
@@ -59,13 +64,42 @@ impl GpuState<'_> {
         u64::from(self.gpu.spec.memory_mib)
     }
 
+    /// Free memory; none while a member's memory is unknown.
     fn free_mib(&self) -> u64 {
+        if self.unknown_memory.is_some() {
+            return 0;
+        }
         self.capacity().saturating_sub(self.used_mib)
     }
 
-    /// Jobs on the GPU: every resident (known or not) plus those this plan placed.
+    /// Memory the group holds, the whole GPU while a member's memory is unknown.
+    fn peak_mib(&self) -> u64 {
+        if self.unknown_memory.is_some() {
+            self.capacity()
+        } else {
+            self.used_mib
+        }
+    }
+
     fn jobs(&self) -> usize {
-        self.gpu.residents.len() + (self.members.len() - self.residents)
+        self.members.len()
+    }
+
+    fn is_idle(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+impl<'a> GpuState<'a> {
+    /// Adds a member, keeping the memory bookkeeping.
+    fn add(&mut self, id: &'a str, view: JobView) {
+        match view.memory_mib {
+            Some(mib) => self.used_mib += u64::from(mib),
+            None => {
+                self.unknown_memory.get_or_insert(id);
+            }
+        }
+        self.members.push(Member { id, view });
     }
 }
 
@@ -100,25 +134,13 @@ impl<'a> Planner<'a> {
                 let mut state = GpuState {
                     gpu,
                     members: Vec::with_capacity(gpu.residents.len() + 1),
-                    residents: 0,
+                    residents: gpu.residents.len(),
                     used_mib: 0,
-                    unknown_resident: None,
+                    unknown_memory: None,
                     time_saved: 0.0,
                 };
                 for resident in &gpu.residents {
-                    match resolve(knowledge, resident) {
-                        Some(profile) => {
-                            state.used_mib += u64::from(profile.mem_used_mib);
-                            state.members.push(Member {
-                                id: &resident.id,
-                                view: knowledge.view(profile),
-                            });
-                            state.residents += 1;
-                        }
-                        None => {
-                            state.unknown_resident.get_or_insert(&resident.id);
-                        }
-                    }
+                    state.add(&resident.id, knowledge.view_of(resident));
                 }
                 state.time_saved = predict(knowledge, &state.members, None).time_saved;
                 state
@@ -135,33 +157,29 @@ impl<'a> Planner<'a> {
     pub(crate) fn recommend(mut self, queue: &'a [Job]) -> Recommendation {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ queue_fingerprint(queue));
         let mut unplaced = Vec::new();
-        let mut order: Vec<(usize, &Profile, JobView)> = Vec::with_capacity(queue.len());
-        for (i, job) in queue.iter().enumerate() {
-            match resolve(self.knowledge, job) {
-                Some(profile) => order.push((i, profile, self.knowledge.view(profile))),
-                None => unplaced.push(Unplaced {
-                    job: job.id.clone(),
-                    reason: no_profile_reason(job),
-                }),
-            }
-        }
+        let mut order: Vec<(usize, JobView)> = queue
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (i, self.knowledge.view_of(job)))
+            .collect();
         match self.policy.objective {
-            // First-fit decreasing: the largest jobs first, as bin packing does.
+            // First-fit decreasing: the largest jobs first, as bin packing does; a job of
+            // unknown memory takes a GPU of its own, so it counts as the largest.
             Objective::MaxPacking => {
-                order.sort_by_key(|(_, p, _)| std::cmp::Reverse(p.mem_used_mib));
+                order.sort_by_key(|(_, v)| std::cmp::Reverse(v.memory_mib.unwrap_or(u32::MAX)));
             }
             // Jobs the knowledge base is surest about choose first (JRS); with probability
             // `exploration` a job's precedence is drawn at random instead, so uncertain jobs
             // also get good slots and produce the outcomes that make them certain.
             Objective::Balanced | Objective::MinSlowdown => {
                 let exploration = f64::from(self.policy.exploration);
-                let mut keyed: Vec<(f64, f64, (usize, &Profile, JobView))> = order
+                let mut keyed: Vec<(f64, f64, (usize, JobView))> = order
                     .into_iter()
                     .map(|entry| {
                         let key = if exploration > 0.0 && rng.r#gen::<f64>() < exploration {
                             rng.r#gen::<f64>()
                         } else {
-                            entry.2.assignment_uncertainty
+                            entry.1.assignment_uncertainty
                         };
                         (key, queue[entry.0].submitted_at_s, entry)
                     })
@@ -175,9 +193,9 @@ impl<'a> Planner<'a> {
         if self.policy.objective == Objective::Balanced && self.policy.max_jobs_per_gpu >= 2 {
             order = self.place_matched_pairs(queue, order, &mut placed_on);
         }
-        for (i, profile, view) in order {
+        for (i, view) in order {
             let job = &queue[i];
-            let mut candidates = self.candidates(profile, &view);
+            let mut candidates = self.candidates(&view);
             let too_slow = self.drop_harmful(&mut candidates);
             let Some(best) = self.choose(&candidates, &mut rng) else {
                 let reason = match too_slow {
@@ -186,7 +204,7 @@ impl<'a> Planner<'a> {
                          beyond what sharing saves under the balanced objective; left queued for a better slot",
                         worst * 100.0
                     ),
-                    None => self.why_unplaceable(profile),
+                    None => self.why_unplaceable(&view),
                 };
                 unplaced.push(Unplaced {
                     job: job.id.clone(),
@@ -195,8 +213,7 @@ impl<'a> Planner<'a> {
                 continue;
             };
             let state = &mut self.gpus[best];
-            state.used_mib += u64::from(profile.mem_used_mib);
-            state.members.push(Member { id: &job.id, view });
+            state.add(&job.id, view);
             state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
             placed_on[best].push(&job.id);
         }
@@ -226,17 +243,16 @@ impl<'a> Planner<'a> {
     fn place_matched_pairs<'q>(
         &mut self,
         queue: &'q [Job],
-        order: Vec<(usize, &'q Profile, JobView)>,
+        order: Vec<(usize, JobView)>,
         placed_on: &mut [Vec<&'q str>],
-    ) -> Vec<(usize, &'q Profile, JobView)>
+    ) -> Vec<(usize, JobView)>
     where
         'q: 'a,
     {
-        let idle = |s: &GpuState<'_>| s.jobs() == 0 && s.unknown_resident.is_none();
         let Some(roomiest) = self
             .gpus
             .iter()
-            .filter(|s| idle(s))
+            .filter(|s| s.is_idle())
             .map(GpuState::capacity)
             .max()
         else {
@@ -245,15 +261,28 @@ impl<'a> Planner<'a> {
         if order.len() > PAIRING_LIMIT {
             return order;
         }
+        let mut idle_models: Vec<&str> = self
+            .gpus
+            .iter()
+            .filter(|s| s.is_idle())
+            .map(|s| s.gpu.spec.model.as_str())
+            .collect();
+        idle_models.sort_unstable();
+        idle_models.dedup();
         let mut edges = Vec::new();
         for a in 0..order.len() {
             for b in a + 1..order.len() {
-                let memory =
-                    u64::from(order[a].1.mem_used_mib) + u64::from(order[b].1.mem_used_mib);
-                if memory > roomiest {
+                let (va, vb) = (&order[a].1, &order[b].1);
+                let fits = match pair_memory(va, vb) {
+                    Some(memory) => memory <= roomiest,
+                    None => self
+                        .knowledge
+                        .shared_on_any(va, vb, idle_models.iter().copied()),
+                };
+                if !fits {
                     continue;
                 }
-                let (slowdowns, _) = self.knowledge.predict(&[&order[a].2, &order[b].2]);
+                let (slowdowns, _) = self.knowledge.predict(&[va, vb]);
                 let worst = slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
                 let value = interference::time_saved(&slowdowns)
                     - SLOWDOWN_PENALTY * (worst - SLOWDOWN_TOLERANCE).max(0.0);
@@ -267,23 +296,27 @@ impl<'a> Planner<'a> {
         pairs.sort_by_key(|&(a, b)| a.min(b));
         let mut placed = vec![false; order.len()];
         for (a, b) in pairs {
-            let memory = u64::from(order[a].1.mem_used_mib) + u64::from(order[b].1.mem_used_mib);
+            let (va, vb) = (&order[a].1, &order[b].1);
+            let memory = pair_memory(va, vb);
             let best_fit = self
                 .gpus
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| idle(s) && s.free_mib() >= memory)
-                .min_by_key(|(_, s)| s.free_mib() - memory)
+                .filter(|(_, s)| s.is_idle())
+                .filter_map(|(g, s)| match memory {
+                    Some(memory) => (s.free_mib() >= memory).then(|| (g, s.free_mib() - memory)),
+                    // Unknown memory: any GPU of a model the two were seen sharing.
+                    None => self
+                        .knowledge
+                        .shared(va, vb, &s.gpu.spec.model)
+                        .then_some((g, s.free_mib())),
+                })
+                .min_by_key(|&(_, left)| left)
                 .map(|(g, _)| g);
             let Some(g) = best_fit else { continue };
             for &member in &[a, b] {
-                let (i, profile, view) = order[member];
-                let state = &mut self.gpus[g];
-                state.used_mib += u64::from(profile.mem_used_mib);
-                state.members.push(Member {
-                    id: &queue[i].id,
-                    view,
-                });
+                let (i, view) = order[member];
+                self.gpus[g].add(&queue[i].id, view);
                 placed_on[g].push(&queue[i].id);
                 placed[member] = true;
             }
@@ -299,12 +332,12 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn filter(&self, job: &Job) -> Result<Vec<Fit>> {
-        let profile = self.require_profile(job)?;
+        let view = self.knowledge.view_of(job);
         Ok(self
             .gpus
             .iter()
             .map(|state| {
-                let verdict = self.fits(state, profile);
+                let verdict = self.fits(state, &view);
                 Fit {
                     gpu: state.gpu.id.clone(),
                     fits: verdict.is_ok(),
@@ -315,7 +348,7 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
-        let profile = self.require_profile(job)?;
+        let view = self.knowledge.view_of(job);
         let mut scores: Vec<GpuScore> = self
             .gpus
             .iter()
@@ -324,23 +357,14 @@ impl<'a> Planner<'a> {
                 score: 0,
             })
             .collect();
-        for candidate in self.candidates(profile, &self.knowledge.view(profile)) {
+        for candidate in self.candidates(&view) {
             scores[candidate.gpu].score = candidate.score;
         }
         Ok(scores)
     }
 
-    fn require_profile(&self, job: &'a Job) -> Result<&'a Profile> {
-        resolve(self.knowledge, job).ok_or_else(|| EngineError::UnknownJob(no_profile_reason(job)))
-    }
-
-    /// Why `profile` may not join `state` now, if it may not.
-    fn fits(&self, state: &GpuState<'_>, profile: &Profile) -> Result<(), String> {
-        if let Some(resident) = state.unknown_resident {
-            return Err(format!(
-                "resident `{resident}` has no known profile, so the GPU's free memory is unknown"
-            ));
-        }
+    /// Why the job seen as `view` may not join `state` now, if it may not.
+    fn fits(&self, state: &GpuState<'_>, view: &JobView) -> Result<(), String> {
         let cap = self.policy.max_jobs_per_gpu as usize;
         if state.jobs() >= cap {
             return Err(format!(
@@ -348,7 +372,31 @@ impl<'a> Planner<'a> {
                 state.jobs()
             ));
         }
-        let needed = u64::from(profile.mem_used_mib);
+        let model = &state.gpu.spec.model;
+        if let Some(member) = state.unknown_memory {
+            // Only one job it was seen sharing this model with may join it.
+            let only = &state.members[0].view;
+            if state.jobs() > 1 || !self.knowledge.shared(only, view, model) {
+                return Err(format!(
+                    "`{member}` on it has no known profile (unknown memory), and the job was never \
+                     observed sharing a {model} with it"
+                ));
+            }
+            return Ok(());
+        }
+        let Some(needed) = view.memory_mib.map(u64::from) else {
+            if state.is_idle() {
+                return Ok(());
+            }
+            return match state.members.as_slice() {
+                [only] if self.knowledge.shared(&only.view, view, model) => Ok(()),
+                _ => Err(format!(
+                    "the job has no known profile (unknown memory): it may share a GPU only with \
+                     one job it was observed sharing a {model} with, and this GPU holds {} other(s)",
+                    state.jobs()
+                )),
+            };
+        };
         if needed > state.free_mib() {
             return Err(format!(
                 "needs {needed} MiB but only {} of {} MiB are free",
@@ -359,12 +407,12 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
-    fn candidates(&self, profile: &Profile, view: &JobView) -> Vec<Candidate> {
+    fn candidates(&self, view: &JobView) -> Vec<Candidate> {
         self.gpus
             .iter()
             .enumerate()
-            .filter(|(_, state)| self.fits(state, profile).is_ok())
-            .map(|(gpu, state)| self.evaluate(gpu, state, profile, view))
+            .filter(|(_, state)| self.fits(state, view).is_ok())
+            .map(|(gpu, state)| self.evaluate(gpu, state, view))
             .collect()
     }
 
@@ -385,17 +433,15 @@ impl<'a> Planner<'a> {
         least_harmful.filter(|_| candidates.is_empty())
     }
 
-    fn evaluate(
-        &self,
-        gpu: usize,
-        state: &GpuState<'_>,
-        profile: &Profile,
-        view: &JobView,
-    ) -> Candidate {
+    fn evaluate(&self, gpu: usize, state: &GpuState<'_>, view: &JobView) -> Candidate {
         let after = predict(self.knowledge, &state.members, Some(view));
         let worst = after.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-        let free_share =
-            (state.free_mib() - u64::from(profile.mem_used_mib)) as f64 / state.capacity() as f64;
+        // A job of unknown memory fills the GPU as far as packing can tell.
+        let left = view
+            .memory_mib
+            .filter(|_| state.unknown_memory.is_none())
+            .map_or(0, |mib| state.free_mib().saturating_sub(u64::from(mib)));
+        let free_share = left as f64 / state.capacity() as f64;
         let (value, score) = match self.policy.objective {
             Objective::Balanced => {
                 let value = after.time_saved
@@ -431,19 +477,24 @@ impl<'a> Planner<'a> {
             .map(|c| c.gpu)
     }
 
-    fn why_unplaceable(&self, profile: &Profile) -> String {
+    fn why_unplaceable(&self, view: &JobView) -> String {
         if self.gpus.is_empty() {
             return "no GPUs were offered".into();
         }
         let cap = self.policy.max_jobs_per_gpu as usize;
+        let Some(needed) = view.memory_mib else {
+            return "it has no known profile (unknown memory): it runs alone on an idle GPU or \
+                    beside one job it was observed sharing that GPU model with, and no GPU offers \
+                    either"
+                .into();
+        };
         let open = self
             .gpus
             .iter()
-            .filter(|s| s.jobs() < cap && s.unknown_resident.is_none());
+            .filter(|s| s.jobs() < cap && s.unknown_memory.is_none());
         match open.max_by_key(|s| s.free_mib()) {
             Some(roomiest) => format!(
-                "needs {} MiB; the most free memory on a GPU under the job cap is {} MiB ({})",
-                profile.mem_used_mib,
+                "needs {needed} MiB; the most free memory on a GPU under the job cap is {} MiB ({})",
                 roomiest.free_mib(),
                 roomiest.gpu.id
             ),
@@ -464,7 +515,10 @@ impl<'a> Planner<'a> {
         let worst = group.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
         let saving = interference::packing_saving(&group.slowdowns);
         let gpu = &state.gpu.id;
-        let memory = format!("{} of {} MiB", state.used_mib, state.capacity());
+        let memory = match state.unknown_memory {
+            None => format!("{} of {} MiB", state.used_mib, state.capacity()),
+            Some(_) => format!("unknown memory, up to {} MiB", state.capacity()),
+        };
         let reason = if state.members.len() == 1 {
             format!(
                 "alone on {gpu} ({memory}): the {} objective found no better co-runner",
@@ -473,8 +527,10 @@ impl<'a> Planner<'a> {
         } else {
             let evidence = if group.uncertainty < 1.0 {
                 "learned from observed outcomes"
-            } else {
+            } else if state.members.iter().all(|m| m.view.features.is_some()) {
                 "analytic prior from the profiles"
+            } else {
+                "no evidence yet"
             };
             format!(
                 "{} jobs share {gpu} ({memory}): predicted packing saving {:.0}%, worst slowdown {:.0}% ({evidence}, {} objective)",
@@ -495,7 +551,7 @@ impl<'a> Planner<'a> {
                 slowdown_pct,
                 packing_saving_pct: (saving * 100.0) as f32,
                 uncertainty: group.uncertainty as f32,
-                peak_mem_mib: u32::try_from(state.used_mib).unwrap_or(u32::MAX),
+                peak_mem_mib: u32::try_from(state.peak_mib()).unwrap_or(u32::MAX),
             },
             reason,
         }
@@ -523,16 +579,9 @@ fn predict(
     }
 }
 
-/// The job's own profile, else one observed earlier under its id.
-fn resolve<'k>(knowledge: &'k Knowledge, job: &'k Job) -> Option<&'k Profile> {
-    job.profile.as_ref().or_else(|| knowledge.profile(&job.id))
-}
-
-fn no_profile_reason(job: &Job) -> String {
-    format!(
-        "job `{}` has no profile and none was observed under its id: profile it first",
-        job.id
-    )
+/// Memory two jobs need together, if both are known.
+fn pair_memory(a: &JobView, b: &JobView) -> Option<u64> {
+    Some(u64::from(a.memory_mib?) + u64::from(b.memory_mib?))
 }
 
 /// FNV-1a over the queue's ids, so exploration draws differ between queues but not between
@@ -551,7 +600,7 @@ fn queue_fingerprint(queue: &[Job]) -> u64 {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use tandem_api::GpuSpec;
+    use tandem_api::{GpuSpec, Profile};
 
     use super::*;
     use crate::Recommender;
@@ -707,6 +756,61 @@ mod tests {
             !fits[0].fits && fits[0].reason.contains("mystery"),
             "{fits:?}"
         );
+    }
+
+    fn outcome(a: &str, b: &str, model: &str) -> tandem_api::Outcome {
+        tandem_api::Outcome {
+            gpu_model: model.into(),
+            jobs: vec![a.into(), b.into()],
+            solo_s: vec![100.0, 100.0],
+            colocated_s: vec![120.0, 130.0],
+        }
+    }
+
+    #[test]
+    fn jobs_of_unknown_memory_share_only_with_an_observed_co_runner_on_that_model() {
+        let mut engine = Recommender::bootstrap(Policy::default(), 0).unwrap();
+        let queue = [Job::new("a"), Job::new("b")];
+        let one_gpu = [gpu("g0", 16_384, vec![])];
+        // Never seen together: one runs alone, the other waits.
+        let answer = engine.recommend(&queue, &one_gpu).unwrap();
+        assert_eq!(answer.placements.len(), 1);
+        assert_eq!(answer.placements[0].jobs.len(), 1);
+        assert_eq!(answer.placements[0].predicted.peak_mem_mib, 16_384);
+        assert!(
+            answer.unplaced[0].reason.contains("unknown memory"),
+            "{answer:?}"
+        );
+        // Seen sharing a K80 says nothing about a V100.
+        engine.observe_outcome(&outcome("a", "b", "K80")).unwrap();
+        let answer = engine.recommend(&queue, &one_gpu).unwrap();
+        assert_eq!(answer.unplaced.len(), 1, "{answer:?}");
+        // Seen sharing a V100: they may share one again, with the learned prediction.
+        engine.observe_outcome(&outcome("a", "b", "V100")).unwrap();
+        let answer = engine.recommend(&queue, &one_gpu).unwrap();
+        assert!(answer.unplaced.is_empty(), "{answer:?}");
+        assert_eq!(answer.placements[0].jobs.len(), 2);
+        let slowdowns = &answer.placements[0].predicted.slowdown_pct;
+        assert!(
+            slowdowns.iter().all(|s| (15.0..35.0).contains(s)),
+            "{slowdowns:?}"
+        );
+        // A third job of unknown memory never joins them, whatever the cap.
+        engine
+            .set_policy(Policy {
+                max_jobs_per_gpu: 4,
+                ..Policy::default()
+            })
+            .unwrap();
+        let busy = [gpu("g0", 16_384, vec![Job::new("a")])];
+        let fits = engine.filter(&Job::new("b"), &busy).unwrap();
+        assert!(fits[0].fits, "{fits:?}");
+        let fits = engine.filter(&Job::new("c"), &busy).unwrap();
+        assert!(!fits[0].fits && fits[0].reason.contains("`a`"), "{fits:?}");
+        let profiled = engine
+            .filter(&Job::profiled("d", profile(10.0, 10)), &busy)
+            .unwrap();
+        assert!(!profiled[0].fits, "{profiled:?}");
     }
 
     #[test]

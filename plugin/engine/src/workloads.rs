@@ -1,0 +1,471 @@
+//! Interference learned per workload, for jobs that come without telemetry.
+//!
+//! Many clusters cannot profile every job, and some data sets carry no telemetry at all (none of
+//! the bundled catalogs does). What remains is identity: a host keys a recurring job the same
+//! way each time it is submitted (HMAC of its image and command, say), so outcomes accumulate per
+//! keyed id. This module learns from them the way recommender systems learn from ratings
+//! (collaborative filtering, as Paragon and Quasar did for interference): the log slowdown of
+//! workload `i` next to workload `j`,
+//!
+//! ```text
+//! y(i, j) = ln(J_c / J_a) ≈ μ + s_i + a_j + u_i · v_j
+//! ```
+//!
+//! with `s_i` how sensitive `i` is, `a_j` how aggressive `j` is and a rank-[`RANK`] interaction
+//! `u_i · v_j` for what those two miss. It is fit by alternating ridge regressions over the mean
+//! of each measured ordered pair, again after every outcome. Once a workload has been measured
+//! next to anyone, its pairs with workloads it never met are predicted too; pairs measured
+//! directly blend their own mean in by precision.
+//!
+//! Log space because slowdowns are heavy-tailed (a job next to a saturating partner can run five
+//! times slower): on the Gavel V100 pairs, fitting `ln` keeps one extreme pair from dragging
+//! every estimate.
+//!
+//! Memory is the other thing telemetry would have told: two jobs of unknown memory may only
+//! share a GPU model they were *observed* sharing ([`Workloads::shared`]), since anything else
+//! could run out of memory.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use tandem_api::Outcome;
+
+use crate::learning::RunningStats;
+
+/// Rank of the interaction term.
+pub const RANK: usize = 2;
+/// Ridge penalty of every fitted parameter, in units of one pair's squared error.
+const RIDGE: f64 = 1.0;
+/// Alternating sweeps per fit; the fit is warm and small, twenty are plenty.
+const SWEEPS: usize = 20;
+/// Spread, in log slowdown, of a prediction nothing supports.
+pub const PRIOR_LOG_STD: f64 = 0.5;
+/// Smallest spread one measured pair claims, so two equal measurements do not claim certainty.
+const MIN_LOG_STD: f64 = 0.05;
+/// Log slowdown predicted before any outcome: 50% slower, between no contention and the
+/// doubling of two jobs time-slicing a saturated GPU.
+const PRIOR_LOG_SLOWDOWN: f64 = 0.405_465_108_108_164_4; // ln 1.5
+
+/// One ordered pair's measurements in the saved form.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CellEntry {
+    of: usize,
+    next_to: usize,
+    #[serde(flatten)]
+    log_slowdown: RunningStats,
+}
+
+/// One unordered pair's GPU models in the saved form.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SharedEntry {
+    a: usize,
+    b: usize,
+    gpu_models: BTreeSet<String>,
+}
+
+/// What is saved of [`Workloads`]: the measurements; the fit is recomputed on load.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Saved {
+    ids: Vec<String>,
+    cells: Vec<CellEntry>,
+    shared: Vec<SharedEntry>,
+}
+
+/// Parameters of the last fit.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Fit {
+    mean: f64,
+    sensitivity: Vec<f64>,
+    aggressiveness: Vec<f64>,
+    u: Vec<[f64; RANK]>,
+    v: Vec<[f64; RANK]>,
+    /// Measured pairs each workload is the slowed-down job of, and the partner of.
+    as_job: Vec<u32>,
+    as_partner: Vec<u32>,
+    /// Mean squared error of the fit on the measured pairs (at least `MIN_LOG_STD²`).
+    residual_var: f64,
+}
+
+/// Outcomes per keyed job id and the model fit to them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "Saved", into = "Saved")]
+pub(crate) struct Workloads {
+    ids: Vec<String>,
+    index: BTreeMap<String, usize>,
+    /// Log slowdown of `of` next to `next_to`, per ordered pair of indexes.
+    cells: BTreeMap<(usize, usize), RunningStats>,
+    /// GPU models each unordered pair (smaller index first) was observed sharing.
+    shared: BTreeMap<(usize, usize), BTreeSet<String>>,
+    fit: Fit,
+}
+
+impl From<Saved> for Workloads {
+    fn from(saved: Saved) -> Self {
+        let n = saved.ids.len();
+        let mut workloads = Self {
+            index: saved
+                .ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (id.clone(), i))
+                .collect(),
+            ids: saved.ids,
+            // Entries pointing past the id table come from a corrupted file: drop them rather
+            // than index out of bounds later.
+            cells: saved
+                .cells
+                .into_iter()
+                .filter(|c| c.of < n && c.next_to < n && c.of != c.next_to)
+                .map(|c| ((c.of, c.next_to), c.log_slowdown))
+                .collect(),
+            shared: saved
+                .shared
+                .into_iter()
+                .filter(|s| s.a < s.b && s.b < n)
+                .map(|s| ((s.a, s.b), s.gpu_models))
+                .collect(),
+            fit: Fit::default(),
+        };
+        workloads.refit();
+        workloads
+    }
+}
+
+impl From<Workloads> for Saved {
+    fn from(workloads: Workloads) -> Self {
+        Self {
+            cells: workloads
+                .cells
+                .into_iter()
+                .map(|((of, next_to), log_slowdown)| CellEntry {
+                    of,
+                    next_to,
+                    log_slowdown,
+                })
+                .collect(),
+            shared: workloads
+                .shared
+                .into_iter()
+                .map(|((a, b), gpu_models)| SharedEntry { a, b, gpu_models })
+                .collect(),
+            ids: workloads.ids,
+        }
+    }
+}
+
+impl Workloads {
+    /// The index of a keyed id that some outcome named.
+    pub(crate) fn index(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    fn intern(&mut self, id: &str) -> usize {
+        if let Some(&i) = self.index.get(id) {
+            return i;
+        }
+        self.ids.push(id.to_owned());
+        self.index.insert(id.to_owned(), self.ids.len() - 1);
+        self.ids.len() - 1
+    }
+
+    /// Learns from a validated outcome: each job's log slowdown, charged in equal shares to its
+    /// partners (pairwise effects add up in log space), and that every pair of it fit on the
+    /// GPU model.
+    pub(crate) fn learn(&mut self, outcome: &Outcome) {
+        let members: Vec<usize> = outcome.jobs.iter().map(|id| self.intern(id)).collect();
+        let partners = (members.len() - 1) as f64;
+        for (i, &of) in members.iter().enumerate() {
+            let log_slowdown = (outcome.colocated_s[i] / outcome.solo_s[i]).ln() / partners;
+            for (j, &next_to) in members.iter().enumerate() {
+                if i != j {
+                    self.cells
+                        .entry((of, next_to))
+                        .or_default()
+                        .push(log_slowdown);
+                    self.shared
+                        .entry((of.min(next_to), of.max(next_to)))
+                        .or_default()
+                        .insert(outcome.gpu_model.clone());
+                }
+            }
+        }
+        self.refit();
+    }
+
+    /// Whether workloads `a` and `b` were observed sharing a GPU of `gpu_model`.
+    pub(crate) fn shared(&self, a: Option<usize>, b: Option<usize>, gpu_model: &str) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) if a != b => self
+                .shared
+                .get(&(a.min(b), a.max(b)))
+                .is_some_and(|models| models.contains(gpu_model)),
+            _ => false,
+        }
+    }
+
+    /// Whether `a` and `b` were observed sharing a GPU of any of `gpu_models`.
+    pub(crate) fn shared_on_any<'m>(
+        &self,
+        a: Option<usize>,
+        b: Option<usize>,
+        mut gpu_models: impl Iterator<Item = &'m str>,
+    ) -> bool {
+        gpu_models.any(|model| self.shared(a, b, model))
+    }
+
+    /// Predicted slowdown (fraction) of `of` next to `next_to`, with the variance of the
+    /// prediction and the variance it would have with no evidence (both in log units; only
+    /// their ratio is used, as an uncertainty).
+    pub(crate) fn predict(&self, of: Option<usize>, next_to: Option<usize>) -> (f64, f64, f64) {
+        let prior_var = PRIOR_LOG_STD * PRIOR_LOG_STD;
+        let initial = 3.0 * prior_var;
+        if self.cells.is_empty() {
+            return (PRIOR_LOG_SLOWDOWN.exp_m1(), initial, initial);
+        }
+        let fit = &self.fit;
+        let mut mean = fit.mean;
+        let (mut seen_as_job, mut seen_as_partner) = (0, 0);
+        if let Some(i) = of {
+            mean += fit.sensitivity[i];
+            seen_as_job = fit.as_job[i];
+        }
+        if let Some(j) = next_to {
+            mean += fit.aggressiveness[j];
+            seen_as_partner = fit.as_partner[j];
+        }
+        if let (Some(i), Some(j)) = (of, next_to) {
+            mean += dot(&fit.u[i], &fit.v[j]);
+        }
+        // Thin evidence on either side widens the prediction; a well-measured pair of workloads
+        // is left with the fit's own error.
+        let mut var = fit.residual_var
+            + prior_var / (1.0 + f64::from(seen_as_job))
+            + prior_var / (1.0 + f64::from(seen_as_partner));
+        if let Some(cell) = of
+            .zip(next_to)
+            .and_then(|pair| self.cells.get(&pair))
+            .filter(|c| c.count > 0)
+        {
+            let per_obs = cell
+                .variance()
+                .unwrap_or(0.0)
+                .max(MIN_LOG_STD * MIN_LOG_STD);
+            let cell_var = per_obs / cell.count as f64;
+            let precision = 1.0 / var + 1.0 / cell_var;
+            mean = (mean / var + cell.mean / cell_var) / precision;
+            var = 1.0 / precision;
+        }
+        (mean.exp_m1().max(0.0), var, initial)
+    }
+
+    /// How uncertain the engine is about a workload as a whole, 0..=1: 1 for one no outcome
+    /// named, shrinking with the pairs it was measured in. Orders precedence like the
+    /// clustering's assignment uncertainty does for profiled jobs.
+    pub(crate) fn uncertainty(&self, workload: Option<usize>) -> f64 {
+        workload
+            .and_then(|i| self.fit.as_job.get(i))
+            .map_or(1.0, |&n| 1.0 / (1.0 + f64::from(n)).sqrt())
+    }
+
+    /// Refits the model to every measured pair.
+    fn refit(&mut self) {
+        let n = self.ids.len();
+        let mut fit = Fit {
+            sensitivity: vec![0.0; n],
+            aggressiveness: vec![0.0; n],
+            // A fixed, asymmetric start: alternating least squares needs one that is not a
+            // saddle point, and a fixed one keeps fits reproducible.
+            u: (0..n).map(|i| start(i, 1)).collect(),
+            v: (0..n).map(|i| start(i, 2)).collect(),
+            as_job: vec![0; n],
+            as_partner: vec![0; n],
+            ..Fit::default()
+        };
+        if self.cells.is_empty() {
+            fit.residual_var = PRIOR_LOG_STD * PRIOR_LOG_STD;
+            self.fit = fit;
+            return;
+        }
+        let cells: Vec<(usize, usize, f64)> = self
+            .cells
+            .iter()
+            .map(|(&(i, j), stats)| (i, j, stats.mean))
+            .collect();
+        fit.mean = cells.iter().map(|c| c.2).sum::<f64>() / cells.len() as f64;
+        let mut by_job: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+        let mut by_partner: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+        for &(i, j, y) in &cells {
+            by_job[i].push((j, y));
+            by_partner[j].push((i, y));
+            fit.as_job[i] += 1;
+            fit.as_partner[j] += 1;
+        }
+        for _ in 0..SWEEPS {
+            for (i, pairs) in by_job.iter().enumerate() {
+                let residuals = pairs.iter().map(|&(j, y)| {
+                    y - fit.mean - fit.aggressiveness[j] - dot(&fit.u[i], &fit.v[j])
+                });
+                fit.sensitivity[i] = ridge_mean(residuals, pairs.len());
+            }
+            for (j, pairs) in by_partner.iter().enumerate() {
+                let residuals = pairs
+                    .iter()
+                    .map(|&(i, y)| y - fit.mean - fit.sensitivity[i] - dot(&fit.u[i], &fit.v[j]));
+                fit.aggressiveness[j] = ridge_mean(residuals, pairs.len());
+            }
+            for (i, pairs) in by_job.iter().enumerate() {
+                let rows = pairs.iter().map(|&(j, y)| {
+                    (
+                        fit.v[j],
+                        y - fit.mean - fit.sensitivity[i] - fit.aggressiveness[j],
+                    )
+                });
+                fit.u[i] = ridge_solve(rows);
+            }
+            for (j, pairs) in by_partner.iter().enumerate() {
+                let rows = pairs.iter().map(|&(i, y)| {
+                    (
+                        fit.u[i],
+                        y - fit.mean - fit.sensitivity[i] - fit.aggressiveness[j],
+                    )
+                });
+                fit.v[j] = ridge_solve(rows);
+            }
+        }
+        let squared: f64 = cells
+            .iter()
+            .map(|&(i, j, y)| {
+                let predicted = fit.mean
+                    + fit.sensitivity[i]
+                    + fit.aggressiveness[j]
+                    + dot(&fit.u[i], &fit.v[j]);
+                (y - predicted).powi(2)
+            })
+            .sum();
+        fit.residual_var = (squared / cells.len() as f64).max(MIN_LOG_STD * MIN_LOG_STD);
+        self.fit = fit;
+    }
+}
+
+fn start(i: usize, salt: usize) -> [f64; RANK] {
+    let mut out = [0.0; RANK];
+    for (k, x) in out.iter_mut().enumerate() {
+        let h = (i * 31 + k * 17 + salt * 7 + 3) % 11;
+        *x = (h as f64 / 11.0 - 0.5) * 0.2;
+    }
+    out
+}
+
+fn dot(a: &[f64; RANK], b: &[f64; RANK]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Ridge estimate of a shared offset: `Σ r / (n + λ)`.
+fn ridge_mean(residuals: impl Iterator<Item = f64>, n: usize) -> f64 {
+    residuals.sum::<f64>() / (n as f64 + RIDGE)
+}
+
+/// Ridge regression `argmin_w Σ (r - x·w)² + λ|w|²` for the rank-sized `w`.
+fn ridge_solve(rows: impl Iterator<Item = ([f64; RANK], f64)>) -> [f64; RANK] {
+    let mut gram = [[0.0; RANK]; RANK];
+    let mut moment = [0.0; RANK];
+    for (x, r) in rows {
+        for a in 0..RANK {
+            moment[a] += x[a] * r;
+            for b in 0..RANK {
+                gram[a][b] += x[a] * x[b];
+            }
+        }
+    }
+    for (a, row) in gram.iter_mut().enumerate() {
+        row[a] += RIDGE;
+    }
+    // Two unknowns: Cramer's rule; the ridge keeps the determinant positive.
+    let det = gram[0][0] * gram[1][1] - gram[0][1] * gram[1][0];
+    [
+        (moment[0] * gram[1][1] - moment[1] * gram[0][1]) / det,
+        (gram[0][0] * moment[1] - gram[1][0] * moment[0]) / det,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(a: &str, b: &str, slow_a: f64, slow_b: f64) -> Outcome {
+        Outcome {
+            gpu_model: "V100".into(),
+            jobs: vec![a.into(), b.into()],
+            solo_s: vec![100.0, 100.0],
+            colocated_s: vec![100.0 * (1.0 + slow_a), 100.0 * (1.0 + slow_b)],
+        }
+    }
+
+    /// Ground truth with a sensitivity and an aggressiveness per workload.
+    fn truth(i: usize, j: usize) -> f64 {
+        let sensitivity: [f64; 6] = [0.1, 0.5, 0.2, 0.9, 0.3, 0.6];
+        let aggressiveness = [0.4, 0.1, 0.8, 0.2, 0.5, 0.3];
+        (sensitivity[i] + aggressiveness[j]).exp_m1()
+    }
+
+    #[test]
+    fn pairs_never_seen_together_are_predicted_from_each_side() {
+        let mut w = Workloads::default();
+        let ids: Vec<String> = (0..6).map(|i| format!("w{i}")).collect();
+        // Everything but the pair (0, 5).
+        for i in 0..6 {
+            for j in i + 1..6 {
+                if (i, j) != (0, 5) {
+                    w.learn(&outcome(&ids[i], &ids[j], truth(i, j), truth(j, i)));
+                }
+            }
+        }
+        let (predicted, var, initial) = w.predict(w.index("w0"), w.index("w5"));
+        // Closer than the average of everything measured, the best guess without a model.
+        let measured: Vec<f64> = (0..6)
+            .flat_map(|i| (0..6).map(move |j| (i, j)))
+            .filter(|&(i, j)| i != j && (i.min(j), i.max(j)) != (0, 5))
+            .map(|(i, j)| truth(i, j))
+            .collect();
+        let average = measured.iter().sum::<f64>() / measured.len() as f64;
+        let error = (predicted - truth(0, 5)).abs();
+        assert!(
+            error < (average - truth(0, 5)).abs() / 2.0,
+            "{predicted} vs {average}"
+        );
+        assert!(var < initial / 2.0);
+        assert!(!w.shared(w.index("w0"), w.index("w5"), "V100"));
+        assert!(w.shared(w.index("w0"), w.index("w4"), "V100"));
+        assert!(!w.shared(w.index("w0"), w.index("w4"), "K80"));
+    }
+
+    #[test]
+    fn evidence_shrinks_uncertainty_and_pulls_towards_the_measurement() {
+        let mut w = Workloads::default();
+        let (_, var0, initial) = w.predict(None, None);
+        assert_eq!(var0, initial);
+        w.learn(&outcome("a", "b", 0.3, 0.6));
+        let (_, var1, _) = w.predict(w.index("a"), w.index("b"));
+        for _ in 0..9 {
+            w.learn(&outcome("a", "b", 0.3, 0.6));
+        }
+        let (mean, var10, _) = w.predict(w.index("a"), w.index("b"));
+        assert!(var10 < var1 && var1 < var0);
+        assert!((mean - 0.3).abs() < 0.02, "{mean}");
+        assert!(w.uncertainty(w.index("a")) < w.uncertainty(None));
+    }
+
+    #[test]
+    fn the_saved_form_round_trips_and_refits() {
+        let mut w = Workloads::default();
+        w.learn(&outcome("a", "b", 0.3, 0.6));
+        w.learn(&outcome("b", "c", 0.2, 0.1));
+        let json = serde_json::to_string(&w).unwrap();
+        let back: Workloads = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, w);
+        assert!(
+            !json.contains("sensitivity"),
+            "the fit is derived, not saved"
+        );
+    }
+}
