@@ -5,7 +5,8 @@
 //! (surest first, see below; largest memory first for `max-packing`) on the GPU that the
 //! objective values most among those the job fits:
 //! - `balanced`: the marginal time saved by sharing (in solo-time units), minus a penalty once
-//!   the group's worst predicted slowdown passes [`SLOWDOWN_TOLERANCE`]; a co-location worth
+//!   the group's worst predicted slowdown, raised in proportion to the prediction's
+//!   uncertainty, passes [`SLOWDOWN_TOLERANCE`]; a co-location worth
 //!   less than running alone is refused, and the job stays queued rather than wreck its
 //!   co-runners;
 //! - `min-slowdown`: the smallest worst predicted slowdown (an idle GPU is best);
@@ -34,7 +35,10 @@ use crate::{grouping, interference};
 /// evaluation counts as a bad pairing).
 pub const SLOWDOWN_TOLERANCE: f64 = 0.5;
 /// Value `balanced` loses per unit of slowdown beyond the tolerance.
-const SLOWDOWN_PENALTY: f64 = 2.0;
+const SLOWDOWN_PENALTY: f64 = 1.0;
+/// Slowdown added, per unit of uncertainty (0..=1), to the worst predicted slowdown before the
+/// penalty applies.
+const RISK_AVERSION: f64 = 0.5;
 /// Most queued jobs `balanced` pairs by matching; above it (the edges grow as n²) it places
 /// jobs greedily only.
 pub const PAIRING_LIMIT: usize = 600;
@@ -282,10 +286,10 @@ impl<'a> Planner<'a> {
                 if !fits {
                     continue;
                 }
-                let (slowdowns, _) = self.knowledge.predict(&[va, vb]);
+                let (slowdowns, uncertainty) = self.knowledge.predict(&[va, vb]);
                 let worst = slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-                let value = interference::time_saved(&slowdowns)
-                    - SLOWDOWN_PENALTY * (worst - SLOWDOWN_TOLERANCE).max(0.0);
+                let value =
+                    interference::time_saved(&slowdowns) - slowdown_penalty(worst, uncertainty);
                 if value > 0.0 {
                     edges.push(grouping::Edge { a, b, value });
                 }
@@ -446,7 +450,7 @@ impl<'a> Planner<'a> {
             Objective::Balanced => {
                 let value = after.time_saved
                     - state.time_saved
-                    - SLOWDOWN_PENALTY * (worst - SLOWDOWN_TOLERANCE).max(0.0);
+                    - slowdown_penalty(worst, after.uncertainty);
                 (value, 50.0 + 50.0 * value.clamp(-1.0, 1.0))
             }
             Objective::MinSlowdown => (-worst, 100.0 * (1.0 - worst.min(1.0))),
@@ -577,6 +581,16 @@ fn predict(
         slowdowns,
         uncertainty,
     }
+}
+
+/// What `balanced` charges for a group whose worst predicted slowdown is `worst`: nothing up to
+/// [`SLOWDOWN_TOLERANCE`], then [`SLOWDOWN_PENALTY`] per unit beyond it. The slowdown is taken
+/// pessimistically — raised by [`RISK_AVERSION`] times the prediction's uncertainty — so a
+/// pairing the knowledge base knows little about must promise more before it is made, and
+/// the outcome it then produces makes the next decision surer.
+fn slowdown_penalty(worst: f64, uncertainty: f64) -> f64 {
+    let pessimistic = worst + RISK_AVERSION * uncertainty;
+    SLOWDOWN_PENALTY * (pessimistic - SLOWDOWN_TOLERANCE).max(0.0)
 }
 
 /// Memory two jobs need together, if both are known.
