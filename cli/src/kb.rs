@@ -1,10 +1,14 @@
 //! The knowledge-base file and the `tandem kb` commands.
 //!
 //! A knowledge-base file is JSON: `{"format": "tandem-kb/1", "ids": "hmac-sha256/128",
-//! "engine": <the engine's own snapshot>}`. It is always written atomically (temporary file,
+//! "profiled": [<keyed ids observed with a profile>], "engine": <the engine's own snapshot>}`.
+//! `profiled` lets `kb observe` catch an outcome naming a job that was never profiled — usually
+//! a typo — without reading the engine's private snapshot; `--workloads` accepts such ids on
+//! purpose, for jobs known only by their outcomes. It is always written atomically (temporary file,
 //! fsync, rename), and only after every observation of a command was accepted, so a bad input
 //! file or a crash never loses what was learned before.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -24,6 +28,8 @@ const ID_SCHEME: &str = "hmac-sha256/128";
 struct KbFile {
     format: String,
     ids: String,
+    #[serde(default)]
+    profiled: BTreeSet<String>,
     engine: serde_json::Value,
 }
 
@@ -33,6 +39,8 @@ pub struct OpenKb {
     pub recommender: Recommender,
     /// How ids are keyed for it.
     pub keys: IdKeys,
+    /// Keyed ids observed with a profile.
+    profiled: BTreeSet<String>,
     path: PathBuf,
 }
 
@@ -78,22 +86,27 @@ pub fn init(
         runtime.bootstrap(policy, seed)?
     };
     let summary = recommender.describe()?;
-    write(kb, recommender.snapshot())?;
+    write(kb, recommender.snapshot(), &BTreeSet::new())?;
     Ok(summary)
 }
 
 /// Opens the knowledge base at `kb` in a new instance.
 pub fn open(runtime: &Runtime, kb: &Path, secret_file: Option<&Path>) -> anyhow::Result<OpenKb> {
-    let recommender = open_unkeyed(runtime, kb)?;
+    let (recommender, profiled) = read(runtime, kb)?;
     Ok(OpenKb {
         recommender,
         keys: IdKeys::new(secret_for(kb, secret_file)?),
+        profiled,
         path: kb.to_owned(),
     })
 }
 
 /// Opens the knowledge base at `kb` for reading only: no secret needed, nothing keyed.
 pub fn open_unkeyed(runtime: &Runtime, kb: &Path) -> anyhow::Result<Recommender> {
+    Ok(read(runtime, kb)?.0)
+}
+
+fn read(runtime: &Runtime, kb: &Path) -> anyhow::Result<(Recommender, BTreeSet<String>)> {
     let text = std::fs::read_to_string(kb)
         .map_err(|e| InputError::in_file(kb, "", format!("cannot read the knowledge base: {e}")))?;
     let mut deserializer = serde_json::Deserializer::from_str(&text);
@@ -111,18 +124,19 @@ pub fn open_unkeyed(runtime: &Runtime, kb: &Path) -> anyhow::Result<Recommender>
         .into());
     }
     let state = serde_json::to_vec(&file.engine)?;
-    runtime.load(&state).with_context(|| {
+    let recommender = runtime.load(&state).with_context(|| {
         format!(
             "{}: the engine cannot load this knowledge base",
             kb.display()
         )
-    })
+    })?;
+    Ok((recommender, file.profiled))
 }
 
 impl OpenKb {
     /// Writes the knowledge base back, atomically.
     pub fn save(&self) -> anyhow::Result<()> {
-        write(&self.path, self.recommender.snapshot())
+        write(&self.path, self.recommender.snapshot(), &self.profiled)
     }
 }
 
@@ -147,10 +161,13 @@ pub struct ObservedProfile {
 }
 
 /// Feeds profiles, then outcomes, to the knowledge base; writes it only if all were accepted.
+/// An outcome may name only jobs profiled before (in this knowledge base or this call), unless
+/// `workloads` is set: then an unprofiled id is a workload the engine knows by outcomes alone.
 pub fn observe(
     kb: &mut OpenKb,
     profiles: Option<&Path>,
     outcomes: Option<&Path>,
+    workloads: bool,
 ) -> anyhow::Result<Observed> {
     // Read and check both files before the engine sees anything.
     let profiles = profiles.map(observations::read_profiles).transpose()?;
@@ -159,6 +176,7 @@ pub fn observe(
     let mut observed = Observed::default();
     for entry in profiles.into_iter().flatten() {
         let keyed = kb.keys.key(&entry.id);
+        kb.profiled.insert(keyed.clone());
         let assignment = kb
             .recommender
             .observe_profile(&keyed, &entry.profile)
@@ -173,6 +191,21 @@ pub fn observe(
         for (i, mut outcome) in outcomes.into_iter().enumerate() {
             let names = outcome.jobs.join(", ");
             outcome.jobs = outcome.jobs.iter().map(|id| kb.keys.key(id)).collect();
+            if !workloads
+                && let Some(unknown) = outcome.jobs.iter().find(|id| !kb.profiled.contains(*id))
+            {
+                return Err(InputError::in_file(
+                    path,
+                    format!("[{i}].jobs"),
+                    format!(
+                        "names job `{}`, whose profile was never observed in this knowledge base \
+                         (observe it with --profiles, or pass --workloads to learn jobs without \
+                         telemetry from their outcomes alone); nothing was saved",
+                        kb.keys.original(unknown)
+                    ),
+                )
+                .into());
+            }
             kb.recommender.observe_outcome(&outcome).map_err(|e| {
                 anyhow::Error::new(e).context(format!(
                     "{}: [{i}] (jobs {names}) rejected; nothing was saved",
@@ -187,12 +220,13 @@ pub fn observe(
 }
 
 /// Writes `engine` state as a knowledge-base file, atomically.
-fn write(path: &Path, engine: &[u8]) -> anyhow::Result<()> {
+fn write(path: &Path, engine: &[u8], profiled: &BTreeSet<String>) -> anyhow::Result<()> {
     let engine: serde_json::Value =
         serde_json::from_slice(engine).context("the engine's snapshot is not JSON")?;
     let file = KbFile {
         format: FORMAT.into(),
         ids: ID_SCHEME.into(),
+        profiled: profiled.clone(),
         engine,
     };
     crate::atomic::write(path, |out| Ok(serde_json::to_writer(out, &file)?))

@@ -105,6 +105,82 @@ fn a_knowledge_base_learns_and_never_stores_names() {
 }
 
 #[test]
+fn workloads_without_telemetry_are_learned_from_outcomes_and_then_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb.json");
+    let kb = kb.to_str().unwrap();
+    ok(&["kb", "init", "--kb", kb]);
+    let queue = write(
+        dir.path(),
+        "queue.json",
+        &json!({
+            "gpus": [{"id": "g0", "node": "n0", "model": "V100", "memory_mib": 16384}],
+            "jobs": [{"id": NAMES[0]}, {"id": NAMES[1]}]
+        }),
+    );
+    let recommend = || -> Value {
+        serde_json::from_str(&ok(&[
+            "recommend",
+            "--queue",
+            &queue,
+            "--kb",
+            kb,
+            "--format",
+            "json",
+        ]))
+        .unwrap()
+    };
+    // Memory unknown and never seen together: one runs, the other waits.
+    let before = recommend();
+    assert_eq!(
+        before["placements"][0]["jobs"].as_array().unwrap().len(),
+        1,
+        "{before}"
+    );
+    assert_eq!(before["unplaced"].as_array().unwrap().len(), 1, "{before}");
+
+    let outcomes = write(
+        dir.path(),
+        "outcomes.json",
+        &json!([{"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "speeds": [0.9, 0.8]}]),
+    );
+    // Without --workloads an unprofiled id is refused as a likely typo.
+    let refused = tandem(&["kb", "observe", "--kb", kb, "--outcomes", &outcomes]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("--workloads"),
+        "{}",
+        stderr(&refused)
+    );
+    ok(&[
+        "kb",
+        "observe",
+        "--kb",
+        kb,
+        "--outcomes",
+        &outcomes,
+        "--workloads",
+    ]);
+
+    let after = recommend();
+    assert_eq!(
+        after["placements"][0]["jobs"].as_array().unwrap().len(),
+        2,
+        "{after}"
+    );
+    let slowdowns: Vec<f64> = after["placements"][0]["predicted"]["slowdown_pct"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_f64().unwrap())
+        .collect();
+    // 0.9 and 0.8 of solo speed: about 11% and 25% slower.
+    assert!(slowdowns.iter().all(|s| (5.0..35.0).contains(s)), "{after}");
+    let saved = std::fs::read_to_string(kb).unwrap();
+    assert!(!saved.contains("alice") && !saved.contains("bob"));
+}
+
+#[test]
 fn bad_observation_files_are_refused_and_nothing_learned_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let kb = dir.path().join("kb.json");
@@ -116,7 +192,7 @@ fn bad_observation_files_are_refused_and_nothing_learned_is_lost() {
 
     let good = json!({"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "solo_s": [100, 100], "colocated_s": [120, 110]});
     let cases: [(&str, String, &str); 5] = [
-        ("unknown job", json!([good, {"gpu_model": "V100", "jobs": [NAMES[0], "mallory/ghost"], "solo_s": [1, 1], "colocated_s": [2, 2]}]).to_string(), "unknown job"),
+        ("unknown job", json!([good, {"gpu_model": "V100", "jobs": [NAMES[0], "mallory/ghost"], "solo_s": [1, 1], "colocated_s": [2, 2]}]).to_string(), "[1].jobs: names job `mallory/ghost`"),
         ("negative time", json!([{"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "solo_s": [100, -3], "colocated_s": [120, 110]}]).to_string(), "[0].solo_s[1]"),
         ("NaN", format!(r#"[{{"gpu_model": "V100", "jobs": ["{}", "{}"], "solo_s": [NaN, 1], "colocated_s": [1, 1]}}]"#, NAMES[0], NAMES[1]), "outcomes.json"),
         ("mismatched lengths", json!([{"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]], "solo_s": [100], "colocated_s": [120, 110]}]).to_string(), "[0].solo_s"),
