@@ -8,6 +8,7 @@
 //! or input the engine rejected).
 
 mod atomic;
+mod eval;
 mod kb;
 mod keys;
 mod observations;
@@ -103,6 +104,68 @@ enum Command {
     /// to the file, `<kb>.secret`) before they reach the engine, so the file names no job.
     #[command(subcommand)]
     Kb(KbCommand),
+
+    /// Measure Tandem's decisions against measured outcomes and baselines.
+    ///
+    /// Quality is judged on numbers someone measured (a catalog in data/catalogs/), never on
+    /// numbers the engine produced. See docs/EVALUATION.md for the protocol.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum EvalCommand {
+    /// Pairing quality: Tandem against baselines and the oracle on a measured catalog.
+    ///
+    /// Draws queues of distinct job types (each with solo data on the GPU model) from the
+    /// catalog. Tandem observes the measured outcomes of a share of the catalog's pairs (the
+    /// rest are held out), then every method groups each queue into pairs and singletons:
+    /// random, first-come, the JRS cluster ranking, a Lucid-style utilization rule, Tandem
+    /// under each objective (through the engine component, with job types known only by keyed
+    /// ids), and the oracle (maximum-weight matching on the measured table). Every pair's
+    /// outcome is looked up in the catalog; a pair the catalog never measured counts as an OOM.
+    ///
+    /// Prints, per method: pairs per queue, packing saving (time saved against running the
+    /// queue one job after another), mean and p95 individual slowdown of the jobs that shared
+    /// a GPU, the share of pairs with a slowdown above 50%, OOMs, and the share of the oracle's
+    /// saving. Then a learning curve: Tandem trained on 0..90% of the pairs, its queue results
+    /// and its prediction error on the held-out pairs, next to a naive predictor. The same seed
+    /// gives the same report.
+    Pairs(PairsArgs),
+}
+
+#[derive(Debug, Args)]
+struct PairsArgs {
+    /// Catalog of measured co-locations (for example data/catalogs/gavel-v100.json).
+    #[arg(long, value_name = "FILE")]
+    catalog: PathBuf,
+
+    /// GPU model to evaluate on; required when the catalog measured several.
+    #[arg(long, value_name = "MODEL")]
+    gpu_model: Option<String>,
+
+    /// Number of queues to draw.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    queues: u32,
+
+    /// Jobs per queue, each of a different job type: at least 2, at most the number of job
+    /// types with solo data on the GPU model [default: that number, at most 16, rounded down
+    /// to even].
+    #[arg(long, value_name = "K")]
+    queue_size: Option<usize>,
+
+    /// Share (0..=1) of the measured pairs whose outcomes Tandem and the JRS ranking observe
+    /// before they are evaluated; the rest are held out.
+    #[arg(long, value_name = "F", default_value_t = 0.5)]
+    train_share: f64,
+
+    /// Seed of the queues, the training split, random pairing, the id keys and the engine.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,6 +202,11 @@ enum KbCommand {
         /// `{"gpu_model", "jobs", "speeds"}` (co-located throughput / solo throughput).
         #[arg(long, value_name = "FILE")]
         outcomes: Option<PathBuf>,
+        /// Accept outcomes naming jobs that were never profiled: the engine learns them as
+        /// workloads known by their outcomes alone (a recurring job keyed to the same id each
+        /// time). Without it such an outcome is refused, as it is usually a typo.
+        #[arg(long)]
+        workloads: bool,
         #[command(flatten)]
         secret: SecretArgs,
         /// Output format.
@@ -264,6 +332,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
         Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),
+        Some(Command::Eval(EvalCommand::Pairs(args))) => evaluate_pairs(&cli.engine, args),
         // `arg_required_else_help` prints the help when nothing is given at all; this covers
         // options without a command.
         None => Err(InputError::usage("no command given; see `tandem --help`").into()),
@@ -379,6 +448,7 @@ fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()>
             kb,
             profiles,
             outcomes,
+            workloads,
             secret,
             format,
         } => {
@@ -386,7 +456,12 @@ fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()>
                 return Err(InputError::usage("give --profiles, --outcomes or both").into());
             }
             let mut opened = kb::open(&runtime, &kb, secret.secret_file.as_deref())?;
-            let observed = kb::observe(&mut opened, profiles.as_deref(), outcomes.as_deref())?;
+            let observed = kb::observe(
+                &mut opened,
+                profiles.as_deref(),
+                outcomes.as_deref(),
+                workloads,
+            )?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&observed)?),
                 Format::Table => print!("{}", render::observed(&observed)),
@@ -414,6 +489,26 @@ fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()>
                 Format::Table => print!("{}", render::synthesis(&report, written.as_ref())),
             }
         }
+    }
+    Ok(())
+}
+
+fn evaluate_pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
+    let settings = eval::Settings {
+        catalog: args.catalog,
+        gpu_model: args.gpu_model,
+        queues: args.queues,
+        queue_size: args.queue_size,
+        train_share: args.train_share,
+        seed: args.seed,
+    };
+    // Bad settings are reported before the engine is loaded.
+    let plan = eval::plan(settings)?;
+    let runtime = engine.runtime()?;
+    let report = eval::run(&runtime, &plan)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => print!("{}", render::evaluation(&report)),
     }
     Ok(())
 }

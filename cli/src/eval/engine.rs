@@ -1,0 +1,153 @@
+//! Tandem itself, through the real component: train a recommender on observed outcomes, then
+//! ask it to group queues and to predict held-out pairs.
+//!
+//! The engine sees keyed ids only: each job type's name is keyed once (HMAC, see
+//! [`crate::keys`]) and every job of that type carries the keyed id, so what the engine learns
+//! about a job type it learns per id, exactly as it would for a recurring workload.
+
+use std::collections::HashMap;
+
+use anyhow::Context as _;
+use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy, Prediction};
+use tandem_host::{Recommender, Runtime};
+
+use super::bench::Bench;
+use super::methods::Pairs;
+use crate::keys::IdKeys;
+
+/// How the engine took its training outcomes.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub(crate) struct Training {
+    /// Outcomes the engine accepted.
+    pub outcomes_observed: usize,
+    /// Outcomes it refused (an error value, or a call that failed); nothing is learned from
+    /// those, and the evaluation carries on.
+    pub outcomes_rejected: usize,
+    /// The first refusal, for the reader.
+    pub first_rejection: Option<String>,
+}
+
+/// A recommender trained on a set of measured pairs.
+pub(crate) struct Trained {
+    recommender: Recommender,
+    /// Keyed id of each job type.
+    ids: Vec<String>,
+    /// Keyed id -> job type.
+    types: HashMap<String, usize>,
+    /// How training went.
+    pub training: Training,
+}
+
+impl Trained {
+    /// Bootstraps a recommender for `objective` (two jobs per GPU, no exploration, so answers
+    /// depend on nothing but the seed and what was observed) and feeds it the outcomes of the
+    /// pairs `observed` (indices into `bench.pairs`).
+    pub(crate) fn new(
+        runtime: &Runtime,
+        bench: &Bench,
+        keys: &mut IdKeys,
+        objective: Objective,
+        seed: u64,
+        observed: &[usize],
+    ) -> anyhow::Result<Self> {
+        let policy = Policy {
+            objective,
+            max_jobs_per_gpu: 2,
+            exploration: 0.0,
+        };
+        let mut recommender = runtime
+            .bootstrap(&policy, seed)
+            .context("cannot create the recommender to evaluate")?;
+        let ids: Vec<String> = bench.types.iter().map(|t| keys.key(&t.name)).collect();
+        let types = ids.iter().cloned().zip(0..).collect();
+        let mut training = Training::default();
+        for &p in observed {
+            let pair = &bench.pairs[p];
+            let outcome = Outcome {
+                gpu_model: bench.gpu_model.clone(),
+                jobs: vec![ids[pair.a].clone(), ids[pair.b].clone()],
+                solo_s: vec![bench.types[pair.a].solo_s, bench.types[pair.b].solo_s],
+                colocated_s: pair.colocated_s.to_vec(),
+            };
+            match recommender.observe_outcome(&outcome) {
+                Ok(()) => training.outcomes_observed += 1,
+                Err(error) => {
+                    training.outcomes_rejected += 1;
+                    training
+                        .first_rejection
+                        .get_or_insert_with(|| error.to_string());
+                }
+            }
+        }
+        Ok(Self {
+            recommender,
+            ids,
+            types,
+            training,
+        })
+    }
+
+    /// The engine's grouping of a queue (job types in queue order): its placements of two jobs
+    /// are the pairs; a job placed alone or left unplaced runs alone.
+    pub(crate) fn pairs(&mut self, bench: &Bench, queue: &[usize]) -> anyhow::Result<Pairs> {
+        let jobs: Vec<Job> = queue
+            .iter()
+            .enumerate()
+            .map(|(position, &t)| Job {
+                id: self.ids[t].clone(),
+                profile: None,
+                declared: None,
+                priority: None,
+                submitted_at_s: position as f64,
+            })
+            .collect();
+        // As many GPUs as jobs: capacity never forces anyone to run alone.
+        let gpus: Vec<Gpu> = (0..queue.len())
+            .map(|i| Gpu {
+                id: format!("eval/{i}"),
+                node: "eval".into(),
+                spec: GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
+                residents: vec![],
+            })
+            .collect();
+        let answer = self
+            .recommender
+            .recommend(&jobs, &gpus)
+            .context("the engine failed to group an evaluation queue")?;
+        let position = |id: &str| -> anyhow::Result<usize> {
+            let t = self.types.get(id).copied();
+            t.and_then(|t| queue.iter().position(|&q| q == t))
+                .with_context(|| format!("the engine placed a job `{id}` that was not queued"))
+        };
+        let mut pairs = Vec::new();
+        for placement in &answer.placements {
+            match placement.jobs.as_slice() {
+                [_] => {}
+                [a, b] => {
+                    let (i, j) = (position(a)?, position(b)?);
+                    pairs.push((i.min(j), i.max(j)));
+                }
+                jobs => anyhow::bail!(
+                    "the engine put {} jobs on {} although at most 2 may share a GPU",
+                    jobs.len(),
+                    placement.gpu
+                ),
+            }
+        }
+        Ok(pairs)
+    }
+
+    /// The engine's prediction for types `a` and `b` sharing a GPU of the evaluated model.
+    pub(crate) fn predict(
+        &mut self,
+        bench: &Bench,
+        a: usize,
+        b: usize,
+    ) -> Result<Prediction, tandem_host::Error> {
+        let group = [Job::new(self.ids[a].clone()), Job::new(self.ids[b].clone())];
+        self.recommender.predict(
+            &group,
+            &GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
+        )
+    }
+}

@@ -1,0 +1,296 @@
+//! `tandem eval pairs`: every method scored on measured outcomes, reproducibly, and bad
+//! settings refused with exit code 2.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::{stderr, tandem};
+
+const METHODS: [&str; 8] = [
+    "random",
+    "first-come",
+    "jrs-ranking",
+    "lucid-style",
+    "tandem-balanced",
+    "tandem-min-slowdown",
+    "tandem-max-packing",
+    "oracle",
+];
+
+fn gavel_v100() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../data/catalogs/gavel-v100.json")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Six job types with measured solo times and utilizations on a T4 (so every method applies),
+/// a second GPU model (so `--gpu-model` is required), a self-pair, and pairs left unmeasured
+/// (so pairing blindly costs OOMs).
+fn tiny_catalog() -> Value {
+    let job = |name: &str, solo: f64, util: f64| {
+        json!({"name": name, "profile": null, "declared": null,
+               "solo_time_s": {"T4": solo}, "gpu_util_pct_approx": util})
+    };
+    let pair = |a: &str, b: &str, speed_a: f64, speed_b: f64| json!({"gpu_model": "T4", "a": a, "b": b, "speed_a": speed_a, "speed_b": speed_b});
+    json!({
+        "name": "tiny-t4",
+        "source": "hand-written for the tests",
+        "gpu_models": [{"model": "T4", "memory_mib": 15360}, {"model": "K80", "memory_mib": 12288}],
+        "job_types": [
+            job("resnet", 300.0, 85.0), job("bert", 500.0, 70.0), job("lstm", 200.0, 40.0),
+            job("dcgan", 250.0, 25.0), job("a3c", 400.0, 15.0), job("vae", 100.0, 10.0),
+            {"name": "k80-only", "profile": null, "declared": null, "solo_throughput": {"K80": 1.0}}
+        ],
+        "pairs": [
+            pair("resnet", "vae", 0.9, 0.8), pair("bert", "a3c", 0.85, 0.9),
+            pair("lstm", "dcgan", 0.7, 0.75), pair("resnet", "bert", 0.5, 0.45),
+            pair("lstm", "vae", 0.95, 0.6), pair("dcgan", "a3c", 0.6, 0.7),
+            pair("resnet", "lstm", 0.55, 0.6), pair("bert", "dcgan", 0.8, 0.5),
+            {"gpu_model": "T4", "a": "a3c", "b": "vae", "speed_a": 0.9, "speed_b": 0.95,
+             "colocated_time_s": [430.0, 110.0]},
+            pair("vae", "vae", 0.5, 0.5)
+        ]
+    })
+}
+
+fn write_catalog(dir: &Path, value: &Value) -> String {
+    let path = dir.join("catalog.json");
+    std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn json_report(args: &[&str]) -> (String, Value) {
+    let mut all = vec!["eval", "pairs", "--format", "json"];
+    all.extend_from_slice(args);
+    let output = tandem(&all);
+    assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (text, value)
+}
+
+fn method<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["method"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {report}"))
+}
+
+/// The oracle saves at least as much as any method, and the methods that only pair what was
+/// measured never cause an OOM.
+fn check_oracle_bounds(report: &Value) {
+    let oracle = method(report, "oracle")["packing_saving_pct"]
+        .as_f64()
+        .unwrap();
+    for row in report["methods"].as_array().unwrap() {
+        if let Some(saving) = row["packing_saving_pct"].as_f64() {
+            assert!(
+                saving <= oracle + 1e-9,
+                "{} beats the oracle: {row}",
+                row["method"]
+            );
+        }
+    }
+    for name in ["oracle", "jrs-ranking"] {
+        assert_eq!(method(report, name)["ooms"], 0, "{report}");
+    }
+    assert!(
+        (method(report, "oracle")["of_oracle_pct"].as_f64().unwrap() - 100.0).abs() < 1e-9,
+        "{report}"
+    );
+}
+
+#[test]
+fn the_table_has_a_row_for_every_method_and_the_learning_curve() {
+    let output = tandem(&["eval", "pairs", "--catalog", &gavel_v100()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        table.starts_with("catalog gavel-v100 (") && table.contains("GPU model V100"),
+        "{table}"
+    );
+    assert!(
+        table.contains("200 queues of 16 distinct job types, seed 1"),
+        "{table}"
+    );
+    for name in METHODS {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("│ {name} "))),
+            "no row for {name} in\n{table}"
+        );
+    }
+    // Gavel gives no utilization: Lucid's rule is shown as not applicable, with the reason.
+    let lucid = table
+        .lines()
+        .find(|l| l.starts_with("│ lucid-style"))
+        .unwrap();
+    assert!(lucid.contains("n/a"), "{table}");
+    assert!(table.contains("lucid-style: not applicable: needs each job type's GPU utilization"));
+    assert!(table.contains("learning curve"), "{table}");
+    for share in ["0.00", "0.10", "0.25", "0.50", "0.75", "0.90"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&format!("│ {share:>11} "))),
+            "no curve row for {share} in\n{table}"
+        );
+    }
+}
+
+#[test]
+fn gavel_json_respects_the_oracle_and_the_measured_table() {
+    let (_, report) = json_report(&["--catalog", &gavel_v100(), "--queues", "40"]);
+    assert_eq!(report["catalog"]["name"], "gavel-v100");
+    let settings = &report["settings"];
+    assert_eq!(settings["gpu_model"], "V100");
+    assert_eq!(settings["job_types"], 26);
+    assert_eq!(settings["queue_size"], 16);
+    assert_eq!(settings["queues"], 40);
+    assert_eq!(
+        settings["training_pairs"].as_u64().unwrap() + settings["held_out_pairs"].as_u64().unwrap(),
+        settings["measured_pairs"].as_u64().unwrap()
+    );
+    let names: Vec<&str> = report["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, METHODS);
+    check_oracle_bounds(&report);
+    let lucid = method(&report, "lucid-style");
+    assert_eq!(lucid["applicable"], false);
+    assert!(lucid["reason"].as_str().unwrap().contains("utilization"));
+    assert!(lucid["packing_saving_pct"].is_null());
+    // Tandem saw every training outcome it was given.
+    let training = &method(&report, "tandem-balanced")["engine"];
+    assert_eq!(training["outcomes_observed"], settings["training_pairs"]);
+    let curve = report["learning_curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 6);
+    assert_eq!(curve[0]["train_share"], 0.0);
+    assert_eq!(curve[0]["training_pairs"], 0);
+    assert!(curve[0]["naive_slowdown_mae_pp"].is_null());
+    for row in curve {
+        assert_eq!(
+            row["training_pairs"].as_u64().unwrap() + row["held_out_pairs"].as_u64().unwrap(),
+            settings["measured_pairs"].as_u64().unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_hand_written_catalog_runs_every_method_including_lucid() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = write_catalog(dir.path(), &tiny_catalog());
+    let (_, report) = json_report(&["--catalog", &catalog, "--gpu-model", "T4", "--queues", "30"]);
+    let settings = &report["settings"];
+    // The K80-only type has no solo data on the T4; the self-pair is left out.
+    assert_eq!(settings["job_types"], 6);
+    assert_eq!(settings["queue_size"], 6);
+    assert_eq!(settings["measured_pairs"], 9);
+    assert_eq!(settings["self_pairs_skipped"], 1);
+    assert_eq!(settings["solo_times_measured"], true);
+    check_oracle_bounds(&report);
+    let lucid = method(&report, "lucid-style");
+    assert_eq!(lucid["applicable"], true, "{report}");
+    assert!(lucid["packing_saving_pct"].as_f64().is_some());
+    // Every queue holds all six types: first-come always pairs the same three, and the oracle
+    // always finds the same best matching.
+    assert_eq!(method(&report, "first-come")["pairs_per_queue"], 3.0);
+    assert_eq!(method(&report, "oracle")["pairs_per_queue"], 3.0);
+    assert!(
+        method(&report, "oracle")["packing_saving_pct"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = write_catalog(dir.path(), &tiny_catalog());
+    let tiny = [
+        "--catalog",
+        &catalog,
+        "--gpu-model",
+        "T4",
+        "--queues",
+        "20",
+        "--queue-size",
+        "5",
+    ];
+    let (first, _) = json_report(&tiny);
+    let (again, _) = json_report(&tiny);
+    assert_eq!(first, again);
+    let mut other_seed = tiny.to_vec();
+    other_seed.extend(["--seed", "2"]);
+    let (_, other) = json_report(&other_seed);
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_ne!(
+        method(&first, "random"),
+        method(&other, "random"),
+        "another seed draws other queues and another random pairing"
+    );
+
+    let gavel = ["--catalog", &gavel_v100(), "--queues", "20", "--seed", "9"];
+    assert_eq!(json_report(&gavel).0, json_report(&gavel).0);
+}
+
+#[test]
+fn bad_settings_exit_2_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = write_catalog(dir.path(), &tiny_catalog());
+    let missing = dir.path().join("missing.json");
+    let missing = missing.to_str().unwrap();
+    let gavel = gavel_v100();
+    let cases: [(&[&str], &[&str]); 7] = [
+        (
+            &["--catalog", missing],
+            &["missing.json", "cannot read the file"],
+        ),
+        (
+            &["--catalog", &gavel, "--queue-size", "27"],
+            &["--queue-size 27", "at most 26"],
+        ),
+        (
+            &["--catalog", &gavel, "--queue-size", "1"],
+            &["--queue-size 1"],
+        ),
+        (
+            &["--catalog", &gavel, "--train-share", "1.5"],
+            &["--train-share 1.5", "0..=1"],
+        ),
+        (
+            &["--catalog", &gavel, "--gpu-model", "A100"],
+            &["--gpu-model A100", "no such GPU model", "V100"],
+        ),
+        (&["--catalog", &tiny], &["--gpu-model", "T4, K80"]),
+        (&["--catalog", &gavel, "--queues", "0"], &["--queues 0"]),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["eval", "pairs"];
+        all.extend_from_slice(args);
+        let output = tandem(&all);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+        for part in expected {
+            assert!(message.contains(part), "{args:?}: {message}");
+        }
+    }
+    // A catalog that is not one names the file too.
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"name\": ").unwrap();
+    let output = tandem(&["eval", "pairs", "--catalog", broken.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("broken.json"),
+        "{}",
+        stderr(&output)
+    );
+}
