@@ -38,6 +38,14 @@ pub(crate) use bench::ASSUMED_SOLO_S;
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
 const DEFAULT_QUEUE_LIMIT: usize = 16;
 
+/// Default queue size for a catalog of `types` job types: two thirds of them, at most
+/// [`DEFAULT_QUEUE_LIMIT`], rounded down to even. Never all of them: a queue of every type is
+/// the same queue each time, and the queues would sample nothing (on the 12-type Futurewei
+/// catalog the first version of this default made 200 identical queues).
+fn default_queue_size(types: usize) -> usize {
+    (types * 2 / 3).clamp(2, DEFAULT_QUEUE_LIMIT) / 2 * 2
+}
+
 /// Training shares of the learning curve.
 pub(crate) const CURVE_SHARES: [f64; 6] = [0.0, 0.1, 0.25, 0.5, 0.75, 0.9];
 
@@ -228,7 +236,7 @@ pub(crate) fn plan(settings: Settings) -> Result<Plan, InputError> {
             )));
         }
         Some(size) => size,
-        None => types.min(DEFAULT_QUEUE_LIMIT) / 2 * 2,
+        None => default_queue_size(types).min(types / 2 * 2),
     };
     Ok(Plan {
         settings,

@@ -149,8 +149,8 @@ struct PairsArgs {
     queues: u32,
 
     /// Jobs per queue, each of a different job type: at least 2, at most the number of job
-    /// types with solo data on the GPU model [default: that number, at most 16, rounded down
-    /// to even].
+    /// types with solo data on the GPU model [default: two thirds of that number, so that
+    /// queues differ, at most 16, rounded down to even].
     #[arg(long, value_name = "K")]
     queue_size: Option<usize>,
 

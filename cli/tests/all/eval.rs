@@ -187,7 +187,19 @@ fn gavel_json_respects_the_oracle_and_the_measured_table() {
 fn a_hand_written_catalog_runs_every_method_including_lucid() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = write_catalog(dir.path(), &tiny_catalog());
-    let (_, report) = json_report(&["--catalog", &catalog, "--gpu-model", "T4", "--queues", "30"]);
+    // Two thirds of the types by default, so that queues differ.
+    let (_, default) = json_report(&["--catalog", &catalog, "--gpu-model", "T4", "--queues", "1"]);
+    assert_eq!(default["settings"]["queue_size"], 4);
+    let (_, report) = json_report(&[
+        "--catalog",
+        &catalog,
+        "--gpu-model",
+        "T4",
+        "--queues",
+        "30",
+        "--queue-size",
+        "6",
+    ]);
     let settings = &report["settings"];
     // The K80-only type has no solo data on the T4; the self-pair is left out.
     assert_eq!(settings["job_types"], 6);
