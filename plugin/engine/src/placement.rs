@@ -388,6 +388,15 @@ impl<'a> Planner<'a> {
             }
             return Ok(());
         }
+        if state.used_mib > state.capacity() {
+            // Residents reported over the GPU's memory: the figures are wrong or the GPU is
+            // about to fail; either way nothing more goes there.
+            return Err(format!(
+                "its residents already use {} MiB, more than its {} MiB",
+                state.used_mib,
+                state.capacity()
+            ));
+        }
         let Some(needed) = view.memory_mib.map(u64::from) else {
             if state.is_idle() {
                 return Ok(());
