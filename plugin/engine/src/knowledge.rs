@@ -32,6 +32,9 @@ pub const REFIT_GROWTH: f64 = 0.1;
 /// The bundled seed profiles: the Futurewei mini-ML workload set (see `data/README.md`).
 const SEED_CSV: &str = include_str!("../data/futurewei_clustering_real_and_synthetic.csv");
 
+/// Predicted slowdowns of a group's members; a GPU holds a few jobs, so they live on the stack.
+pub(crate) type Slowdowns = smallvec::SmallVec<[f64; 4]>;
+
 /// A job as the predictor sees it: its features and where it falls in the clustering when its
 /// profile is known, its workload when outcomes named its id.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -226,9 +229,9 @@ impl Knowledge {
 
     /// Predicted slowdowns of a group sharing one GPU (in its order) and the group's
     /// uncertainty (0..=1). Pairwise slowdowns add up for groups of three or more.
-    pub(crate) fn predict(&self, group: &[&JobView]) -> (Vec<f64>, f64) {
+    pub(crate) fn predict(&self, group: &[&JobView]) -> (Slowdowns, f64) {
         if group.len() < 2 {
-            return (vec![0.0; group.len()], 0.0);
+            return (smallvec::smallvec![0.0; group.len()], 0.0);
         }
         let mut uncertainty: f64 = 0.0;
         let slowdowns = group

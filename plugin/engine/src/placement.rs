@@ -28,7 +28,7 @@ use tandem_api::{
 };
 
 use crate::Result;
-use crate::knowledge::{JobView, Knowledge};
+use crate::knowledge::{JobView, Knowledge, Slowdowns};
 use crate::{grouping, interference};
 
 /// Worst individual slowdown `balanced` accepts without penalty (50%, the threshold the
@@ -52,7 +52,7 @@ struct Member<'a> {
 struct GpuState<'a> {
     gpu: &'a Gpu,
     /// Residents first, then jobs placed by this plan.
-    members: Vec<Member<'a>>,
+    members: smallvec::SmallVec<[Member<'a>; 2]>,
     /// How many of `members` are residents.
     residents: usize,
     /// Memory of the members whose memory is known.
@@ -137,7 +137,7 @@ impl<'a> Planner<'a> {
             .map(|gpu| {
                 let mut state = GpuState {
                     gpu,
-                    members: Vec::with_capacity(gpu.residents.len() + 1),
+                    members: smallvec::SmallVec::new(),
                     residents: gpu.residents.len(),
                     used_mib: 0,
                     unknown_memory: None,
@@ -367,64 +367,49 @@ impl<'a> Planner<'a> {
         Ok(scores)
     }
 
-    /// Why the job seen as `view` may not join `state` now, if it may not.
+    /// Why the job seen as `view` may not join `state` now, if it may not, for a person.
     fn fits(&self, state: &GpuState<'_>, view: &JobView) -> Result<(), String> {
-        let cap = self.policy.max_jobs_per_gpu as usize;
-        if state.jobs() >= cap {
-            return Err(format!(
-                "already holds {} job(s), the cap (max-jobs-per-gpu) is {cap}",
-                state.jobs()
-            ));
+        match self.refusal(state, view) {
+            None => Ok(()),
+            Some(refusal) => Err(refusal.describe(self.policy, state, view)),
+        }
+    }
+
+    /// Whether the job seen as `view` may join `state` now. Allocation-free: it runs for
+    /// every job and GPU, and the reason is spelled out only when someone reads it.
+    fn refusal(&self, state: &GpuState<'_>, view: &JobView) -> Option<Refusal> {
+        if state.jobs() >= self.policy.max_jobs_per_gpu as usize {
+            return Some(Refusal::Cap);
         }
         let model = &state.gpu.spec.model;
-        if let Some(member) = state.unknown_memory {
+        if state.unknown_memory.is_some() {
             // Only one job it was seen sharing this model with may join it.
             let only = &state.members[0].view;
             if state.jobs() > 1 || !self.knowledge.shared(only, view, model) {
-                return Err(format!(
-                    "`{member}` on it has no known profile (unknown memory), and the job was never \
-                     observed sharing a {model} with it"
-                ));
+                return Some(Refusal::BesideUnknownMemory);
             }
-            return Ok(());
+            return None;
         }
         if state.used_mib > state.capacity() {
             // Residents reported over the GPU's memory: the figures are wrong or the GPU is
             // about to fail; either way nothing more goes there.
-            return Err(format!(
-                "its residents already use {} MiB, more than its {} MiB",
-                state.used_mib,
-                state.capacity()
-            ));
+            return Some(Refusal::Overfull);
         }
         let Some(needed) = view.memory_mib.map(u64::from) else {
-            if state.is_idle() {
-                return Ok(());
-            }
             return match state.members.as_slice() {
-                [only] if self.knowledge.shared(&only.view, view, model) => Ok(()),
-                _ => Err(format!(
-                    "the job has no known profile (unknown memory): it may share a GPU only with \
-                     one job it was observed sharing a {model} with, and this GPU holds {} other(s)",
-                    state.jobs()
-                )),
+                [] => None,
+                [only] if self.knowledge.shared(&only.view, view, model) => None,
+                _ => Some(Refusal::UnknownMemory),
             };
         };
-        if needed > state.free_mib() {
-            return Err(format!(
-                "needs {needed} MiB but only {} of {} MiB are free",
-                state.free_mib(),
-                state.capacity()
-            ));
-        }
-        Ok(())
+        (needed > state.free_mib()).then_some(Refusal::Memory)
     }
 
     fn candidates(&self, view: &JobView) -> Vec<Candidate> {
         self.gpus
             .iter()
             .enumerate()
-            .filter(|(_, state)| self.fits(state, view).is_ok())
+            .filter(|(_, state)| self.refusal(state, view).is_none())
             .map(|(gpu, state)| self.evaluate(gpu, state, view))
             .collect()
     }
@@ -571,8 +556,57 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Why a job may not join a GPU (see [`Planner::refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The GPU holds `max-jobs-per-gpu` jobs.
+    Cap,
+    /// A job of unknown memory is on it, and the newcomer was never seen sharing with it.
+    BesideUnknownMemory,
+    /// Its residents are reported over its memory.
+    Overfull,
+    /// The newcomer's memory is unknown and it was never seen sharing with what runs there.
+    UnknownMemory,
+    /// Not enough free memory.
+    Memory,
+}
+
+impl Refusal {
+    fn describe(self, policy: &Policy, state: &GpuState<'_>, view: &JobView) -> String {
+        let model = &state.gpu.spec.model;
+        match self {
+            Self::Cap => format!(
+                "already holds {} job(s), the cap (max-jobs-per-gpu) is {}",
+                state.jobs(),
+                policy.max_jobs_per_gpu
+            ),
+            Self::BesideUnknownMemory => format!(
+                "`{}` on it has no known profile (unknown memory), and the job was never \
+                 observed sharing a {model} with it",
+                state.unknown_memory.unwrap_or_default()
+            ),
+            Self::Overfull => format!(
+                "its residents already use {} MiB, more than its {} MiB",
+                state.used_mib,
+                state.capacity()
+            ),
+            Self::UnknownMemory => format!(
+                "the job has no known profile (unknown memory): it may share a GPU only with \
+                 one job it was observed sharing a {model} with, and this GPU holds {} other(s)",
+                state.jobs()
+            ),
+            Self::Memory => format!(
+                "needs {} MiB but only {} of {} MiB are free",
+                view.memory_mib.unwrap_or_default(),
+                state.free_mib(),
+                state.capacity()
+            ),
+        }
+    }
+}
+
 struct GroupForecast {
-    slowdowns: Vec<f64>,
+    slowdowns: Slowdowns,
     uncertainty: f64,
     time_saved: f64,
 }
@@ -582,7 +616,7 @@ fn predict(
     members: &[Member<'_>],
     joining: Option<&JobView>,
 ) -> GroupForecast {
-    let mut views: Vec<&JobView> = members.iter().map(|m| &m.view).collect();
+    let mut views: smallvec::SmallVec<[&JobView; 4]> = members.iter().map(|m| &m.view).collect();
     views.extend(joining);
     let (slowdowns, uncertainty) = knowledge.predict(&views);
     GroupForecast {
