@@ -218,8 +218,8 @@ impl Knowledge {
         };
         let prior = interference::prior_slowdowns_of(fa, fb);
         let (blend, blend_var) = self.matrix.blend(a.cluster, b.cluster, prior);
-        let (residual, residual_var) = self.residual.predict(fa, fb);
-        let initial = PRIOR_STD * PRIOR_STD + ResidualModel::prior_variance(fa, fb);
+        let (residual, residual_var, residual_prior) = self.residual.predict_with_prior(fa, fb);
+        let initial = PRIOR_STD * PRIOR_STD + residual_prior;
         (
             (blend + residual).max(0.0),
             blend_var + residual_var,

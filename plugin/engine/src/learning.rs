@@ -226,9 +226,31 @@ impl ResidualModel {
 
     /// Predicted residual and the variance of that prediction.
     pub fn predict(&self, a: &Features, b: &Features) -> (f64, f64) {
+        let (mean, variance, _) = self.predict_with_prior(a, b);
+        (mean, variance)
+    }
+
+    /// Predicted residual, its variance, and the variance it had before any observation
+    /// ([`ResidualModel::prior_variance`]), from one set of pair features: the planner asks
+    /// this for every job and GPU.
+    pub fn predict_with_prior(&self, a: &Features, b: &Features) -> (f64, f64, f64) {
         let phi = pair_features(a, b);
-        let variance = NOISE_STD * NOISE_STD * dot(&phi, &mat_vec(&self.covariance, &phi));
-        (dot(&self.weights, &phi), variance)
+        // φᵀΣφ over the upper triangle: the covariance is symmetric.
+        let mut quadratic = 0.0;
+        for i in 0..DIM {
+            let row = &self.covariance[i];
+            let mut off_diagonal = 0.0;
+            for j in i + 1..DIM {
+                off_diagonal += row[j] * phi[j];
+            }
+            quadratic += phi[i] * (row[i] * phi[i] + 2.0 * off_diagonal);
+        }
+        let noise = NOISE_STD * NOISE_STD;
+        (
+            dot(&self.weights, &phi),
+            noise * quadratic,
+            noise * dot(&phi, &phi) / RIDGE,
+        )
     }
 
     /// The prediction variance before any observation, for normalizing uncertainty.
@@ -280,6 +302,24 @@ mod tests {
         }
         let (mean, _) = m.blend(Some(0), Some(1), 0.8);
         assert!((mean - 0.1).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn the_symmetric_shortcut_matches_the_full_quadratic_form() {
+        let mut model = ResidualModel::default();
+        for i in 0..50 {
+            let x = f64::from(i) / 50.0;
+            model.learn(&[x, 0.3, 0.1], &[0.5, x, 0.2], x * 0.4 - 0.1);
+        }
+        let (a, b) = ([0.7, 0.2, 0.4], [0.3, 0.6, 0.1]);
+        let phi = pair_features(&a, &b);
+        let full = NOISE_STD * NOISE_STD * dot(&phi, &mat_vec(&model.covariance, &phi));
+        let (_, variance, prior) = model.predict_with_prior(&a, &b);
+        assert!(
+            (variance - full).abs() < 1e-12 * full.max(1.0),
+            "{variance} vs {full}"
+        );
+        assert_eq!(prior, ResidualModel::prior_variance(&a, &b));
     }
 
     #[test]
