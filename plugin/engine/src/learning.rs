@@ -56,6 +56,23 @@ impl RunningStats {
     pub fn variance(&self) -> Option<f64> {
         (self.count >= 2).then(|| self.m2 / (self.count - 1) as f64)
     }
+
+    /// A normal belief `(mean, variance)` updated with these observations, weighing each by
+    /// precision: the observations' mean counts with variance `spread² / count`, where the
+    /// spread is their sample standard deviation but at least `min_std` (so two equal
+    /// measurements do not claim certainty). With no observations the belief is unchanged.
+    pub fn update(&self, mean: f64, variance: f64, min_std: f64) -> (f64, f64) {
+        if self.count == 0 {
+            return (mean, variance);
+        }
+        let per_obs = self.variance().unwrap_or(0.0).max(min_std * min_std);
+        let sample_var = per_obs / self.count as f64;
+        let precision = 1.0 / variance + 1.0 / sample_var;
+        (
+            (mean / variance + self.mean / sample_var) / precision,
+            1.0 / precision,
+        )
+    }
 }
 
 /// Statistics of one cluster pair.
@@ -106,19 +123,9 @@ impl PairMatrix {
     /// Prior blended with the cell's evidence: `(mean, variance)`.
     pub fn blend(&self, of: Option<u32>, next_to: Option<u32>, prior: f64) -> (f64, f64) {
         let prior_var = PRIOR_STD * PRIOR_STD;
-        let cell = of.zip(next_to).and_then(|(a, b)| self.cell(a, b));
-        match cell.map(|c| c.slowdown).filter(|s| s.count > 0) {
+        match of.zip(next_to).and_then(|(a, b)| self.cell(a, b)) {
             None => (prior, prior_var),
-            Some(stats) => {
-                let per_obs = stats
-                    .variance()
-                    .unwrap_or(0.0)
-                    .max(MIN_CELL_STD * MIN_CELL_STD);
-                let cell_var = per_obs / stats.count as f64;
-                let precision = 1.0 / prior_var + 1.0 / cell_var;
-                let mean = (prior / prior_var + stats.mean / cell_var) / precision;
-                (mean, 1.0 / precision)
-            }
+            Some(cell) => cell.slowdown.update(prior, prior_var, MIN_CELL_STD),
         }
     }
 }

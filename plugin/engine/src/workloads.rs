@@ -241,19 +241,8 @@ impl Workloads {
         let mut var = fit.residual_var
             + prior_var / (1.0 + f64::from(seen_as_job))
             + prior_var / (1.0 + f64::from(seen_as_partner));
-        if let Some(cell) = of
-            .zip(next_to)
-            .and_then(|pair| self.cells.get(&pair))
-            .filter(|c| c.count > 0)
-        {
-            let per_obs = cell
-                .variance()
-                .unwrap_or(0.0)
-                .max(MIN_LOG_STD * MIN_LOG_STD);
-            let cell_var = per_obs / cell.count as f64;
-            let precision = 1.0 / var + 1.0 / cell_var;
-            mean = (mean / var + cell.mean / cell_var) / precision;
-            var = 1.0 / precision;
+        if let Some(cell) = of.zip(next_to).and_then(|pair| self.cells.get(&pair)) {
+            (mean, var) = cell.update(mean, var, MIN_LOG_STD);
         }
         (mean.exp_m1().max(0.0), var, initial)
     }
