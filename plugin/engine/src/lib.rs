@@ -67,9 +67,7 @@ pub fn synthesize(
     points_per_gap: u32,
     bounds: &[Option<(f64, f64)>],
 ) -> Result<Synthesis> {
-    let ground_truth: Vec<synthesize::Series> =
-        ground_truth.iter().cloned().map(Into::into).collect();
-    Ok(synthesize::synthesize(&ground_truth, points_per_gap, bounds)?.into())
+    Ok(synthesize::synthesize(ground_truth, points_per_gap, bounds)?.into())
 }
 
 /// One knowledge base plus the policy that uses it (the WIT `recommender` resource).

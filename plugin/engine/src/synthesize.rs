@@ -475,26 +475,8 @@ impl fmt::Display for InterpolationError {
 
 impl std::error::Error for InterpolationError {}
 
-/// One measured (or synthetic) profile of a workload at one batch size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Sample {
-    /// Batch size of the run; finite and positive.
-    pub batch_size: f64,
-    /// One value per feature, in the same order for every sample (e.g. max GPU utilization %,
-    /// max memory-access %, max memory allocated %).
-    pub values: Vec<f64>,
-}
-
-/// The samples of one workload (one model on one dataset), identified only by an opaque label.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Series {
-    /// Opaque label of the workload; unique within one call.
-    pub workload: String,
-    /// Samples in any order.
-    pub samples: Vec<Sample>,
-}
+// The contract's types: one definition, no conversions on the way in or out.
+pub use tandem_api::{Sample, Series};
 
 /// How well one method predicted a workload's left-out points in the blinded evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -712,42 +694,6 @@ impl From<Method> for tandem_api::Interpolation {
     }
 }
 
-impl From<tandem_api::Sample> for Sample {
-    fn from(value: tandem_api::Sample) -> Self {
-        Self {
-            batch_size: value.batch_size,
-            values: value.values,
-        }
-    }
-}
-
-impl From<Sample> for tandem_api::Sample {
-    fn from(value: Sample) -> Self {
-        Self {
-            batch_size: value.batch_size,
-            values: value.values,
-        }
-    }
-}
-
-impl From<tandem_api::Series> for Series {
-    fn from(value: tandem_api::Series) -> Self {
-        Self {
-            workload: value.workload,
-            samples: value.samples.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<Series> for tandem_api::Series {
-    fn from(value: Series) -> Self {
-        Self {
-            workload: value.workload,
-            samples: value.samples.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
 impl From<MethodScore> for tandem_api::MethodScore {
     fn from(value: MethodScore) -> Self {
         Self {
@@ -774,7 +720,7 @@ impl From<Synthesis> for tandem_api::Synthesis {
                     method: method.into(),
                 })
                 .collect(),
-            generated: value.generated.into_iter().map(Into::into).collect(),
+            generated: value.generated,
         }
     }
 }
@@ -1520,8 +1466,7 @@ mod tests {
             &[(2.0, &[1.0]), (32.0, &[50.0]), (256.0, &[70.0])],
         )];
         let synthesis = run(&truth, 1, &[PERCENT]);
-        let api: Vec<tandem_api::Series> = truth.iter().cloned().map(Into::into).collect();
-        let through_api = crate::synthesize(&api, 1, &[PERCENT]);
+        let through_api = crate::synthesize(&truth, 1, &[PERCENT]);
         assert_eq!(through_api, Ok(synthesis.clone().into()));
         let Ok(through_api) = through_api else {
             unreachable!()
@@ -1539,9 +1484,9 @@ mod tests {
             assert_eq!(api.name(), method.name());
             assert_eq!(Method::from(api), method);
         }
-        let bad = [tandem_api::Series {
+        let bad = [Series {
             workload: "w7".into(),
-            samples: vec![tandem_api::Sample {
+            samples: vec![Sample {
                 batch_size: -1.0,
                 values: vec![1.0],
             }],
