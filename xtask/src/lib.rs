@@ -31,9 +31,16 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! It also builds the real Kubernetes binaries the end-to-end tests of `tandem-kube-adapter`
+//! run against: [`kube::ensure_kube_binaries`] builds `kube-apiserver`, `kube-scheduler` and
+//! `etcd` from the Go module in `xtask/kube` (pinned by its committed `go.sum`) into a cache
+//! outside the tree ([`kube::kube_dir`]), once per version of the module
+//! (`cargo xtask kube-bins`; `cargo xtask test` does it before running the tests).
 
 mod build_script;
 mod guest;
+pub mod kube;
 mod process;
 pub mod tasks;
 mod toolchain;

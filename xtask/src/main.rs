@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tandem_xtask::tasks::{self, Workspace};
 
-/// Build orchestration for Tandem: the wasm32 toolchain, the engine component, the CI gate.
+/// Build orchestration for Tandem: the wasm32 toolchain, the engine component, the Kubernetes
+/// binaries of the end-to-end tests, the CI gate.
 #[derive(Debug, Parser)]
 #[command(bin_name = "cargo xtask")]
 struct Cli {
@@ -28,7 +29,16 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Build kube-apiserver, kube-scheduler and etcd for the end-to-end tests and print their paths.
+    ///
+    /// Built from the Go module in xtask/kube into $TANDEM_KUBE_DIR, else
+    /// $XDG_CACHE_HOME/tandem/kube, else ~/.cache/tandem/kube (one directory per version of the
+    /// module); nothing is rebuilt when they are there. Needs Go 1.25 or newer.
+    KubeBins,
     /// Run the whole gate, stopping at the first failure: fmt, clippy, docs, tests.
+    ///
+    /// The Kubernetes binaries of the end-to-end tests are built (if missing) before the
+    /// tests, which find them through TANDEM_KUBE_BIN_DIR.
     Test,
     /// Run the CLI's recommendation on examples/queue.json.
     Demo,
@@ -62,6 +72,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let component = tasks::component(&workspace, out)?;
             let size = tasks::file_size(&component)?;
             println!("{} ({size} bytes)", component.display());
+        }
+        Task::KubeBins => {
+            let binaries = tasks::kube_bins()?;
+            for binary in [&binaries.apiserver, &binaries.scheduler, &binaries.etcd] {
+                println!("{}", binary.display());
+            }
         }
         Task::Test => tasks::test(&workspace)?,
         Task::Demo => tasks::demo(&workspace)?,

@@ -10,6 +10,7 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 
 use crate::guest::{GuestBuild, build_component};
+use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::process::{display, fresh_cargo, run};
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
 
@@ -84,6 +85,12 @@ pub fn component(workspace: &Workspace, out_dir: Option<PathBuf>) -> Result<Path
     build_component(&build)
 }
 
+/// `cargo xtask kube-bins`: builds (if missing) the Kubernetes binaries of the end-to-end tests
+/// and returns them.
+pub fn kube_bins() -> Result<KubeBinaries> {
+    ensure_kube_binaries()
+}
+
 /// The size of the file at `path`, in bytes.
 pub fn file_size(path: &Path) -> Result<u64> {
     Ok(fs::metadata(path)
@@ -95,6 +102,10 @@ pub fn file_size(path: &Path) -> Result<u64> {
 struct Step {
     args: &'static [&'static str],
     env: &'static [(&'static str, &'static str)],
+    /// Whether the step runs the end-to-end tests: the Kubernetes binaries are built first, as
+    /// a step of their own (the first build takes minutes, and should not look like a hung
+    /// test), and [`KUBE_BIN_DIR_VAR`] names their directory.
+    kube_binaries: bool,
 }
 
 /// The CI gate, in order.
@@ -102,6 +113,7 @@ const GATE: &[Step] = &[
     Step {
         args: &["fmt", "--all", "--check"],
         env: &[],
+        kube_binaries: false,
     },
     Step {
         args: &[
@@ -113,19 +125,23 @@ const GATE: &[Step] = &[
             "warnings",
         ],
         env: &[],
+        kube_binaries: false,
     },
     Step {
         args: &["doc", "--workspace", "--no-deps"],
         env: &[("RUSTDOCFLAGS", "-Dwarnings")],
+        kube_binaries: false,
     },
     Step {
         args: &["test", "--workspace"],
         env: &[],
+        kube_binaries: true,
     },
 ];
 
 /// `cargo xtask test`: ensures the toolchain, then runs the gate (format, clippy, docs, tests),
-/// printing each command and stopping at the first failure.
+/// printing each command and stopping at the first failure. The Kubernetes binaries of the
+/// end-to-end tests are ensured just before the tests.
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
@@ -135,6 +151,17 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         for (name, value) in step.env {
             cargo.env(name, value);
             shown.push_str(&format!("{name}={value} "));
+        }
+        if step.kube_binaries {
+            eprintln!("==> Kubernetes binaries of the end-to-end tests");
+            let binaries = ensure_kube_binaries()?;
+            let dir = binaries.dir();
+            eprintln!(
+                "==> kube-apiserver, kube-scheduler, etcd: {}",
+                dir.display()
+            );
+            cargo.env(KUBE_BIN_DIR_VAR, dir);
+            shown.push_str(&format!("{KUBE_BIN_DIR_VAR}={} ", dir.display()));
         }
         shown.push_str(&display_as_cargo(&cargo));
         eprintln!("==> {shown}");
