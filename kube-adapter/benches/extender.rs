@@ -1,0 +1,255 @@
+//! Load benchmark of the extender on loopback: `filter` + `prioritize` with 1,000-node
+//! requests, as kube-scheduler sends them (`nodeCacheCapable`: node names only).
+//!
+//! The adapter runs in-process on a fixed cluster (the `--cluster-file` mode: the same view,
+//! engine and HTTP stack as against an API server, minus the watchers). The cluster: 1,000
+//! nodes of 4 GPUs (V100, P100 and K80 nodes in turn); every other GPU holds one profiled
+//! resident, so half the GPUs are distinct states. Clients send pairs of requests
+//! (filter, then prioritize, for one pending profiled pod) at a fixed offered rate for a fixed
+//! time; the benchmark prints achieved throughput and p50/p99 latency per verb, then the same
+//! with no rate limit (the saturation throughput).
+//!
+//! Run: `cargo bench -p tandem-kube-adapter --bench extender` (or `cargo xtask bench`).
+//! Target (DESIGN.md §5): p99 under 10 ms at 1,000 requests/s.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use tandem_api::{Policy, Profile};
+use tandem_host::{HostConfig, Runtime};
+use tandem_kube_adapter::app::{App, ClusterFile, Source};
+use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_LABEL, PRODUCT_LABEL};
+use tandem_kube_adapter::engine::Engine;
+use tandem_kube_adapter::http::Limits;
+use tandem_kube_adapter::identity::JobKeys;
+use tandem_kube_adapter::leader::Leadership;
+use tandem_kube_adapter::{EMBEDDED_ENGINE, Shutdown, serve_fixed};
+
+const NODES: usize = 1_000;
+const GPUS_PER_NODE: u32 = 4;
+const MODELS: [(&str, u32); 3] = [
+    ("Tesla-V100-SXM2-16GB", 16_384),
+    ("Tesla-P100-PCIE-16GB", 16_384),
+    ("Tesla-K80", 11_441),
+];
+const RESOURCE: &str = "nvidia.com/gpu";
+
+fn node(i: usize) -> Node {
+    let (product, memory) = MODELS[i % MODELS.len()];
+    let mut node = Node::default();
+    node.metadata.name = Some(format!("gpu-node-{i:04}"));
+    node.metadata.labels = Some(BTreeMap::from([
+        (PRODUCT_LABEL.to_owned(), product.to_owned()),
+        (MEMORY_LABEL.to_owned(), memory.to_string()),
+    ]));
+    node.status = Some(NodeStatus {
+        allocatable: Some(BTreeMap::from([(
+            RESOURCE.to_owned(),
+            Quantity(GPUS_PER_NODE.to_string()),
+        )])),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+fn pod(name: &str, bound: Option<(String, String)>) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(name.to_owned());
+    pod.metadata.namespace = Some("bench".to_owned());
+    pod.metadata.uid = Some(format!("uid-{name}"));
+    pod.spec = Some(PodSpec {
+        containers: vec![Container {
+            name: "main".to_owned(),
+            resources: Some(ResourceRequirements {
+                limits: Some(BTreeMap::from([(
+                    RESOURCE.to_owned(),
+                    Quantity("1".into()),
+                )])),
+                ..ResourceRequirements::default()
+            }),
+            ..Container::default()
+        }],
+        ..PodSpec::default()
+    });
+    if let Some((node, gpu)) = bound {
+        pod.spec.as_mut().unwrap().node_name = Some(node);
+        pod.metadata.annotations = Some(BTreeMap::from([(GPU_ANNOTATION.to_owned(), gpu)]));
+    }
+    pod
+}
+
+fn profile(i: usize) -> Profile {
+    let model = ["V100", "P100", "K80"][i % 3];
+    Profile {
+        gpu_util_pct: (20 + (i * 37) % 70) as f32,
+        mem_access_pct: (5 + (i * 13) % 50) as f32,
+        mem_used_mib: 1_000 + ((i * 733) % 6_000) as u32,
+        gpu_model: model.to_owned(),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let keys = JobKeys::new(vec![9; 32])?;
+    let nodes: Vec<Node> = (0..NODES).map(node).collect();
+    let mut pods = Vec::new();
+    let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default())?;
+    let mut recommender = runtime.bootstrap(&Policy::default(), 1)?;
+    let mut profiles = std::collections::HashMap::new();
+    for n in 0..NODES {
+        for g in (0..GPUS_PER_NODE).step_by(2) {
+            let i = pods.len();
+            let name = format!("resident-{i}");
+            let node = format!("gpu-node-{n:04}");
+            pods.push(pod(&name, Some((node.clone(), format!("{node}/{g}")))));
+            let mut p = profile(n);
+            p.mem_used_mib = 1_000 + ((i * 733) % 6_000) as u32;
+            let key = keys.key("bench", &name);
+            recommender.observe_profile(&key, &p)?;
+            profiles.insert(key, p);
+        }
+    }
+    let pending = pod("pending", None);
+    let pending_key = keys.key("bench", "pending");
+    recommender.observe_profile(&pending_key, &profile(0))?;
+    profiles.insert(pending_key, profile(0));
+    let app = Arc::new(App::new(
+        Engine::new(runtime, recommender, profiles),
+        keys,
+        RESOURCE.to_owned(),
+        Arc::new(Leadership::alone()),
+        None,
+        None,
+        Source::Fixed(ClusterFile { nodes, pods }),
+        None,
+    ));
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let names: Vec<String> = (0..NODES).map(|i| format!("gpu-node-{i:04}")).collect();
+    let body = serde_json::to_vec(&serde_json::json!({
+        "Pod": pending,
+        "Nodes": null,
+        "NodeNames": names,
+    }))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let (stop, shutdown) = Shutdown::new();
+        let limits = Limits { max_body_bytes: 64 << 20, timeout: Duration::from_secs(4) };
+        let server = tokio::spawn(serve_fixed(app, listener, limits, shutdown));
+        let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
+        let base = format!("http://{addr}");
+        // Warm up (the first request builds the view; connections get pooled).
+        for _ in 0..20 {
+            pair(&client, &base, &body).await?;
+        }
+        println!("extender load, loopback, {NODES} nodes x {GPUS_PER_NODE} GPUs per request ({} KiB body)", body.len() / 1024);
+        println!("{:>16} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}", "offered req/s", "seconds", "achieved", "filter p50", "filter p99", "prio p50", "prio p99");
+        for rate in [250.0, 500.0, 1_000.0, f64::INFINITY] {
+            let report = load(&client, &base, &body, rate, Duration::from_secs(5)).await?;
+            println!(
+                "{:>16} {:>10.1} {:>12.0} {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>9.2}ms",
+                if rate.is_finite() { format!("{rate:.0}") } else { "unlimited".into() },
+                report.seconds,
+                report.achieved,
+                report.filter.0, report.filter.1, report.prioritize.0, report.prioritize.1,
+            );
+        }
+        let _ = stop.send(true);
+        let _ = server.await;
+        anyhow::Ok(())
+    })?;
+    Ok(())
+}
+
+/// One filter then one prioritize; their latencies in ms.
+async fn pair(client: &reqwest::Client, base: &str, body: &[u8]) -> anyhow::Result<(f64, f64)> {
+    let mut times = [0.0; 2];
+    for (i, verb) in ["filter", "prioritize"].iter().enumerate() {
+        let started = Instant::now();
+        let response = client
+            .post(format!("{base}/{verb}"))
+            .header("content-type", "application/json")
+            .body(body.to_vec())
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "{verb}: {}",
+            response.status()
+        );
+        let _ = response.bytes().await?;
+        times[i] = started.elapsed().as_secs_f64() * 1e3;
+    }
+    Ok((times[0], times[1]))
+}
+
+struct Report {
+    seconds: f64,
+    achieved: f64,
+    filter: (f64, f64),
+    prioritize: (f64, f64),
+}
+
+/// Offers `rate` requests/s (pairs at half that) for `length`, open loop: each pair starts at
+/// its scheduled time whatever the others do, so queueing shows in the latencies.
+async fn load(
+    client: &reqwest::Client,
+    base: &str,
+    body: &[u8],
+    rate: f64,
+    length: Duration,
+) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    if rate.is_finite() {
+        let interval = Duration::from_secs_f64(2.0 / rate);
+        let mut next = started;
+        while next < started + length {
+            tokio::time::sleep_until(next.into()).await;
+            let (client, base, body) = (client.clone(), base.to_owned(), body.to_vec());
+            tasks.push(tokio::spawn(async move {
+                pair(&client, &base, &body).await.map(|p| vec![p])
+            }));
+            next += interval;
+        }
+    } else {
+        // Closed loop with 4 clients: the most the adapter sustains.
+        for _ in 0..4 {
+            let (client, base, body) = (client.clone(), base.to_owned(), body.to_vec());
+            tasks.push(tokio::spawn(async move {
+                let mut all = Vec::new();
+                while started.elapsed() < length {
+                    all.push(pair(&client, &base, &body).await?);
+                }
+                anyhow::Ok(all)
+            }));
+        }
+    }
+    let mut filter = Vec::new();
+    let mut prioritize = Vec::new();
+    for task in tasks {
+        for (f, p) in task.await?? {
+            filter.push(f);
+            prioritize.push(p);
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Report {
+        seconds,
+        achieved: (filter.len() + prioritize.len()) as f64 / seconds,
+        filter: percentiles(&mut filter),
+        prioritize: percentiles(&mut prioritize),
+    })
+}
+
+fn percentiles(ms: &mut [f64]) -> (f64, f64) {
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.50), at(0.99))
+}

@@ -1,0 +1,414 @@
+//! What the adapter knows about the cluster: GPU nodes and the pods that use their GPUs.
+//!
+//! Kubernetes counts GPUs per node (`nvidia.com/gpu: 4`) but not which pods share which GPU,
+//! so Tandem records its own choice on the pod ([`GPU_ANNOTATION`], written by `bind`) and
+//! rebuilds every GPU's residents from the pods carrying it. This module is pure: the
+//! watchers in [`crate::watch`] feed it Node and Pod objects, and it answers with the engine's
+//! [`Gpu`] records.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use tandem_api::{Gpu, GpuSpec, Job};
+
+use crate::identity::{JOB_LABEL, JobKeys};
+
+/// Pod annotation naming the GPUs Tandem bound the pod to: `<node>/<index>`, comma-separated
+/// for a pod that needs several.
+pub const GPU_ANNOTATION: &str = "tandem.dev/gpu";
+
+/// Node label with the GPU product, as NVIDIA's GPU feature discovery sets it
+/// (for example `Tesla-V100-SXM2-16GB`).
+pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+
+/// Node label with each GPU's memory in MiB, as GPU feature discovery sets it.
+pub const MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
+
+/// GPU models the engine's catalogs and profiles name, matched as substrings of the product
+/// label. Longer names first, so `A100` is not read as `A10`.
+const KNOWN_MODELS: &[(&str, u32)] = &[
+    ("H100", 81_559),
+    ("A100", 40_960),
+    ("A10", 23_028),
+    ("L40", 46_068),
+    ("L4", 23_034),
+    ("V100", 16_384),
+    ("P100", 16_384),
+    ("P40", 24_576),
+    ("T4", 15_360),
+    ("K80", 11_441),
+];
+
+/// The GPU model name the engine uses for a product label, and the memory that model has when
+/// the node does not say.
+pub fn gpu_model(product: &str) -> (String, Option<u32>) {
+    let upper = product.to_ascii_uppercase();
+    KNOWN_MODELS
+        .iter()
+        .find(|(model, _)| upper.contains(model))
+        .map_or_else(
+            || (product.to_owned(), None),
+            |(model, memory)| ((*model).to_owned(), Some(*memory)),
+        )
+}
+
+/// The GPUs of one node: how many, and what each is. `Err` says, for a person, why the node
+/// has none Tandem can use.
+pub fn node_gpus(node: &Node, resource: &str) -> Result<(u32, GpuSpec), String> {
+    let count = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
+        .and_then(|resources| resources.get(resource))
+        .map(|quantity| quantity.0.trim().parse::<u32>())
+        .transpose()
+        .map_err(|_| format!("node's {resource} capacity is not a whole number"))?
+        .unwrap_or(0);
+    if count == 0 {
+        return Err(format!("node has no {resource}"));
+    }
+    let labels = node.metadata.labels.as_ref();
+    let product = labels
+        .and_then(|l| l.get(PRODUCT_LABEL))
+        .ok_or_else(|| format!("node has {resource} but no {PRODUCT_LABEL} label"))?;
+    let (model, known_memory) = gpu_model(product);
+    let memory_mib = match labels.and_then(|l| l.get(MEMORY_LABEL)) {
+        Some(text) => text
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| format!("node label {MEMORY_LABEL}={text:?} is not MiB"))?,
+        None => known_memory.ok_or_else(|| {
+            format!("GPU memory of {product:?} is unknown: set the {MEMORY_LABEL} label")
+        })?,
+    };
+    Ok((
+        count,
+        GpuSpec {
+            model,
+            memory_mib,
+            ..GpuSpec::default()
+        },
+    ))
+}
+
+/// What the adapter needs of one pod that requests managed GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuPod {
+    /// The pod's UID.
+    pub uid: String,
+    /// Keyed job id (see [`crate::identity`]).
+    pub job: String,
+    /// GPUs requested.
+    pub gpus: u32,
+    /// Node the pod is bound to, if any.
+    pub node: Option<String>,
+    /// GPUs named by [`GPU_ANNOTATION`].
+    pub assigned: Vec<String>,
+    /// Whether the pod still holds its GPUs (not finished, not being deleted).
+    pub active: bool,
+}
+
+/// GPUs of `resource` a pod requests (the larger of request and limit, summed over its
+/// containers), `0` when it requests none.
+pub fn requested_gpus(pod: &Pod, resource: &str) -> u32 {
+    let Some(spec) = pod.spec.as_ref() else {
+        return 0;
+    };
+    spec.containers
+        .iter()
+        .map(|c| {
+            let amount = |m: Option<
+                &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+            >| {
+                m.and_then(|m| m.get(resource))
+                    .and_then(|q| q.0.trim().parse::<u32>().ok())
+                    .unwrap_or(0)
+            };
+            let resources = c.resources.as_ref();
+            amount(resources.and_then(|r| r.requests.as_ref()))
+                .max(amount(resources.and_then(|r| r.limits.as_ref())))
+        })
+        .sum()
+}
+
+/// The keyed job id of a pod: its namespace and [`JOB_LABEL`], or its name without the label.
+pub fn job_key(pod: &Pod, keys: &JobKeys) -> String {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let job = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(JOB_LABEL))
+        .or(pod.metadata.name.as_ref())
+        .map_or("", String::as_str);
+    keys.key(namespace, job)
+}
+
+/// The adapter's view of a pod, or `None` when it requests no managed GPU.
+pub fn gpu_pod(pod: &Pod, keys: &JobKeys, resource: &str) -> Option<GpuPod> {
+    let gpus = requested_gpus(pod, resource);
+    if gpus == 0 {
+        return None;
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let finished = matches!(phase, Some("Succeeded" | "Failed"));
+    let assigned = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GPU_ANNOTATION))
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(GpuPod {
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        job: job_key(pod, keys),
+        gpus,
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        assigned,
+        active: !finished && pod.metadata.deletion_timestamp.is_none(),
+    })
+}
+
+/// The GPUs of one node as the engine sees them, or why there are none.
+pub type NodeEntry = Result<Vec<Gpu>, String>;
+
+/// Every GPU node with its GPUs' residents: what `filter`, `prioritize` and `bind` judge.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterView {
+    nodes: HashMap<String, NodeEntry>,
+}
+
+impl ClusterView {
+    /// Builds the view from nodes and the active GPU pods.
+    ///
+    /// A pod bound without [`GPU_ANNOTATION`] (by the default binder while the adapter was
+    /// down, or by another scheduler) is counted on the emptiest GPUs of its node: which device
+    /// it got is unknown, and counting it nowhere would let the engine overfill its node.
+    pub fn build<'a>(
+        nodes: impl IntoIterator<Item = &'a Node>,
+        pods: impl IntoIterator<Item = GpuPod>,
+        resource: &str,
+    ) -> Self {
+        let mut view = Self::default();
+        for node in nodes {
+            let Some(name) = node.metadata.name.clone() else {
+                continue;
+            };
+            let entry = node_gpus(node, resource).map(|(count, spec)| {
+                (0..count)
+                    .map(|index| Gpu {
+                        id: format!("{name}/{index}"),
+                        node: name.clone(),
+                        spec: spec.clone(),
+                        residents: Vec::new(),
+                    })
+                    .collect()
+            });
+            view.nodes.insert(name, entry);
+        }
+        let mut unannotated = Vec::new();
+        for pod in pods {
+            if !pod.active {
+                continue;
+            }
+            let Some(node) = pod.node.clone() else {
+                continue;
+            };
+            if pod.assigned.is_empty() {
+                unannotated.push((node, pod));
+                continue;
+            }
+            if let Some(Ok(gpus)) = view.nodes.get_mut(&node) {
+                for gpu in gpus.iter_mut().filter(|g| pod.assigned.contains(&g.id)) {
+                    gpu.residents.push(Job::new(pod.job.clone()));
+                }
+            }
+        }
+        for (node, pod) in unannotated {
+            if let Some(Ok(gpus)) = view.nodes.get_mut(&node) {
+                let mut order: Vec<usize> = (0..gpus.len()).collect();
+                order.sort_by_key(|&i| gpus[i].residents.len());
+                for i in order.into_iter().take(pod.gpus as usize) {
+                    gpus[i].residents.push(Job::new(pod.job.clone()));
+                }
+            }
+        }
+        view
+    }
+
+    /// The node's GPUs, or why it has none Tandem can use.
+    pub fn node(&self, name: &str) -> Option<&NodeEntry> {
+        self.nodes.get(name)
+    }
+
+    /// Nodes in the view.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the view has no node at all.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Records that `job` now runs on `gpus` (an assumption made by `bind`, before the
+    /// watcher sees the annotation).
+    pub fn assume(&mut self, node: &str, gpus: &[String], job: &str) {
+        if let Some(Ok(list)) = self.nodes.get_mut(node) {
+            for gpu in list.iter_mut().filter(|g| gpus.contains(&g.id)) {
+                if !gpu.residents.iter().any(|r| r.id == job) {
+                    gpu.residents.push(Job::new(job.to_owned()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        Container, NodeStatus, PodSpec, PodStatus, ResourceRequirements,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    /// A node with `count` GPUs of `product`, `memory` MiB each (no memory label if `None`).
+    pub(crate) fn node(name: &str, count: u32, product: &str, memory: Option<u32>) -> Node {
+        let mut labels = BTreeMap::from([(PRODUCT_LABEL.to_owned(), product.to_owned())]);
+        if let Some(memory) = memory {
+            labels.insert(MEMORY_LABEL.to_owned(), memory.to_string());
+        }
+        let mut node = Node::default();
+        node.metadata.name = Some(name.to_owned());
+        node.metadata.labels = Some(labels);
+        node.status = Some(NodeStatus {
+            allocatable: Some(BTreeMap::from([(
+                "nvidia.com/gpu".to_owned(),
+                Quantity(count.to_string()),
+            )])),
+            ..NodeStatus::default()
+        });
+        node
+    }
+
+    /// A pod requesting `gpus` GPUs, bound to `node` with `annotation`, if given.
+    pub(crate) fn pod(name: &str, gpus: u32, node: Option<&str>, annotation: Option<&str>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(name.to_owned());
+        pod.metadata.namespace = Some("default".to_owned());
+        pod.metadata.uid = Some(format!("uid-{name}"));
+        if let Some(annotation) = annotation {
+            pod.metadata.annotations = Some(BTreeMap::from([(
+                GPU_ANNOTATION.to_owned(),
+                annotation.to_owned(),
+            )]));
+        }
+        pod.spec = Some(PodSpec {
+            node_name: node.map(str::to_owned),
+            containers: vec![Container {
+                name: "main".to_owned(),
+                resources: Some(ResourceRequirements {
+                    limits: Some(BTreeMap::from([(
+                        "nvidia.com/gpu".to_owned(),
+                        Quantity(gpus.to_string()),
+                    )])),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        });
+        pod.status = Some(PodStatus {
+            phase: Some("Pending".to_owned()),
+            ..PodStatus::default()
+        });
+        pod
+    }
+
+    fn keys() -> JobKeys {
+        JobKeys::new(vec![7; 32]).unwrap()
+    }
+
+    #[test]
+    fn product_labels_map_to_engine_models() {
+        assert_eq!(gpu_model("Tesla-V100-SXM2-16GB").0, "V100");
+        assert_eq!(gpu_model("NVIDIA-A100-SXM4-40GB").0, "A100");
+        assert_eq!(gpu_model("NVIDIA-A10").0, "A10");
+        assert_eq!(gpu_model("Mystery-9000"), ("Mystery-9000".to_owned(), None));
+    }
+
+    #[test]
+    fn nodes_without_usable_gpus_say_why() {
+        let mut plain = node("cpu", 0, "x", None);
+        plain.metadata.labels = None;
+        assert_eq!(
+            node_gpus(&plain, "nvidia.com/gpu").unwrap_err(),
+            "node has no nvidia.com/gpu"
+        );
+        let unknown = node("odd", 2, "Mystery-9000", None);
+        assert!(
+            node_gpus(&unknown, "nvidia.com/gpu")
+                .unwrap_err()
+                .contains(MEMORY_LABEL)
+        );
+        let (count, spec) = node_gpus(&node("v", 4, "Tesla-V100", None), "nvidia.com/gpu").unwrap();
+        assert_eq!(
+            (count, spec.model.as_str(), spec.memory_mib),
+            (4, "V100", 16_384)
+        );
+    }
+
+    #[test]
+    fn residents_come_from_annotations_and_unannotated_pods_take_the_emptiest_gpu() {
+        let keys = keys();
+        let nodes = [node("a", 2, "Tesla-V100", Some(16_000))];
+        let pods = [
+            pod("x", 1, Some("a"), Some("a/0")),
+            pod("y", 1, Some("a"), None),
+            pod("pending", 1, None, None),
+            pod("cpu-only", 0, Some("a"), None),
+        ];
+        let view = ClusterView::build(
+            &nodes,
+            pods.iter()
+                .filter_map(|p| gpu_pod(p, &keys, "nvidia.com/gpu")),
+            "nvidia.com/gpu",
+        );
+        let gpus = view.node("a").unwrap().as_ref().unwrap();
+        assert_eq!(gpus[0].residents.len(), 1);
+        assert_eq!(gpus[0].residents[0].id, keys.key("default", "x"));
+        assert_eq!(gpus[1].residents[0].id, keys.key("default", "y"));
+        assert_eq!(gpus[0].spec.memory_mib, 16_000);
+    }
+
+    #[test]
+    fn finished_pods_hold_no_gpu() {
+        let keys = keys();
+        let mut done = pod("x", 1, Some("a"), Some("a/0"));
+        done.status.as_mut().unwrap().phase = Some("Succeeded".to_owned());
+        let view = ClusterView::build(
+            &[node("a", 1, "V100", None)],
+            gpu_pod(&done, &keys, "nvidia.com/gpu"),
+            "nvidia.com/gpu",
+        );
+        assert!(
+            view.node("a").unwrap().as_ref().unwrap()[0]
+                .residents
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_job_label_names_the_job() {
+        let keys = keys();
+        let mut run = pod("train-abc12", 1, None, None);
+        run.metadata.labels = Some(BTreeMap::from([(JOB_LABEL.to_owned(), "train".to_owned())]));
+        assert_eq!(job_key(&run, &keys), keys.key("default", "train"));
+    }
+}

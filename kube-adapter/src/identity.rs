@@ -1,0 +1,107 @@
+//! Keying pod identities before they reach the engine.
+//!
+//! The engine must never learn what a job is called (DESIGN §6). A pod's job identity is
+//! `<namespace>/<job>`, where `<job>` is the pod's [`JOB_LABEL`] (so every run of a recurring
+//! job shares what was learned about it) or, without the label, the pod's name. The engine sees
+//! only `HMAC-SHA256(secret, identity)`, truncated to 128 bits and written as 32 hex digits:
+//! the same scheme as `tandem kb`, so a node profiler that holds the cluster's secret posts
+//! profiles under the ids the adapter will ask about, and nobody without the secret can link
+//! an id back to a name.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// Label naming the job a pod runs, shared by all runs of it.
+pub const JOB_LABEL: &str = "tandem.dev/job";
+
+/// Hex digits of a keyed id.
+const KEYED_LEN: usize = 32;
+
+/// Keys job identities with one per-cluster secret.
+#[derive(Clone)]
+pub struct JobKeys {
+    secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for JobKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secret.
+        f.debug_struct("JobKeys").finish_non_exhaustive()
+    }
+}
+
+impl JobKeys {
+    /// Keys with `secret` (at least 16 bytes).
+    pub fn new(secret: Vec<u8>) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            secret.len() >= 16,
+            "the id secret must be at least 16 bytes"
+        );
+        Ok(Self { secret })
+    }
+
+    /// Reads a secret written as hex (whitespace around it ignored), as `tandem kb init` writes
+    /// one and as a Kubernetes Secret mounted as a file holds it.
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the id secret {}", path.display()))?;
+        let text = text.trim();
+        let bytes = (0..text.len())
+            .step_by(2)
+            .map(|i| {
+                text.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+            .with_context(|| format!("{}: the id secret is not hex", path.display()))?;
+        Self::new(bytes).with_context(|| format!("{}: secret too short", path.display()))
+    }
+
+    /// The keyed id of the job `job` in `namespace`.
+    pub fn key(&self, namespace: &str, job: &str) -> String {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret)
+            .expect("HMAC accepts keys of any length");
+        mac.update(namespace.as_bytes());
+        mac.update(b"/");
+        mac.update(job.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        digest[..KEYED_LEN / 2]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// Whether `id` has the shape of a keyed id (32 lower-case hex digits). The intake refuses
+/// anything else, so a profiler that forgot to key cannot leak a name into the engine.
+pub fn is_keyed(id: &str) -> bool {
+    id.len() == KEYED_LEN && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_per_secret_unlinkable_and_well_formed() {
+        let a = JobKeys::new(vec![1; 32]).unwrap();
+        let b = JobKeys::new(vec![2; 32]).unwrap();
+        let keyed = a.key("team-a", "resnet-finetune");
+        assert!(is_keyed(&keyed), "{keyed}");
+        assert!(!keyed.contains("resnet"));
+        assert_eq!(a.key("team-a", "resnet-finetune"), keyed);
+        assert_ne!(b.key("team-a", "resnet-finetune"), keyed);
+        assert_ne!(a.key("team-b", "resnet-finetune"), keyed);
+    }
+
+    #[test]
+    fn only_keyed_ids_pass() {
+        assert!(!is_keyed("team-a/resnet"));
+        assert!(!is_keyed(&"A".repeat(32)));
+        assert!(!is_keyed(&"a".repeat(31)));
+        assert!(JobKeys::new(vec![1; 8]).is_err());
+    }
+}

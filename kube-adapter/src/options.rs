@@ -1,0 +1,120 @@
+//! Command-line options of `tandem-kube-adapter`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use tandem_api::Objective;
+
+/// Tandem's kube-scheduler extender: decides which GPU pods share a GPU, and where.
+///
+/// kube-scheduler calls it (see deploy/kube-scheduler-config.yaml) for pods that request the
+/// managed GPU resource. It watches nodes and pods, keeps the knowledge base in a ConfigMap
+/// and, when several replicas run, elects one writer with a Lease. Set RUST_LOG (for example
+/// `RUST_LOG=tandem_kube_adapter=debug`) for more detail.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "tandem-kube-adapter", version)]
+pub struct Options {
+    /// Address to listen on.
+    #[arg(long, env = "TANDEM_LISTEN", default_value = "0.0.0.0:8888")]
+    pub listen: SocketAddr,
+
+    /// Serve HTTPS with this certificate (PEM; kube-scheduler's `enableHTTPS`). Needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Kubeconfig to use; without it, the in-cluster service account or $KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Serve a fixed cluster from this JSON file (`{"nodes": [...], "pods": [...]}`) instead of
+    /// watching the API server: dry runs and benchmarks. Nothing is stored and `bind` is refused.
+    #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
+    pub cluster_file: Option<PathBuf>,
+
+    /// Namespace of the knowledge-base ConfigMap and the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "tandem-system")]
+    pub namespace: String,
+
+    /// Name of the ConfigMap holding the knowledge base.
+    #[arg(long, default_value = "tandem-knowledge")]
+    pub knowledge_configmap: String,
+
+    /// Name of the Lease electing the replica that writes the knowledge base.
+    #[arg(long, default_value = "tandem-kube-adapter")]
+    pub lease: String,
+
+    /// This replica's identity in the Lease (keep it stable across restarts of one pod).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// File with the per-cluster secret that keys job ids (hex, at least 16 bytes). Node
+    /// profilers key ids with the same secret.
+    #[arg(long, env = "TANDEM_ID_SECRET_FILE", value_name = "FILE")]
+    pub id_secret_file: PathBuf,
+
+    /// File with the bearer token node profilers present to /v1/*; without it the intake is off.
+    #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
+    pub intake_token_file: Option<PathBuf>,
+
+    /// Extended resource Tandem manages.
+    #[arg(long, default_value = "nvidia.com/gpu")]
+    pub resource: String,
+
+    /// What placements optimize: balanced, min-slowdown or max-packing.
+    #[arg(long, default_value = "balanced")]
+    pub objective: Objective,
+
+    /// Most pods sharing one GPU.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_jobs_per_gpu: u32,
+
+    /// Engine component to load instead of the one built into this binary.
+    #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
+    pub engine: Option<PathBuf>,
+
+    /// Largest request body accepted, in bytes (a 5,000-node request in full is ~20 MB).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub max_body_bytes: usize,
+
+    /// Longest a request may take before it is answered 503, e.g. `2s`, `500ms`.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, "s"), |i| text.split_at(i));
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 4s or 500ms"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        _ => Err(format!("`{text}`: the unit must be s or ms")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_bad_ones_are_named() {
+        assert_eq!(parse_duration("4s"), Ok(Duration::from_secs(4)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("4h").unwrap_err().contains("4h"));
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory as _;
+        Options::command().debug_assert();
+    }
+}

@@ -1,0 +1,251 @@
+//! Turning finished pods into outcomes the engine learns from.
+//!
+//! A live cluster never measures what the engine's outcomes need directly: how long a job
+//! would have taken alone. The adapter estimates it from history:
+//!
+//! - A pod that ran **alone** on its GPU (nothing else overlapped its run) adds its run time
+//!   to the job's solo history on that GPU model (the last [`SOLO_HISTORY`] runs).
+//! - When the second of **two pods that shared a GPU** finishes, and each spent at least
+//!   [`MIN_OVERLAP`] of its run beside the other, and both jobs have a solo history on that
+//!   model, the adapter reports an outcome: solo time = the median of the job's solo runs,
+//!   co-located time = its measured run.
+//!
+//! Everything else is skipped and counted by reason (`tandem_outcomes_skipped_total`). The
+//! estimate is only as good as the assumption that a job's runs are alike: the spread of its
+//! solo runs is the error of the estimated slowdown (a job whose solo runs vary by 10% gives
+//! slowdowns good to about ±10 points), and the part of a run spent alone (up to 20%) dilutes
+//! the measured slowdown by up to that share. Groups of three or more are not estimated yet.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use tandem_api::Outcome;
+
+/// Solo runs remembered per job and GPU model.
+pub const SOLO_HISTORY: usize = 5;
+
+/// Share of each job's run that must overlap its partner's for the pair to count.
+pub const MIN_OVERLAP: f64 = 0.8;
+
+/// Pods remembered as already turned into knowledge (so a restart does not count them twice).
+const PROCESSED_HISTORY: usize = 10_000;
+
+/// One pod's run on one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Pod UID.
+    pub uid: String,
+    /// Keyed job id.
+    pub job: String,
+    /// GPU model.
+    pub model: String,
+    /// Start, in seconds since the epoch.
+    pub start: f64,
+    /// End, in seconds since the epoch; `None` while it runs.
+    pub end: Option<f64>,
+}
+
+impl Run {
+    fn overlap(&self, other: &Run, now: f64) -> f64 {
+        let end = self.end.unwrap_or(now);
+        let other_end = other.end.unwrap_or(now);
+        (end.min(other_end) - self.start.max(other.start)).max(0.0)
+    }
+
+    fn duration(&self, now: f64) -> f64 {
+        self.end.unwrap_or(now) - self.start
+    }
+}
+
+/// What one finished run taught.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Learned {
+    /// The run was alone: a solo sample.
+    Solo,
+    /// The run completed a pair: an outcome for the engine.
+    Outcome(Outcome),
+    /// Nothing, for this reason (a metric label).
+    Skipped(&'static str),
+}
+
+/// What the adapter remembers to estimate outcomes: solo history and processed pods. It is
+/// stored with the knowledge base.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Solo run times, keyed `<job>@<model>`.
+    solo: BTreeMap<String, VecDeque<f64>>,
+    /// UIDs of pods already accounted for, oldest first.
+    processed: VecDeque<String>,
+}
+
+impl Ledger {
+    /// Whether the pod was already accounted for.
+    pub fn is_processed(&self, uid: &str) -> bool {
+        self.processed.iter().any(|u| u == uid)
+    }
+
+    fn mark(&mut self, uid: &str) {
+        if !self.is_processed(uid) {
+            self.processed.push_back(uid.to_owned());
+            if self.processed.len() > PROCESSED_HISTORY {
+                self.processed.pop_front();
+            }
+        }
+    }
+
+    /// Median solo time of `job` on `model`, if it ever ran alone there.
+    pub fn solo(&self, job: &str, model: &str) -> Option<f64> {
+        let runs = self.solo.get(&format!("{job}@{model}"))?;
+        let mut sorted: Vec<f64> = runs.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        Some(if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        })
+    }
+
+    /// Accounts for `finished`, given every other run that used the same GPU around it.
+    /// `now` stands in for the end of runs still going.
+    pub fn learn(&mut self, finished: &Run, same_gpu: &[Run], now: f64) -> Learned {
+        let Some(end) = finished.end else {
+            return Learned::Skipped("still running");
+        };
+        if self.is_processed(&finished.uid) {
+            return Learned::Skipped("already counted");
+        }
+        if end <= finished.start {
+            self.mark(&finished.uid);
+            return Learned::Skipped("no run time");
+        }
+        let partners: Vec<&Run> = same_gpu
+            .iter()
+            .filter(|o| o.uid != finished.uid && finished.overlap(o, now) > 0.0)
+            .collect();
+        match partners.as_slice() {
+            [] => {
+                let runs = self
+                    .solo
+                    .entry(format!("{}@{}", finished.job, finished.model))
+                    .or_default();
+                runs.push_back(end - finished.start);
+                if runs.len() > SOLO_HISTORY {
+                    runs.pop_front();
+                }
+                self.mark(&finished.uid);
+                Learned::Solo
+            }
+            [partner] => {
+                if partner.end.is_none() {
+                    // The partner's finish will complete the pair.
+                    return Learned::Skipped("partner still running");
+                }
+                self.mark(&finished.uid);
+                self.mark(&partner.uid);
+                let shared = finished.overlap(partner, now);
+                if shared < MIN_OVERLAP * finished.duration(now)
+                    || shared < MIN_OVERLAP * partner.duration(now)
+                {
+                    return Learned::Skipped("overlap too short");
+                }
+                let (Some(solo_a), Some(solo_b)) = (
+                    self.solo(&finished.job, &finished.model),
+                    self.solo(&partner.job, &partner.model),
+                ) else {
+                    return Learned::Skipped("no solo history");
+                };
+                if finished.job == partner.job {
+                    return Learned::Skipped("two runs of one job");
+                }
+                Learned::Outcome(Outcome {
+                    gpu_model: finished.model.clone(),
+                    jobs: vec![finished.job.clone(), partner.job.clone()],
+                    solo_s: vec![solo_a, solo_b],
+                    colocated_s: vec![finished.duration(now), partner.duration(now)],
+                })
+            }
+            _ => {
+                self.mark(&finished.uid);
+                Learned::Skipped("more than two jobs shared the GPU")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(uid: &str, job: &str, start: f64, end: Option<f64>) -> Run {
+        Run {
+            uid: uid.to_owned(),
+            job: job.to_owned(),
+            model: "V100".to_owned(),
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn solo_runs_build_a_median_history() {
+        let mut ledger = Ledger::default();
+        for (i, seconds) in [100.0, 120.0, 90.0].into_iter().enumerate() {
+            let r = run(&format!("u{i}"), "a", 0.0, Some(seconds));
+            assert_eq!(ledger.learn(&r, &[], 1e9), Learned::Solo);
+        }
+        assert_eq!(ledger.solo("a", "V100"), Some(100.0));
+        assert_eq!(ledger.solo("a", "K80"), None);
+    }
+
+    #[test]
+    fn a_finished_pair_with_solo_history_is_an_outcome_reported_once() {
+        let mut ledger = Ledger::default();
+        ledger.learn(&run("s1", "a", 0.0, Some(100.0)), &[], 1e9);
+        ledger.learn(&run("s2", "b", 0.0, Some(50.0)), &[], 1e9);
+        let a = run("p1", "a", 1000.0, Some(1150.0));
+        let b_running = run("p2", "b", 1000.0, None);
+        assert_eq!(
+            ledger.learn(&a, std::slice::from_ref(&b_running), 1140.0),
+            Learned::Skipped("partner still running")
+        );
+        let b = run("p2", "b", 1000.0, Some(1140.0));
+        let Learned::Outcome(outcome) = ledger.learn(&b, std::slice::from_ref(&a), 1200.0) else {
+            panic!("expected an outcome");
+        };
+        assert_eq!(outcome.jobs, ["b", "a"]);
+        assert_eq!(outcome.solo_s, [50.0, 100.0]);
+        assert_eq!(outcome.colocated_s, [140.0, 150.0]);
+        assert_eq!(
+            ledger.learn(&a, &[b], 1200.0),
+            Learned::Skipped("already counted")
+        );
+    }
+
+    #[test]
+    fn short_overlaps_and_unknown_solo_times_are_skipped() {
+        let mut ledger = Ledger::default();
+        let a = run("p1", "a", 0.0, Some(100.0));
+        let b = run("p2", "b", 90.0, Some(200.0));
+        assert_eq!(
+            ledger.learn(&b, &[a], 300.0),
+            Learned::Skipped("overlap too short")
+        );
+        let c = run("p3", "c", 0.0, Some(100.0));
+        let d = run("p4", "d", 0.0, Some(100.0));
+        assert_eq!(
+            ledger.learn(&d, &[c], 300.0),
+            Learned::Skipped("no solo history")
+        );
+    }
+
+    #[test]
+    fn the_ledger_survives_serialization() {
+        let mut ledger = Ledger::default();
+        ledger.learn(&run("s1", "a", 0.0, Some(100.0)), &[], 1e9);
+        let text = serde_json::to_string(&ledger).unwrap();
+        let back: Ledger = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, ledger);
+        assert!(back.is_processed("s1"));
+    }
+}

@@ -1,0 +1,116 @@
+//! Watchers: nodes and pods from the API server into the adapter's view.
+//!
+//! Two kube-rs reflectors keep every Node and Pod in memory. Any change marks the view stale
+//! (it is rebuilt on the next request, not on every event), and a pod seen finished is handed
+//! to [`App::pod_finished`] to learn from. Watch errors are retried with kube-rs' default
+//! backoff; the adapter reports ready once both initial lists are in.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::{WatchStreamExt as _, watcher};
+
+use crate::Shutdown;
+use crate::app::App;
+
+/// Stores the watchers fill, and their writers.
+pub struct Stores {
+    /// Nodes.
+    pub nodes: (Store<Node>, Writer<Node>),
+    /// Pods.
+    pub pods: (Store<Pod>, Writer<Pod>),
+}
+
+impl Stores {
+    /// Empty stores.
+    pub fn new() -> Self {
+        Self {
+            nodes: reflector::store(),
+            pods: reflector::store(),
+        }
+    }
+}
+
+impl Default for Stores {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Starts both watchers and the readiness wait; they stop at `shutdown`.
+pub fn spawn(
+    app: Arc<App>,
+    client: kube::Client,
+    nodes: (Store<Node>, Writer<Node>),
+    pods: (Store<Pod>, Writer<Pod>),
+    shutdown: Shutdown,
+) {
+    let (node_store, node_writer) = nodes;
+    let (pod_store, pod_writer) = pods;
+
+    let node_app = Arc::clone(&app);
+    let node_events = reflector::reflector(
+        node_writer,
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff();
+    spawn_until(shutdown.clone(), async move {
+        futures::pin_mut!(node_events);
+        while let Some(event) = node_events.next().await {
+            match event {
+                Ok(_) => node_app.touch(),
+                Err(error) => tracing::warn!(%error, "node watch failed; retrying"),
+            }
+        }
+    });
+
+    let pod_app = Arc::clone(&app);
+    let pod_events = reflector::reflector(
+        pod_writer,
+        watcher(Api::<Pod>::all(client), watcher::Config::default()),
+    )
+    .default_backoff();
+    spawn_until(shutdown.clone(), async move {
+        futures::pin_mut!(pod_events);
+        while let Some(event) = pod_events.next().await {
+            match event {
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                    pod_app.touch();
+                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                    if matches!(phase, Some("Succeeded" | "Failed")) {
+                        pod_app.pod_finished(&pod).await;
+                    }
+                }
+                Ok(_) => pod_app.touch(),
+                Err(error) => tracing::warn!(%error, "pod watch failed; retrying"),
+            }
+        }
+    });
+
+    spawn_until(shutdown, async move {
+        let synced = node_store.wait_until_ready().await.is_ok()
+            && pod_store.wait_until_ready().await.is_ok();
+        if synced {
+            app.touch();
+            app.set_ready();
+            tracing::info!(
+                nodes = node_store.state().len(),
+                pods = pod_store.state().len(),
+                "watchers synced; ready"
+            );
+        }
+    });
+}
+
+/// Runs `work` until it ends or `shutdown` fires.
+pub fn spawn_until(mut shutdown: Shutdown, work: impl Future<Output = ()> + Send + 'static) {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = work => {}
+            () = shutdown.wait() => {}
+        }
+    });
+}

@@ -1,0 +1,715 @@
+//! A throwaway Kubernetes control plane for the end-to-end tests: real `etcd`,
+//! `kube-apiserver` and `kube-scheduler` processes on loopback ports, and no kubelet.
+//!
+//! The binaries come from `tandem_xtask::kube` (built from published Go modules and cached
+//! outside the tree). Everything else lives in a temporary directory: etcd's data, the
+//! apiserver's self-signed serving certificate, the service-account key, the token file, the
+//! kubeconfig, the scheduler configuration and one log file per process.
+//!
+//! Without a kube-controller-manager and kubelets, the apiserver is set up the way Kubernetes'
+//! own scheduler integration tests set it up: admission plugins that wait for a controller are
+//! off, and Nodes are plain objects whose status the tests write (see [`create_gpu_node`]).
+//! Scheduled pods are bound (`spec.nodeName` set) and then stay `Pending` forever: nothing
+//! runs them.
+//!
+//! This module knows nothing of the adapter: it is a cluster, and a guard for processes
+//! ([`spawn_logged`]) the adapter's tests also use for the adapter itself.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use tandem_xtask::kube::KubeBinaries;
+
+/// The bearer token of the tests' user, a member of `system:masters` (the apiserver authorizes
+/// everything anyway: `--authorization-mode=AlwaysAllow`).
+pub const TOKEN: &str = "tandem-e2e-token";
+
+/// The placeholder in a scheduler configuration that [`Cluster::start`] replaces with the path
+/// of the kubeconfig it writes.
+pub const KUBECONFIG_PLACEHOLDER: &str = "{{KUBECONFIG}}";
+
+/// How long each component may take to become healthy. The apiserver needs a few seconds on
+/// an idle machine; tests run concurrently on two cores, so leave room.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a process may take to exit after SIGTERM before it gets SIGKILL.
+const TERMINATION_GRACE: Duration = Duration::from_secs(5);
+
+/// How many lines of each log a failure quotes.
+const LOG_TAIL_LINES: usize = 40;
+
+/// A component of the cluster; each logs to `<dir>/<name>.log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    /// `etcd`.
+    Etcd,
+    /// `kube-apiserver`.
+    ApiServer,
+    /// `kube-scheduler`.
+    Scheduler,
+}
+
+impl Component {
+    /// The component's name, which is also its log file's stem.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Etcd => "etcd",
+            Self::ApiServer => "kube-apiserver",
+            Self::Scheduler => "kube-scheduler",
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A running control plane. Dropping it stops its processes (scheduler, apiserver, etcd: the
+/// reverse of the start order) and removes its directory, unless `TANDEM_E2E_KEEP` is set (then
+/// the directory's path is printed, for reading the logs).
+pub struct Cluster {
+    /// Started processes, in start order.
+    processes: Vec<(Component, ChildProcess)>,
+    server_url: String,
+    kubeconfig: PathBuf,
+    /// Declared last: removed only after the processes that use it are gone.
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts etcd, kube-apiserver and kube-scheduler, each waited for until healthy.
+    ///
+    /// `scheduler_config` is a `KubeSchedulerConfiguration` YAML; every
+    /// [`KUBECONFIG_PLACEHOLDER`] in it is replaced with the path of the cluster's kubeconfig
+    /// (use it for `clientConnection.kubeconfig`, and set `leaderElection.leaderElect: false`).
+    /// Errors name the component that failed and quote the tail of its log.
+    pub async fn start(scheduler_config: &str) -> Result<Self> {
+        // The first call may build the binaries (minutes): not on the runtime's threads.
+        let binaries = tokio::task::spawn_blocking(KubeBinaries::from_env)
+            .await
+            .context("the task building the Kubernetes binaries panicked")??;
+        let dir = tempfile::Builder::new()
+            .prefix("tandem-e2e-")
+            .tempdir()
+            .context("could not create the cluster's temporary directory")?;
+        let mut cluster = Self {
+            processes: Vec::new(),
+            server_url: String::new(),
+            kubeconfig: dir.path().join("kubeconfig"),
+            dir,
+        };
+        let etcd_url = cluster.start_etcd(&binaries).await?;
+        cluster.start_apiserver(&binaries, &etcd_url).await?;
+        cluster.start_scheduler(&binaries, scheduler_config).await?;
+        Ok(cluster)
+    }
+
+    /// Starts etcd and returns its client URL.
+    async fn start_etcd(&mut self, binaries: &KubeBinaries) -> Result<String> {
+        let [client_port, peer_port] = free_ports()?;
+        let client_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut etcd = Command::new(&binaries.etcd);
+        etcd.arg("--name=tandem-e2e")
+            .arg(format!("--data-dir={}", self.dir().join("etcd").display()))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=tandem-e2e={peer_url}"))
+            // A test cluster's data is thrown away: fsync only slows every write down.
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn");
+        self.spawn(Component::Etcd, etcd)?;
+        let http = insecure_http_client()?;
+        let health = format!("{client_url}/health");
+        self.wait_until(Component::Etcd, || {
+            let request = http.get(&health);
+            async move {
+                let response = request.send().await.ok()?;
+                let body = response.text().await.ok()?;
+                body.contains(r#""health":"true""#).then_some(())
+            }
+        })
+        .await?;
+        Ok(client_url)
+    }
+
+    async fn start_apiserver(&mut self, binaries: &KubeBinaries, etcd_url: &str) -> Result<()> {
+        let dir = self.dir().to_path_buf();
+
+        // The service-account token signer: an ECDSA P-256 key, as the apiserver's own test
+        // server uses. The signing key may be PKCS#8 ("PRIVATE KEY"), but the verification
+        // key file may not: it takes public keys, or private keys only as PKCS#1/SEC1
+        // ("data does not contain any valid RSA or ECDSA public keys" for PKCS#8, client-go
+        // keyutil.ParsePublicKeysPEM). So the public key goes into a file of its own.
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .context("could not generate the service-account key")?;
+        let sa_key = dir.join("service-account.key");
+        fs::write(&sa_key, key.serialize_pem())?;
+        let sa_public_key = dir.join("service-account.pub");
+        fs::write(&sa_public_key, key.public_key_pem())?;
+        // token,user,uid,"group1,group2"
+        let tokens = dir.join("tokens.csv");
+        fs::write(
+            &tokens,
+            format!("{TOKEN},tandem-e2e,tandem-e2e-uid,\"system:masters\"\n"),
+        )?;
+
+        let port = free_port()?;
+        let mut apiserver = Command::new(&binaries.apiserver);
+        apiserver
+            .arg(format!("--etcd-servers={etcd_url}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            // Without --tls-cert-file the apiserver writes a self-signed serving certificate
+            // here; clients skip verification.
+            .arg(format!("--cert-dir={}", dir.join("pki").display()))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                sa_key.display()
+            ))
+            .arg(format!(
+                "--service-account-key-file={}",
+                sa_public_key.display()
+            ))
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            // AlwaysAllow turns anonymous requests off, hence the token.
+            .arg("--authorization-mode=AlwaysAllow")
+            .arg(format!("--token-auth-file={}", tokens.display()))
+            // Each of these waits for a kube-controller-manager controller (the service-account
+            // token controller; node lifecycle, which removes the not-ready taint; priority
+            // classes; PV protection), as in Kubernetes' scheduler integration tests.
+            .arg(
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority,\
+                 StorageObjectInUseProtection",
+            )
+            // No Endpoints for the `kubernetes` service: nothing in the cluster calls it, and
+            // the lease reconciler would write every few seconds.
+            .arg("--endpoint-reconciler-type=none")
+            // One client, a few requests: API priority and fairness only adds goroutines.
+            .arg("--enable-priority-and-fairness=false");
+        self.spawn(Component::ApiServer, apiserver)?;
+
+        self.server_url = format!("https://127.0.0.1:{port}");
+        let http = insecure_http_client()?;
+        let readyz = format!("{}/readyz", self.server_url);
+        self.wait_until(Component::ApiServer, || {
+            let request = http.get(&readyz).bearer_auth(TOKEN);
+            async move {
+                let response = request.send().await.ok()?;
+                response.status().is_success().then_some(())
+            }
+        })
+        .await?;
+
+        fs::write(&self.kubeconfig, kubeconfig_yaml(&self.server_url))
+            .with_context(|| format!("could not write {}", self.kubeconfig.display()))?;
+        Ok(())
+    }
+
+    async fn start_scheduler(&mut self, binaries: &KubeBinaries, config: &str) -> Result<()> {
+        let config_path = self.dir().join("kube-scheduler.yaml");
+        let kubeconfig = self.kubeconfig.display().to_string();
+        fs::write(
+            &config_path,
+            config.replace(KUBECONFIG_PLACEHOLDER, &kubeconfig),
+        )?;
+        let port = free_port()?;
+        let mut scheduler = Command::new(&binaries.scheduler);
+        scheduler
+            .arg(format!("--config={}", config_path.display()))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            // Its serving endpoint would authenticate and authorize by delegating to the
+            // apiserver; without --authentication-kubeconfig/--authorization-kubeconfig it
+            // only warns, and the health endpoints need neither when always allowed.
+            .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics");
+        self.spawn(Component::Scheduler, scheduler)?;
+
+        // /readyz rather than /healthz: it also waits for the informers' caches to sync, so
+        // a pod created right after start is seen.
+        let http = insecure_http_client()?;
+        let readyz = format!("https://127.0.0.1:{port}/readyz");
+        self.wait_until(Component::Scheduler, || {
+            let request = http.get(&readyz);
+            async move {
+                let response = request.send().await.ok()?;
+                response.status().is_success().then_some(())
+            }
+        })
+        .await
+    }
+
+    /// Starts `command` for `component`, logging to `<dir>/<component>.log`.
+    fn spawn(&mut self, component: Component, command: Command) -> Result<()> {
+        let log = self.log_path(component);
+        let process =
+            spawn_logged(command, &log).with_context(|| format!("could not start {component}"))?;
+        self.processes.push((component, process));
+        Ok(())
+    }
+
+    /// Polls `probe` every 100 ms until it answers `Some`, failing when `component` exits or
+    /// [`STARTUP_TIMEOUT`] passes; the error quotes the tail of the component's log.
+    async fn wait_until<F, Fut>(&mut self, component: Component, mut probe: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<()>>,
+    {
+        let started = Instant::now();
+        loop {
+            if probe().await.is_some() {
+                return Ok(());
+            }
+            let process = self
+                .process_mut(component)
+                .with_context(|| format!("{component} was never started"))?;
+            if let Some(status) = process.exit_status() {
+                bail!(
+                    "{component} exited ({status}) before it was healthy; its log ends with:\n{}",
+                    self.log_tail(component, LOG_TAIL_LINES)
+                );
+            }
+            if started.elapsed() > STARTUP_TIMEOUT {
+                bail!(
+                    "{component} was not healthy after {STARTUP_TIMEOUT:?}; its log ends with:\n{}",
+                    self.log_tail(component, LOG_TAIL_LINES)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn process_mut(&mut self, component: Component) -> Option<&mut ChildProcess> {
+        self.processes
+            .iter_mut()
+            .find(|(started, _)| *started == component)
+            .map(|(_, process)| process)
+    }
+
+    /// The kubeconfig the scheduler and the tests use (token auth, TLS verification off).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The apiserver's URL, `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// The bearer token the apiserver accepts ([`TOKEN`]).
+    pub fn token(&self) -> &str {
+        TOKEN
+    }
+
+    /// The cluster's temporary directory (logs, configuration, etcd's data).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Where `component` logs (stdout and stderr).
+    pub fn log_path(&self, component: Component) -> PathBuf {
+        self.dir().join(format!("{component}.log"))
+    }
+
+    /// Everything `component` has logged so far (empty if it was never started).
+    pub fn logs(&self, component: Component) -> String {
+        fs::read(self.log_path(component))
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The last `lines` lines `component` logged.
+    pub fn log_tail(&self, component: Component, lines: usize) -> String {
+        tail(&self.log_path(component), lines)
+    }
+
+    /// The tail of every component's log, headed by its name: for failure messages.
+    pub fn log_tails(&self) -> String {
+        self.processes
+            .iter()
+            .map(|(component, _)| {
+                format!(
+                    "----- {component} ({}) -----\n{}",
+                    self.log_path(*component).display(),
+                    self.log_tail(*component, LOG_TAIL_LINES)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Whether `component` is still running.
+    pub fn is_running(&mut self, component: Component) -> bool {
+        self.process_mut(component)
+            .is_some_and(ChildProcess::is_running)
+    }
+
+    /// A client of the apiserver, from the kubeconfig [`Cluster::kubeconfig_path`].
+    pub async fn client(&self) -> Result<Client> {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .with_context(|| format!("could not read {}", self.kubeconfig.display()))?;
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .context("the kubeconfig the cluster wrote does not load")?;
+        // The serving certificate is self-signed (the kubeconfig says so too).
+        config.accept_invalid_certs = true;
+        install_crypto_provider();
+        Client::try_from(config).context("could not build a Kubernetes client")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Scheduler, then apiserver, then etcd: each stops while what it talks to is still up,
+        // so the logs end with its shutdown, not with connection errors.
+        while let Some((_, mut process)) = self.processes.pop() {
+            process.terminate(TERMINATION_GRACE);
+        }
+        if std::env::var_os("TANDEM_E2E_KEEP").is_some() {
+            self.dir.disable_cleanup(true);
+            eprintln!("TANDEM_E2E_KEEP: kept {}", self.dir().display());
+        }
+    }
+}
+
+/// The kubeconfig of the tests' user for the apiserver at `server`.
+fn kubeconfig_yaml(server: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: tandem-e2e
+  cluster:
+    server: {server}
+    insecure-skip-tls-verify: true
+users:
+- name: tandem-e2e
+  user:
+    token: {TOKEN}
+contexts:
+- name: tandem-e2e
+  context:
+    cluster: tandem-e2e
+    user: tandem-e2e
+current-context: tandem-e2e
+"
+    )
+}
+
+/// Installs rustls' ring provider as the process default, once. The workspace builds rustls
+/// with no provider chosen (reqwest's `rustls-no-provider`, kube without `ring`/`aws-lc-rs`),
+/// so every process installs one before its first TLS client: this one is the tests'.
+pub fn install_crypto_provider() {
+    // An error means one is installed already: fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// An HTTP client for the cluster's endpoints: self-signed certificates accepted, short
+/// timeouts (a starting server may accept a connection and answer late).
+pub fn insecure_http_client() -> Result<reqwest::Client> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .tls_danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .context("could not build an HTTP client")
+}
+
+/// A loopback port nobody listens on right now: bound to port 0, then released. Another
+/// process could take it before ours binds it; that shows as a component failing to start.
+pub fn free_port() -> Result<u16> {
+    let [port] = free_ports()?;
+    Ok(port)
+}
+
+/// `N` distinct free loopback ports, as [`free_port`]: all are held until all are picked, so
+/// the system cannot hand out the same one twice.
+pub fn free_ports<const N: usize>() -> Result<[u16; N]> {
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("could not bind a loopback port to find a free one")?;
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr()?.port();
+    }
+    Ok(ports)
+}
+
+/// The last `lines` lines of the file at `path` (at most its last 64 KiB are read).
+pub fn tail(path: &Path, lines: usize) -> String {
+    const WINDOW: u64 = 64 * 1024;
+    let read = || -> std::io::Result<String> {
+        let mut file = File::open(path)?;
+        let length = file.metadata()?.len();
+        file.seek(SeekFrom::Start(length.saturating_sub(WINDOW)))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    match read() {
+        Ok(text) => {
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(error) => format!("(could not read {}: {error})", path.display()),
+    }
+}
+
+/// A child process in a process group of its own, logging to a file; dropping it stops the
+/// whole group (SIGTERM, a grace period, SIGKILL) and reaps it, so a failing test leaves no
+/// process behind.
+#[derive(Debug)]
+pub struct ChildProcess {
+    child: Child,
+    /// What was run, for messages.
+    program: String,
+    log: PathBuf,
+    /// Set once the child is reaped: its pid (and group id) may be reused from then on, so no
+    /// signal is sent after that.
+    status: Option<ExitStatus>,
+}
+
+/// Starts `command` in a new process group with stdin from `/dev/null` and stdout and stderr
+/// appended to `log` (created if missing).
+pub fn spawn_logged(mut command: Command, log: &Path) -> Result<ChildProcess> {
+    let file = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("could not open {}", log.display()))?;
+    let stderr = file.try_clone()?;
+    let program = command.get_program().to_string_lossy().into_owned();
+    // Its own group: the group can be signalled as a whole (the process and anything it
+    // starts), and a Ctrl-C on the terminal of `cargo test` does not reach it directly.
+    command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(stderr);
+    let child = command
+        .spawn()
+        .with_context(|| format!("could not start {program}"))?;
+    Ok(ChildProcess {
+        child,
+        program,
+        log: log.to_path_buf(),
+        status: None,
+    })
+}
+
+impl ChildProcess {
+    /// The process id, which is also its process group id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The file it logs to.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The last `lines` lines of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log, lines)
+    }
+
+    /// Whether it is still running (an exited child is reaped here).
+    pub fn is_running(&mut self) -> bool {
+        self.exit_status().is_none()
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            // An error here (ECHILD) cannot happen for our own unreaped child; treat it as
+            // still running.
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// SIGKILLs the whole group at once and reaps the process: a crash, as far as anyone
+    /// talking to it can tell.
+    pub fn kill_now(&mut self) {
+        if self.exit_status().is_none() {
+            self.signal_group("KILL");
+        }
+        self.reap();
+    }
+
+    /// SIGTERMs the group, waits up to `grace` for the process to exit, then SIGKILLs the
+    /// group; reaps the process either way.
+    pub fn terminate(&mut self, grace: Duration) {
+        if self.exit_status().is_some() {
+            return;
+        }
+        self.signal_group("TERM");
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if self.exit_status().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "{} (pid {}) ignored SIGTERM for {grace:?}: SIGKILL",
+            self.program,
+            self.id()
+        );
+        self.kill_now();
+    }
+
+    /// `kill -<signal> -- -<pgid>`. The `kill` program, because this workspace forbids
+    /// `unsafe` (libc's `kill`) and needs no signal crate for two signals. Falls back to
+    /// SIGKILL of the process alone if `kill` cannot be run.
+    fn signal_group(&mut self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg("--")
+            .arg(format!("-{}", self.id()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !sent {
+            let _ = self.child.kill();
+        }
+    }
+
+    fn reap(&mut self) {
+        if self.status.is_none() {
+            self.status = self.child.wait().ok();
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.terminate(TERMINATION_GRACE);
+    }
+}
+
+/// Makes sure namespace `name` exists (creating it if not).
+pub async fn ensure_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => Ok(()),
+        // Created meanwhile by someone else: just as good.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error).with_context(|| format!("could not create namespace {name}")),
+    }
+}
+
+/// Creates a schedulable GPU node as a GPU operator's feature discovery would describe it: 64
+/// CPUs, 256 GiB, 110 pods, `gpu_count` `nvidia.com/gpu`, labels `nvidia.com/gpu.product` and
+/// `nvidia.com/gpu.memory` (MiB), and a `Ready` condition.
+///
+/// Without a kubelet, the test writes the status, in the create request: the apiserver keeps
+/// the status a Node is created with (unlike most kinds, whose create drops it; scheduler_perf
+/// and kwok rely on this too). The returned node is checked to show the GPUs as allocatable,
+/// so a future apiserver that drops it fails here, not as a pod that never schedules.
+pub async fn create_gpu_node(
+    client: &Client,
+    name: &str,
+    gpu_count: u32,
+    product_label: &str,
+    memory_mib: u32,
+) -> Result<Node> {
+    let resources = json!({
+        "cpu": "64",
+        "memory": "256Gi",
+        "pods": "110",
+        "nvidia.com/gpu": gpu_count.to_string(),
+    });
+    let status = json!({
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [{
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "tandem-e2e: no kubelet, the test says so",
+        }],
+    });
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": product_label,
+                "nvidia.com/gpu.memory": memory_mib.to_string(),
+            },
+        },
+        "status": status,
+    }))?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .with_context(|| format!("could not create node {name}"))?;
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|status| status.allocatable.as_ref());
+    ensure!(
+        allocatable.and_then(|resources| resources.get("nvidia.com/gpu"))
+            == Some(&Quantity(gpu_count.to_string())),
+        "node {name} does not show its GPUs as allocatable: {allocatable:?}"
+    );
+    Ok(node)
+}
+
+/// Waits until pod `ns/pod` is bound to a node, and returns the node's name; `None` if
+/// `timeout` passes first (or the pod does not exist). Polls every 100 ms.
+pub async fn wait_for_binding(
+    client: &Client,
+    ns: &str,
+    pod: &str,
+    timeout: Duration,
+) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(found)) = pods.get_opt(pod).await
+            && let Some(node) = found.spec.and_then(|spec| spec.node_name)
+        {
+            return Some(node);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
