@@ -2,7 +2,7 @@
 //! ties them together (bind assumptions, observations, finished pods).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use tandem_api::Outcome;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
 use crate::engine::{Engine, EngineFailure};
+use crate::extender::{GpuScores, score_gpus};
 use crate::identity::JobKeys;
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, Reason};
@@ -58,6 +59,16 @@ struct Assumed {
     at: Instant,
 }
 
+/// The scores computed by the last `filter`, kept for the `prioritize` of the same pod that
+/// kube-scheduler sends next.
+#[derive(Debug)]
+struct ScoreCache {
+    pod: String,
+    epoch: u64,
+    nodes: std::collections::HashSet<String>,
+    scores: Arc<GpuScores>,
+}
+
 /// The persisted part of the adapter's state, with the store version it matches.
 #[derive(Debug, Default)]
 struct Persisted {
@@ -87,6 +98,10 @@ pub struct App {
     assumed: Mutex<HashMap<String, Assumed>>,
     ready: AtomicBool,
     persisted: tokio::sync::Mutex<Persisted>,
+    /// Bumped whenever the view or the engine's knowledge changes: cached scores are only as
+    /// good as the epoch they were computed in.
+    epoch: AtomicU64,
+    scores: Mutex<Option<ScoreCache>>,
     /// Serializes binds, so two pods never take the last place on one GPU at once.
     pub bind_lock: tokio::sync::Mutex<()>,
 }
@@ -131,6 +146,8 @@ impl App {
             assumed: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
             persisted: tokio::sync::Mutex::new(Persisted { version, ledger }),
+            epoch: AtomicU64::new(0),
+            scores: Mutex::new(None),
             bind_lock: tokio::sync::Mutex::new(()),
         };
         if matches!(app.source, Source::Fixed(_)) {
@@ -171,6 +188,7 @@ impl App {
     pub fn view(&self) -> Arc<ClusterView> {
         if self.dirty.swap(false, Ordering::AcqRel) {
             let fresh = Arc::new(self.build_view());
+            self.epoch.fetch_add(1, Ordering::AcqRel);
             *self
                 .view
                 .write()
@@ -219,6 +237,38 @@ impl App {
         }
     }
 
+    /// The engine's scores of a one-GPU `pod` on the GPUs of `candidates` in `view`: from the
+    /// last `filter` of the same pod when nothing changed since (kube-scheduler sends
+    /// `prioritize` right after `filter`, over the nodes that passed), else from the engine.
+    pub fn scores(
+        &self,
+        pod: &GpuPod,
+        view: &ClusterView,
+        candidates: &[String],
+    ) -> Result<Arc<GpuScores>, EngineFailure> {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let mut cache = self
+            .scores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hit) = cache.as_ref()
+            && !pod.uid.is_empty()
+            && hit.pod == pod.uid
+            && hit.epoch == epoch
+            && candidates.iter().all(|n| hit.nodes.contains(n))
+        {
+            return Ok(Arc::clone(&hit.scores));
+        }
+        let scores = Arc::new(score_gpus(&self.engine, view, pod, candidates)?);
+        *cache = Some(ScoreCache {
+            pod: pod.uid.clone(),
+            epoch,
+            nodes: candidates.iter().cloned().collect(),
+            scores: Arc::clone(&scores),
+        });
+        Ok(scores)
+    }
+
     /// Records `bind`'s choice so the next decision sees it before the watcher does.
     pub fn assume(&self, uid: &str, node: &str, gpus: Vec<String>) {
         self.assumed
@@ -245,7 +295,10 @@ impl App {
             return Err(ObserveError::NotLeader(self.leadership.holder()));
         }
         let mut persisted = self.persisted.lock().await;
-        let answer = apply(&self.engine, &mut persisted.ledger).inspect_err(|_| {
+        let answer = apply(&self.engine, &mut persisted.ledger);
+        // Even a failed batch may have applied its first observations.
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let answer = answer.inspect_err(|_| {
             self.metrics.engine_errors.inc();
         })?;
         self.write(&mut persisted).await?;
@@ -301,6 +354,7 @@ impl App {
         }
         self.engine
             .replace(&stored.engine, stored.adapter.profile_map())?;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         persisted.version = Some(stored.version);
         persisted.ledger = stored.adapter.ledger;
         Ok(true)

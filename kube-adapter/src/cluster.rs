@@ -24,6 +24,11 @@ pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 /// Node label with each GPU's memory in MiB, as GPU feature discovery sets it.
 pub const MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 
+/// Node label with the number of physical GPUs, as GPU feature discovery sets it. With
+/// time-slicing the device plugin advertises `replicas` units per GPU; this label still counts
+/// devices, so Tandem judges the real GPUs.
+pub const COUNT_LABEL: &str = "nvidia.com/gpu.count";
+
 /// GPU models the engine's catalogs and profiles name, matched as substrings of the product
 /// label. Longer names first, so `A100` is not read as `A10`.
 const KNOWN_MODELS: &[(&str, u32)] = &[
@@ -68,6 +73,17 @@ pub fn node_gpus(node: &Node, resource: &str) -> Result<(u32, GpuSpec), String> 
         return Err(format!("node has no {resource}"));
     }
     let labels = node.metadata.labels.as_ref();
+    let count = match labels.and_then(|l| l.get(COUNT_LABEL)) {
+        Some(text) => match text.trim().parse::<u32>() {
+            Ok(devices) if devices > 0 => devices,
+            _ => {
+                return Err(format!(
+                    "node label {COUNT_LABEL}={text:?} is not a GPU count"
+                ));
+            }
+        },
+        None => count,
+    };
     let product = labels
         .and_then(|l| l.get(PRODUCT_LABEL))
         .ok_or_else(|| format!("node has {resource} but no {PRODUCT_LABEL} label"))?;
@@ -358,6 +374,15 @@ pub(crate) mod tests {
                 .contains(MEMORY_LABEL)
         );
         let (count, spec) = node_gpus(&node("v", 4, "Tesla-V100", None), "nvidia.com/gpu").unwrap();
+        let mut sliced = node("t", 8, "Tesla-T4", None);
+        // Time-slicing: 2 devices advertised as 8 units.
+        sliced
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(COUNT_LABEL.to_owned(), "2".to_owned());
+        assert_eq!(node_gpus(&sliced, "nvidia.com/gpu").unwrap().0, 2);
         assert_eq!(
             (count, spec.model.as_str(), spec.memory_mib),
             (4, "V100", 16_384)

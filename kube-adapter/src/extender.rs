@@ -108,13 +108,12 @@ pub struct BindingResult {
     pub error: String,
 }
 
-/// GPUs of the candidate nodes, in candidate order, with each GPU's node position.
-fn candidate_gpus<'v>(view: &'v ClusterView, candidates: &[String]) -> Vec<(usize, &'v Gpu)> {
+/// GPUs of the candidate nodes, in candidate order.
+fn candidate_gpus<'v>(view: &'v ClusterView, candidates: &[String]) -> Vec<&'v Gpu> {
     candidates
         .iter()
-        .enumerate()
-        .filter_map(|(n, name)| match view.node(name) {
-            Some(Ok(gpus)) => Some(gpus.iter().map(move |g| (n, g))),
+        .filter_map(|name| match view.node(name) {
+            Some(Ok(gpus)) => Some(gpus.iter()),
             _ => None,
         })
         .flatten()
@@ -135,6 +134,27 @@ fn unusable(view: &ClusterView, name: &str) -> String {
     }
 }
 
+/// The engine's score (0..=100) of a one-GPU pod on GPUs of the candidate nodes, by GPU id.
+/// A GPU scores 0 exactly when the pod does not fit it (the engine's contract), so one `score`
+/// call serves both `filter` and `prioritize`.
+pub type GpuScores = HashMap<String, u8>;
+
+/// Scores `pod` on every GPU of `candidates` with one engine call.
+pub fn score_gpus(
+    engine: &Engine,
+    view: &ClusterView,
+    pod: &GpuPod,
+    candidates: &[String],
+) -> Result<GpuScores, EngineFailure> {
+    let gpus = candidate_gpus(view, candidates);
+    let scores = engine.score(&job_of(pod), &gpus)?;
+    Ok(gpus
+        .iter()
+        .zip(scores)
+        .map(|(g, score)| (g.id.clone(), score))
+        .collect())
+}
+
 /// What `filter` decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filtered {
@@ -146,114 +166,116 @@ pub struct Filtered {
     pub unresolvable: BTreeMap<String, String>,
 }
 
-/// Judges where `pod` may go: the OOM guard and sharing cap of the engine for one-GPU pods;
-/// enough idle GPUs for a pod that needs several (those never share).
+/// Judges where `pod` may go: the OOM guard and sharing cap of the engine for one-GPU pods
+/// (from `scores`, see [`score_gpus`]; the engine is asked why only about GPUs of nodes that
+/// fail); enough idle GPUs for a pod that needs several (those never share).
 pub fn filter(
     engine: &Engine,
     view: &ClusterView,
     pod: &GpuPod,
     candidates: &[String],
+    scores: &GpuScores,
 ) -> Result<Filtered, EngineFailure> {
-    let mut passed = Vec::new();
-    let mut failed = BTreeMap::new();
-    let mut unresolvable = BTreeMap::new();
-    let gpus = candidate_gpus(view, candidates);
-    let mut reasons: HashMap<usize, Vec<String>> = HashMap::new();
-    let mut fits_on: HashMap<usize, u32> = HashMap::new();
-    if pod.gpus == 1 {
-        let list: Vec<&Gpu> = gpus.iter().map(|(_, g)| *g).collect();
-        let fits = engine.filter(&job_of(pod), &list)?;
-        for ((n, gpu), fit) in gpus.iter().zip(fits) {
-            if fit.fits {
-                *fits_on.entry(*n).or_default() += 1;
-            } else {
-                reasons
-                    .entry(*n)
-                    .or_default()
-                    .push(format!("GPU {}: {}", gpu.id, fit.reason));
+    let mut out = Filtered::default();
+    let mut refused: Vec<(&String, &Gpu)> = Vec::new();
+    for name in candidates {
+        let gpus = match view.node(name) {
+            Some(Ok(gpus)) => gpus,
+            _ => {
+                out.unresolvable
+                    .insert(name.clone(), format!("Tandem: {}", unusable(view, name)));
+                continue;
             }
-        }
-    } else {
-        for (n, gpu) in &gpus {
-            if gpu.residents.is_empty() {
-                *fits_on.entry(*n).or_default() += 1;
-            }
-        }
-    }
-    for (n, name) in candidates.iter().enumerate() {
-        let Some(Ok(node_gpus)) = view.node(name) else {
-            unresolvable.insert(name.clone(), format!("Tandem: {}", unusable(view, name)));
-            continue;
         };
-        let fit = fits_on.get(&n).copied().unwrap_or(0);
-        if fit >= pod.gpus {
-            passed.push(name.clone());
-        } else if pod.gpus as usize > node_gpus.len() {
-            unresolvable.insert(
+        if pod.gpus as usize > gpus.len() {
+            out.unresolvable.insert(
                 name.clone(),
                 format!(
                     "Tandem: the pod needs {} GPUs, the node has {}",
                     pod.gpus,
-                    node_gpus.len()
+                    gpus.len()
                 ),
             );
-        } else if pod.gpus > 1 {
-            failed.insert(
-                name.clone(),
-                format!(
-                    "Tandem: the pod needs {} idle GPUs (multi-GPU pods do not share), {fit} are idle",
-                    pod.gpus
-                ),
-            );
+            continue;
+        }
+        if pod.gpus > 1 {
+            let idle = gpus.iter().filter(|g| g.residents.is_empty()).count();
+            if idle >= pod.gpus as usize {
+                out.passed.push(name.clone());
+            } else {
+                out.failed.insert(
+                    name.clone(),
+                    format!(
+                        "Tandem: the pod needs {} idle GPUs (multi-GPU pods do not share), {idle} are idle",
+                        pod.gpus
+                    ),
+                );
+            }
+            continue;
+        }
+        if gpus
+            .iter()
+            .any(|g| scores.get(&g.id).is_some_and(|&s| s > 0))
+        {
+            out.passed.push(name.clone());
         } else {
-            let why = reasons.remove(&n).unwrap_or_default();
-            failed.insert(
+            refused.extend(gpus.iter().map(|g| (name, g)));
+        }
+    }
+    if !refused.is_empty() {
+        // Only failing nodes need the engine's words.
+        let gpus: Vec<&Gpu> = refused.iter().map(|(_, g)| *g).collect();
+        let fits = engine.filter(&job_of(pod), &gpus)?;
+        let mut reasons: BTreeMap<&String, Vec<String>> = BTreeMap::new();
+        for ((name, gpu), fit) in refused.iter().zip(fits) {
+            reasons
+                .entry(name)
+                .or_default()
+                .push(format!("GPU {}: {}", gpu.id, fit.reason));
+        }
+        for (name, why) in reasons {
+            out.failed.insert(
                 name.clone(),
                 format!("Tandem: no GPU fits: {}", why.join("; ")),
             );
         }
     }
-    Ok(Filtered {
-        passed,
-        failed,
-        unresolvable,
-    })
+    Ok(out)
 }
 
-/// Scores the candidate nodes 0..=10: the engine's best GPU score on each node, relative to the
-/// best node (which gets 10), so the engine's ranking survives the protocol's 11 levels.
+/// Scores the candidate nodes 0..=10: the engine's best GPU score on each node (from
+/// `scores`), relative to the best node (which gets 10), so the engine's ranking survives the
+/// protocol's 11 levels.
 pub fn prioritize(
-    engine: &Engine,
     view: &ClusterView,
     pod: &GpuPod,
     candidates: &[String],
-) -> Result<Vec<HostPriority>, EngineFailure> {
-    let gpus = candidate_gpus(view, candidates);
-    let mut best = vec![0_u32; candidates.len()];
-    if pod.gpus == 1 {
-        let list: Vec<&Gpu> = gpus.iter().map(|(_, g)| *g).collect();
-        let scores = engine.score(&job_of(pod), &list)?;
-        for ((n, _), score) in gpus.iter().zip(scores) {
-            best[*n] = best[*n].max(u32::from(score));
-        }
-    } else {
-        // Multi-GPU pods run alone: prefer the node they leave the least fragmented.
-        for (n, gpu) in &gpus {
-            if gpu.residents.is_empty() {
-                best[*n] += 1;
-            }
-        }
-        for (n, idle) in best.iter_mut().enumerate() {
-            let total = gpus.iter().filter(|(m, _)| *m == n).count() as u32;
-            *idle = if *idle >= pod.gpus {
-                100 - 100 * (*idle - pod.gpus) / total.max(1)
-            } else {
-                0
+    scores: &GpuScores,
+) -> Vec<HostPriority> {
+    let best: Vec<u32> = candidates
+        .iter()
+        .map(|name| {
+            let Some(Ok(gpus)) = view.node(name) else {
+                return 0;
             };
-        }
-    }
+            if pod.gpus > 1 {
+                // Multi-GPU pods run alone: prefer the node they leave the least fragmented.
+                let idle = gpus.iter().filter(|g| g.residents.is_empty()).count() as u32;
+                return if idle >= pod.gpus {
+                    100 - 100 * (idle - pod.gpus) / gpus.len().max(1) as u32
+                } else {
+                    0
+                };
+            }
+            gpus.iter()
+                .filter_map(|g| scores.get(&g.id))
+                .map(|&s| u32::from(s))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let top = best.iter().copied().max().unwrap_or(0);
-    Ok(candidates
+    candidates
         .iter()
         .zip(best)
         .map(|(name, score)| HostPriority {
@@ -264,7 +286,7 @@ pub fn prioritize(
                 (i64::from(score) * MAX_PRIORITY + i64::from(top) / 2) / i64::from(top)
             },
         })
-        .collect())
+        .collect()
 }
 
 /// The GPUs of `node` that `pod` should run on: the engine's best-scored fitting GPU for a
@@ -397,13 +419,10 @@ mod tests {
     fn filter_gives_the_memory_reason_and_separates_unresolvable_nodes() {
         let engine = engine();
         let view = view(&[]);
-        let out = filter(
-            &engine,
-            &view,
-            &pending("big", 1),
-            &names(&["a", "cpu", "ghost"]),
-        )
-        .unwrap();
+        let candidates = names(&["a", "cpu", "ghost"]);
+        let big = pending("big", 1);
+        let scores = score_gpus(&engine, &view, &big, &candidates).unwrap();
+        let out = filter(&engine, &view, &big, &candidates, &scores).unwrap();
         assert!(out.passed.is_empty());
         assert!(
             out.failed["a"].contains("needs 20000 MiB"),
@@ -412,7 +431,9 @@ mod tests {
         );
         assert!(out.unresolvable["cpu"].contains("no nvidia.com/gpu"));
         assert!(out.unresolvable["ghost"].contains("not seen this node"));
-        let fits = filter(&engine, &view, &pending("p", 1), &names(&["a", "b"])).unwrap();
+        let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
+        let scores = score_gpus(&engine, &view, &p, &candidates).unwrap();
+        let fits = filter(&engine, &view, &p, &candidates, &scores).unwrap();
         assert_eq!(fits.passed, ["a", "b"]);
     }
 
@@ -423,7 +444,9 @@ mod tests {
             pod("x", 1, Some("a"), Some("a/0")),
             pod("y", 1, Some("b"), Some("b/0")),
         ]);
-        let scores = prioritize(&engine, &view, &pending("p", 1), &names(&["a", "b"])).unwrap();
+        let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
+        let gpu_scores = score_gpus(&engine, &view, &p, &candidates).unwrap();
+        let scores = prioritize(&view, &p, &candidates, &gpu_scores);
         assert_eq!(scores[0].host, "a");
         assert_eq!(scores[0].score, MAX_PRIORITY);
         assert!(scores[1].score < scores[0].score, "{scores:?}");
@@ -435,7 +458,14 @@ mod tests {
     fn multi_gpu_pods_need_idle_gpus() {
         let engine = engine();
         let view = view(&[]);
-        let out = filter(&engine, &view, &pending("p", 2), &names(&["a"])).unwrap();
+        let out = filter(
+            &engine,
+            &view,
+            &pending("p", 2),
+            &names(&["a"]),
+            &GpuScores::new(),
+        )
+        .unwrap();
         assert!(out.unresolvable["a"].contains("needs 2 GPUs, the node has 1"));
         let chosen = choose_gpus(&engine, &view, &pending("p", 2), "a").unwrap();
         assert!(chosen.unwrap_err().contains("needs 2 idle GPUs"));
@@ -452,7 +482,9 @@ mod tests {
             "x".to_owned(),
         )]));
         let view = view(&[pod("x", 1, Some("a"), Some("a/0")), second]);
-        let out = filter(&engine, &view, &pending("x", 1), &names(&["a", "b"])).unwrap();
+        let (x, candidates) = (pending("x", 1), names(&["a", "b"]));
+        let scores = score_gpus(&engine, &view, &x, &candidates).unwrap();
+        let out = filter(&engine, &view, &x, &candidates, &scores).unwrap();
         assert_eq!(out.passed, ["a", "b"], "{out:?}");
     }
 }

@@ -166,7 +166,13 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
             }));
         }
         let view = app2.view();
-        match extender::filter(&app2.engine, &view, &pod, &candidates) {
+        let judged = if pod.gpus == 1 {
+            app2.scores(&pod, &view, &candidates)
+        } else {
+            Ok(Default::default())
+        }
+        .and_then(|scores| extender::filter(&app2.engine, &view, &pod, &candidates, &scores));
+        match judged {
             Ok(extender::Filtered {
                 passed,
                 failed,
@@ -242,8 +248,18 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
             return Ok(axum::Json(zeros()));
         };
         let view = app2.view();
-        match extender::prioritize(&app2.engine, &view, &pod, &candidates) {
-            Ok(scores) => Ok(axum::Json(scores)),
+        let scores = if pod.gpus == 1 {
+            app2.scores(&pod, &view, &candidates)
+        } else {
+            Ok(Default::default())
+        };
+        match scores {
+            Ok(scores) => Ok(axum::Json(extender::prioritize(
+                &view,
+                &pod,
+                &candidates,
+                &scores,
+            ))),
             Err(error) => {
                 // Equal scores leave the choice to the scheduler's own plugins.
                 app2.metrics.engine_errors.inc();

@@ -33,8 +33,9 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
 
     /// Serve a fixed cluster from this JSON file (`{"nodes": [...], "pods": [...]}`) instead of
-    /// watching the API server: dry runs and benchmarks. Nothing is stored and `bind` is refused.
-    #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
+    /// watching the API server: dry runs and benchmarks. Nothing is stored, `bind` is refused
+    /// and --kubeconfig is ignored.
+    #[arg(long, value_name = "FILE")]
     pub cluster_file: Option<PathBuf>,
 
     /// Namespace of the knowledge-base ConfigMap and the Lease.

@@ -42,7 +42,7 @@ enum Task {
     Test,
     /// Run the CLI's recommendation on examples/queue.json.
     Demo,
-    /// Run the benchmarks of tandem-tests.
+    /// Run the benchmarks: engine calls (component vs native), then the extender under load.
     Bench,
 }
 

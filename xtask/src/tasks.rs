@@ -187,9 +187,17 @@ pub fn demo(workspace: &Workspace) -> Result<()> {
     ]))
 }
 
-/// `cargo xtask bench`: runs the benchmarks of `tandem-tests`.
+/// `cargo xtask bench`: runs the engine benchmarks of `tandem-tests`, then the extender load
+/// benchmark of `tandem-kube-adapter`.
 pub fn bench(workspace: &Workspace) -> Result<()> {
-    run_shown(workspace.cargo(["bench", "--package", "tandem-tests"]))
+    run_shown(workspace.cargo(["bench", "--package", "tandem-tests"]))?;
+    run_shown(workspace.cargo([
+        "bench",
+        "--package",
+        "tandem-kube-adapter",
+        "--bench",
+        "extender",
+    ]))
 }
 
 fn run_shown(mut cargo: Command) -> Result<()> {

@@ -4,6 +4,7 @@
 
 mod cluster;
 mod extender;
+mod tls;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
