@@ -21,7 +21,7 @@ use crate::observations;
 use crate::queue::InputError;
 
 const FORMAT: &str = "tandem-kb/1";
-const ID_SCHEME: &str = "hmac-sha256/128";
+const ID_SCHEME: &str = tandem_host::keys::SCHEME;
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use tandem_host::keys::{keyed_id, parse_secret};
 
 /// Bytes of a generated secret.
 const SECRET_BYTES: usize = 32;
@@ -42,11 +41,7 @@ impl IdKeys {
 
     /// The keyed form of `id`.
     pub fn key(&mut self, id: &str) -> String {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret)
-            .expect("HMAC accepts keys of any length");
-        mac.update(id.as_bytes());
-        let digest = mac.finalize().into_bytes();
-        let keyed: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let keyed = keyed_id(&self.secret, id);
         self.originals.insert(keyed.clone(), id.to_owned());
         keyed
     }
@@ -75,18 +70,7 @@ pub fn sidecar(kb: &Path) -> PathBuf {
 pub fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the id secret {}", path.display()))?;
-    let text = text.trim();
-    if text.len() < 32 || text.len() % 2 != 0 {
-        anyhow::bail!(
-            "{}: an id secret must be at least 16 bytes written as hex",
-            path.display()
-        );
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .with_context(|| format!("{}: the id secret is not hex", path.display()))
+    parse_secret(&text).with_context(|| format!("{}: cannot use the id secret", path.display()))
 }
 
 /// Writes a new secret file readable by its owner only; refuses to overwrite one.

@@ -20,6 +20,7 @@
 //! ```
 
 mod error;
+pub mod keys;
 mod limits;
 mod recommender;
 mod runtime;

@@ -11,14 +11,11 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+pub use tandem_host::keys::is_keyed;
+use tandem_host::keys::{keyed_id, parse_secret};
 
 /// Label naming the job a pod runs, shared by all runs of it.
 pub const JOB_LABEL: &str = "tandem.dev/job";
-
-/// Hex digits of a keyed id.
-const KEYED_LEN: usize = 32;
 
 /// Keys job identities with one per-cluster secret.
 #[derive(Clone)]
@@ -37,8 +34,9 @@ impl JobKeys {
     /// Keys with `secret` (at least 16 bytes).
     pub fn new(secret: Vec<u8>) -> anyhow::Result<Self> {
         anyhow::ensure!(
-            secret.len() >= 16,
-            "the id secret must be at least 16 bytes"
+            secret.len() >= tandem_host::keys::MIN_SECRET_BYTES,
+            "the id secret must be at least {} bytes",
+            tandem_host::keys::MIN_SECRET_BYTES
         );
         Ok(Self { secret })
     }
@@ -48,37 +46,15 @@ impl JobKeys {
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the id secret {}", path.display()))?;
-        let text = text.trim();
-        let bytes = (0..text.len())
-            .step_by(2)
-            .map(|i| {
-                text.get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect::<Option<Vec<u8>>>()
-            .with_context(|| format!("{}: the id secret is not hex", path.display()))?;
-        Self::new(bytes).with_context(|| format!("{}: secret too short", path.display()))
+        let secret = parse_secret(&text)
+            .with_context(|| format!("{}: cannot use the id secret", path.display()))?;
+        Self::new(secret)
     }
 
     /// The keyed id of the job `job` in `namespace`.
     pub fn key(&self, namespace: &str, job: &str) -> String {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret)
-            .expect("HMAC accepts keys of any length");
-        mac.update(namespace.as_bytes());
-        mac.update(b"/");
-        mac.update(job.as_bytes());
-        let digest = mac.finalize().into_bytes();
-        digest[..KEYED_LEN / 2]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        keyed_id(&self.secret, &format!("{namespace}/{job}"))
     }
-}
-
-/// Whether `id` has the shape of a keyed id (32 lower-case hex digits). The intake refuses
-/// anything else, so a profiler that forgot to key cannot leak a name into the engine.
-pub fn is_keyed(id: &str) -> bool {
-    id.len() == KEYED_LEN && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]
