@@ -5,9 +5,11 @@
 //! engine and HTTP stack as against an API server, minus the watchers). The cluster: 1,000
 //! nodes of 4 GPUs (V100, P100 and K80 nodes in turn); every other GPU holds one profiled
 //! resident, so half the GPUs are distinct states. Clients send pairs of requests
-//! (filter, then prioritize, for one pending profiled pod) at a fixed offered rate for a fixed
-//! time; the benchmark prints achieved throughput and p50/p99 latency per verb, then the same
-//! with no rate limit (the saturation throughput).
+//! (filter, then prioritize) for pending pods of one profiled job, each pair for a new pod
+//! (a new UID, as kube-scheduler sends: the adapter computes the pod's scores in `filter` and
+//! reuses them in `prioritize`, never across pods), at a fixed offered rate for a fixed time;
+//! the benchmark prints achieved throughput and p50/p99 latency per verb, then the same with no
+//! rate limit (the saturation throughput).
 //!
 //! Run: `cargo bench -p tandem-kube-adapter --bench extender` (or `cargo xtask bench`).
 //! Target (DESIGN.md §5): p99 under 10 ms at 1,000 requests/s.
@@ -59,6 +61,10 @@ fn node(i: usize) -> Node {
 fn pod(name: &str, bound: Option<(String, String)>) -> Pod {
     let mut pod = Pod::default();
     pod.metadata.name = Some(name.to_owned());
+    pod.metadata.labels = Some(BTreeMap::from([(
+        tandem_kube_adapter::identity::JOB_LABEL.to_owned(),
+        name.to_owned(),
+    )]));
     pod.metadata.namespace = Some("bench".to_owned());
     pod.metadata.uid = Some(format!("uid-{name}"));
     pod.spec = Some(PodSpec {
@@ -167,15 +173,23 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One filter then one prioritize; their latencies in ms.
-async fn pair(client: &reqwest::Client, base: &str, body: &[u8]) -> anyhow::Result<(f64, f64)> {
+/// Pods sent so far: each pair of requests is for a new pod.
+static PODS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One filter then one prioritize for a new pod (a fresh UID in `template`); their latencies
+/// in ms.
+async fn pair(client: &reqwest::Client, base: &str, template: &[u8]) -> anyhow::Result<(f64, f64)> {
+    let n = PODS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let body = String::from_utf8_lossy(template)
+        .replace("uid-pending", &format!("uid-pending-{n:09}"))
+        .into_bytes();
     let mut times = [0.0; 2];
     for (i, verb) in ["filter", "prioritize"].iter().enumerate() {
         let started = Instant::now();
         let response = client
             .post(format!("{base}/{verb}"))
             .header("content-type", "application/json")
-            .body(body.to_vec())
+            .body(body.clone())
             .send()
             .await?;
         anyhow::ensure!(
