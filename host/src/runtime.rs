@@ -23,7 +23,7 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Limits every call into a component runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostConfig {
-    /// Wall-clock time one call may take before it is interrupted (rounded up to 5 ms).
+    /// Wall-clock time one call may take before it is interrupted (at most 5 ms later).
     pub call_deadline: Duration,
     /// Most linear memory one instance may use, in bytes.
     pub memory_cap_bytes: usize,
@@ -191,10 +191,13 @@ impl Runtime {
     }
 }
 
-/// Whole epoch ticks covering `deadline`, at least one.
+/// Epoch ticks to allow for `deadline`: the whole ticks covering it, plus one. The ticker runs
+/// in its own phase, so the first tick after a call starts may come at once; the extra tick
+/// makes sure a call is never interrupted before its deadline (it is interrupted at most one
+/// tick, 5 ms, after it).
 fn deadline_ticks(deadline: Duration) -> u64 {
     let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
-    u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// Tells core modules and non-wasm files from components before compiling anything.
@@ -276,10 +279,10 @@ mod tests {
     }
 
     #[test]
-    fn deadlines_round_up_to_whole_ticks() {
+    fn deadlines_cover_whole_ticks_and_one_more() {
         assert_eq!(deadline_ticks(Duration::ZERO), 1);
-        assert_eq!(deadline_ticks(Duration::from_millis(1)), 1);
-        assert_eq!(deadline_ticks(Duration::from_millis(12)), 3);
+        assert_eq!(deadline_ticks(Duration::from_millis(1)), 2);
+        assert_eq!(deadline_ticks(Duration::from_millis(12)), 4);
         assert_eq!(deadline_ticks(Duration::MAX), u64::MAX);
     }
 }
