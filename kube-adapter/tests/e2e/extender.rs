@@ -108,12 +108,21 @@ async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()>
     }
 }
 
+/// Posts `body` as a profiler would: a 503 (no leader elected yet, right after a start) is
+/// retried for a while, anything else is final.
 async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
-    let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
-    let status = response.status();
-    let text = response.text().await?;
-    ensure!(status.is_success(), "{url}: {status}: {text}");
-    Ok(serde_json::from_str(&text)?)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        ensure!(status.is_success(), "{url}: {status}: {text}");
+        return Ok(serde_json::from_str(&text)?);
+    }
 }
 
 async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
@@ -441,16 +450,26 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         after["outcomes"], learned["outcomes"]
     );
     ensure!(learned["outcomes"].as_u64() == after["outcomes"].as_u64().map(|n| n + 1));
-    let metrics = http
-        .get(format!("{}/metrics", adapter.url))
-        .send()
-        .await?
-        .text()
-        .await?;
-    let line = metrics
-        .lines()
-        .find(|l| l.starts_with("tandem_outcomes_learned_total"))
-        .unwrap_or_default();
+    // The engine shows the outcome as soon as it has it; the counter moves once the
+    // knowledge base is written, a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let metrics = http
+            .get(format!("{}/metrics", adapter.url))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("tandem_outcomes_learned_total"))
+            .unwrap_or_default()
+            .to_owned();
+        if line.ends_with(" 1") || Instant::now() >= deadline {
+            break line;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     println!("(outcomes) {line}");
     ensure!(line.ends_with(" 1"), "metrics: {line:?}");
     Ok(())
