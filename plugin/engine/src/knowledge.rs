@@ -67,6 +67,14 @@ pub(crate) struct Knowledge {
     pub(crate) outcomes: u64,
 }
 
+/// The workload an id names: `<workload>~<instance>` is one instance of a recurring workload
+/// (several may be queued or running at once, and ids must be unique in a request), any other
+/// id is its own workload. Instances share what was learned about their workload: its observed
+/// profile and its outcomes. Keyed ids are hexadecimal, so `~` never occurs in one.
+pub(crate) fn workload_of(id: &str) -> &str {
+    id.split_once('~').map_or(id, |(workload, _)| workload)
+}
+
 impl Knowledge {
     /// A knowledge base seeded with the bundled Futurewei profiles, clustered with `seed`.
     pub(crate) fn bootstrapped(seed: u64) -> Self {
@@ -92,7 +100,7 @@ impl Knowledge {
     /// Files a profile, refitting the clustering when enough new points arrived.
     pub(crate) fn observe_profile(&mut self, job: &str, profile: Profile, seed: u64) -> Assignment {
         let point = features::of(&profile);
-        self.profiles.insert(job.to_owned(), profile);
+        self.profiles.insert(workload_of(job).to_owned(), profile);
         let total = self.seed_points.len() + self.profiles.len();
         let fitted = self.clusters.fitted_points;
         if self.clusters.clusters.is_empty() || total as f64 >= fitted as f64 * (1.0 + REFIT_GROWTH)
@@ -106,8 +114,11 @@ impl Knowledge {
         }
     }
 
+    /// The profile observed under `job`, else under its workload (see [`workload_of`]).
     pub(crate) fn profile(&self, job: &str) -> Option<&Profile> {
-        self.profiles.get(job)
+        self.profiles
+            .get(job)
+            .or_else(|| self.profiles.get(workload_of(job)))
     }
 
     /// How the predictor sees a profile of an anonymous job.
@@ -126,7 +137,7 @@ impl Knowledge {
     /// How the predictor sees `job`: from its own profile, else one observed under its id,
     /// else from the outcomes its id was named in (if any).
     pub(crate) fn view_of(&self, job: &Job) -> JobView {
-        let workload = self.workloads.index(&job.id);
+        let workload = self.workloads.index(workload_of(&job.id));
         match job.profile.as_ref().or_else(|| self.profile(&job.id)) {
             Some(profile) => JobView {
                 workload,
@@ -168,7 +179,7 @@ impl Knowledge {
         let Some(profiles) = outcome
             .jobs
             .iter()
-            .map(|job| self.profiles.get(job))
+            .map(|job| self.profile(job))
             .collect::<Option<Vec<&Profile>>>()
         else {
             return Ok(());

@@ -871,6 +871,35 @@ mod tests {
     }
 
     #[test]
+    fn instances_of_one_workload_share_what_it_learned() {
+        let mut engine = Recommender::bootstrap(Policy::default(), 0).unwrap();
+        let one_gpu = [gpu("g0", 16_384, vec![])];
+        let queue = [Job::new("w~1"), Job::new("w~2"), Job::new("v~1")];
+        // Nothing learned yet: two instances are strangers of unknown memory.
+        let answer = engine.recommend(&queue[..2], &one_gpu).unwrap();
+        assert_eq!(answer.unplaced.len(), 1, "{answer:?}");
+        // Two instances of `w` were seen sharing a V100 (outcomes name any instances).
+        engine
+            .observe_outcome(&outcome("w~7", "w~8", "V100"))
+            .unwrap();
+        let answer = engine.recommend(&queue[..2], &one_gpu).unwrap();
+        assert!(answer.unplaced.is_empty(), "{answer:?}");
+        // But not beside `v`, which no outcome named.
+        let busy = [gpu("g0", 16_384, vec![Job::new("w~1")])];
+        assert!(engine.filter(&Job::new("w~3"), &busy).unwrap()[0].fits);
+        assert!(!engine.filter(&queue[2], &busy).unwrap()[0].fits);
+        // A profile observed for one instance serves every instance.
+        engine.observe_profile("v~1", profile(10.0, 1_000)).unwrap();
+        assert_eq!(
+            engine
+                .predict(&[Job::new("v~9")], &one_gpu[0].spec)
+                .unwrap()
+                .peak_mem_mib,
+            1_000
+        );
+    }
+
+    #[test]
     fn objectives_choose_differently() {
         // g0 already runs a light job; g1 is idle and larger.
         let resident = Job::profiled("r", profile(20.0, 2_000));

@@ -172,7 +172,11 @@ impl Workloads {
     /// partners (pairwise effects add up in log space), and that every pair of it fit on the
     /// GPU model.
     pub(crate) fn learn(&mut self, outcome: &Outcome) {
-        let members: Vec<usize> = outcome.jobs.iter().map(|id| self.intern(id)).collect();
+        let members: Vec<usize> = outcome
+            .jobs
+            .iter()
+            .map(|id| self.intern(crate::knowledge::workload_of(id)))
+            .collect();
         let partners = (members.len() - 1) as f64;
         for (i, &of) in members.iter().enumerate() {
             let log_slowdown = (outcome.colocated_s[i] / outcome.solo_s[i]).ln() / partners;
@@ -195,7 +199,8 @@ impl Workloads {
     /// Whether workloads `a` and `b` were observed sharing a GPU of `gpu_model`.
     pub(crate) fn shared(&self, a: Option<usize>, b: Option<usize>, gpu_model: &str) -> bool {
         match (a, b) {
-            (Some(a), Some(b)) if a != b => self
+            // `a == b`: two instances of one workload, which may share when they were seen to.
+            (Some(a), Some(b)) => self
                 .shared
                 .get(&(a.min(b), a.max(b)))
                 .is_some_and(|models| models.contains(gpu_model)),
