@@ -101,8 +101,9 @@ impl Trained {
                 submitted_at_s: position as f64,
             })
             .collect();
-        // As many GPUs as jobs: capacity never forces anyone to run alone.
-        let gpus: Vec<Gpu> = (0..queue.len())
+        // Half as many GPUs as jobs: the queue starts at once only by sharing, which is when
+        // grouping matters (with a GPU per job, `balanced` runs every job alone).
+        let gpus: Vec<Gpu> = (0..queue.len().div_ceil(2))
             .map(|i| Gpu {
                 id: format!("eval/{i}"),
                 node: "eval".into(),

@@ -1,7 +1,8 @@
 //! Turning a queue into placements: the memory guard, the per-GPU job cap and the objectives.
 //!
-//! Under `balanced` queued jobs are first paired by maximum-weight matching and each pair
-//! started on an idle GPU ([`Planner::place_matched_pairs`]). Then jobs are placed one at a time
+//! Under `balanced`, sharing is for contention: while there are idle GPUs enough for every
+//! queued job, each starts alone. Otherwise queued jobs are first paired by maximum-weight
+//! matching and each pair started on an idle GPU ([`Planner::place_matched_pairs`]). Then jobs are placed one at a time
 //! (surest first, see below; largest memory first for `max-packing`) on the GPU that the
 //! objective values most among those the job fits:
 //! - `balanced`: the marginal time saved by sharing (in solo-time units), minus a penalty once
@@ -194,12 +195,27 @@ impl<'a> Planner<'a> {
         }
 
         let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
-        if self.policy.objective == Objective::Balanced && self.policy.max_jobs_per_gpu >= 2 {
+        // Sharing pays for itself only under contention: while idle GPUs remain for every job
+        // still to place, `balanced` starts each alone, since any slowdown is then pure loss
+        // to its user. `max-packing` packs regardless (the provider's view: whole GPUs freed).
+        let mut idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
+        let mut jobs_left = order.len();
+        let balanced = self.policy.objective == Objective::Balanced;
+        if balanced && self.policy.max_jobs_per_gpu >= 2 && jobs_left > idle_left {
             order = self.place_matched_pairs(queue, order, &mut placed_on);
+            idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
+            jobs_left = order.len();
         }
         for (i, view) in order {
             let job = &queue[i];
             let mut candidates = self.candidates(&view);
+            if balanced
+                && jobs_left <= idle_left
+                && candidates.iter().any(|c| self.gpus[c.gpu].is_idle())
+            {
+                candidates.retain(|c| self.gpus[c.gpu].is_idle());
+            }
+            jobs_left -= 1;
             let too_slow = self.drop_harmful(&mut candidates);
             let Some(best) = self.choose(&candidates, &mut rng) else {
                 let reason = match too_slow {
@@ -217,6 +233,9 @@ impl<'a> Planner<'a> {
                 continue;
             };
             let state = &mut self.gpus[best];
+            if state.is_idle() {
+                idle_left -= 1;
+            }
             state.add(&job.id, view);
             state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
             placed_on[best].push(&job.id);
@@ -918,11 +937,30 @@ mod tests {
                 .gpu
                 .clone()
         };
-        // Sharing with a light job saves time: balanced and max-packing pick g0.
-        assert_eq!(choice(Objective::Balanced), "g0");
+        // Packing fills g0 beside the light job.
         assert_eq!(choice(Objective::MaxPacking), "g0");
         // Only an idle GPU means no slowdown at all.
         assert_eq!(choice(Objective::MinSlowdown), "g1");
+        // With an idle GPU for every queued job, sharing would only slow someone down.
+        assert_eq!(choice(Objective::Balanced), "g1");
+        // Under contention (two jobs, one idle GPU) balanced shares, since sharing light
+        // jobs saves time: both start now, on a shared GPU.
+        let two = [
+            Job::profiled("a", profile(30.0, 4_000)),
+            Job::profiled("b", profile(25.0, 3_000)),
+        ];
+        let answer = Recommender::new(Policy::default(), 0)
+            .unwrap()
+            .recommend(&two, &gpus)
+            .unwrap();
+        assert!(answer.unplaced.is_empty(), "{answer:?}");
+        assert!(
+            answer
+                .placements
+                .iter()
+                .any(|p| p.jobs.len() + p.residents.len() == 2),
+            "{answer:?}"
+        );
     }
 
     #[test]
