@@ -14,6 +14,7 @@ mod keys;
 mod observations;
 mod queue;
 mod render;
+mod simulate;
 mod synthesize;
 
 use std::path::PathBuf;
@@ -111,6 +112,174 @@ enum Command {
     /// numbers the engine produced. See docs/EVALUATION.md for the protocol.
     #[command(subcommand)]
     Eval(EvalCommand),
+
+    /// Replay a job trace on a simulated GPU cluster under Tandem and every baseline.
+    ///
+    /// Jobs arrive from the trace; each policy decides which queued jobs start on which GPUs;
+    /// jobs run at the speeds measured in the catalogs (alone, and in pairs sharing a GPU of
+    /// that model). A pair nobody measured fails with an OOM and its job is resubmitted to run
+    /// alone; a job type's first run is profiled alone before its jobs may share. Tandem runs
+    /// through the engine component and learns from every co-location that ends. Prints one
+    /// row per policy: average, median and p95 job completion time, makespan, queueing delay,
+    /// GPU utilization, individual slowdown of the jobs that shared, packing saving, OOMs and
+    /// decisions per second; `--report` also writes an HTML page with plots.
+    ///
+    /// With no inputs it replays the built-in demo: a Philly-derived Gavel trace (986 jobs) on
+    /// 48 GPUs (16 K80, 16 P100, 16 V100), with Gavel's measurements as ground truth. The same
+    /// inputs, settings and seed give the same figures (except wall times).
+    Simulate(SimulateArgs),
+
+    /// Build simulator inputs from public traces, or generate a synthetic one.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// Trace CSV (`arrival_s,job_type,gpus,steps`; see `tandem trace`) [default: the built-in
+    /// demo trace, sim/data/demo-trace.csv].
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+
+    /// Cluster CSV (`nodes,gpus_per_node,gpu_model`) [default: the demo's 16 K80, 16 P100 and
+    /// 16 V100].
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+
+    /// Catalog of measured co-locations, repeatable; they are merged [default: the three
+    /// Gavel catalogs, K80, P100 and V100, built in].
+    #[arg(long = "catalog", value_name = "FILE")]
+    catalogs: Vec<PathBuf>,
+
+    /// Policies to compare, comma-separated, or `all`: exclusive-fifo, random, ffd-util,
+    /// schedtune-min-jct, jrs-ranking, lucid-style, tandem-balanced, tandem-min-slowdown,
+    /// tandem-max-packing.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "all"
+    )]
+    policies: Vec<String>,
+
+    /// Solo profiling window of a job type's first run, in seconds (0: no profiling).
+    #[arg(long, value_name = "S", default_value_t = Settings::default().profile_window_s)]
+    profile_window_s: f64,
+
+    /// Seconds from the start of a group that cannot run to the OOM of the job that joined.
+    #[arg(long, value_name = "S", default_value_t = Settings::default().oom_after_s)]
+    oom_after_s: f64,
+
+    /// Queued jobs, from the head, that a policy considers at each decision.
+    #[arg(long, value_name = "N", default_value_t = Settings::default().window)]
+    window: usize,
+
+    /// Share (0..=1) of the catalogs' measured pairs told to every policy before the run, as
+    /// the history a cluster would have.
+    #[arg(long, value_name = "F", default_value_t = Settings::default().history_share)]
+    history_share: f64,
+
+    /// Shortest sharing, in seconds, reported to the policies as an outcome.
+    #[arg(long, value_name = "S", default_value_t = Settings::default().min_outcome_s)]
+    min_outcome_s: f64,
+
+    /// Seed of the history split, the random policy, the id keys and the engine.
+    #[arg(long, default_value_t = Settings::default().seed)]
+    seed: u64,
+
+    /// Write an HTML report with plots (JCT CDF, utilization over time, slowdowns) here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+use tandem_sim::Settings;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TraceCommand {
+    /// Convert Gavel's Philly-derived traces (tab-separated, seven columns) to a trace CSV.
+    ///
+    /// Several files are merged by arrival time (the 15 files of data/gavel/traces/
+    /// philly_vc_seed0 make 15,264 jobs).
+    Gavel {
+        /// Gavel trace files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Multiply every arrival time by this factor (compress or stretch the trace).
+        #[arg(long, value_name = "F", default_value_t = 1.0)]
+        time_scale: f64,
+        /// Keep only the first N jobs.
+        #[arg(long, value_name = "N")]
+        first: Option<usize>,
+        /// The trace CSV to write (atomically).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Convert the Alibaba GPU-sharing trace (cluster-trace-gpu-v2023) to a trace and a
+    /// cluster.
+    ///
+    /// Pods carry no job type, so each gets one drawn (seeded) from the catalogs' types, with
+    /// its observed run time as its solo time on the reference GPU model. Only nodes of GPU
+    /// models the catalogs measured are kept.
+    Alibaba {
+        /// The pod list (for example data/alibaba/openb_pod_list_default.csv).
+        #[arg(long, value_name = "FILE")]
+        pods: PathBuf,
+        /// The node list (data/alibaba/openb_node_list_gpu_node.csv).
+        #[arg(long, value_name = "FILE")]
+        nodes: PathBuf,
+        /// Catalogs whose job types and GPU models to use, repeatable [default: the built-in
+        /// Gavel catalogs].
+        #[arg(long = "catalog", value_name = "FILE")]
+        catalogs: Vec<PathBuf>,
+        /// GPU model whose solo throughput turns a pod's run time into work.
+        #[arg(long, value_name = "MODEL", default_value = "V100")]
+        reference_model: String,
+        /// Seed of the job-type draw.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The trace CSV to write.
+        #[arg(long, value_name = "FILE")]
+        out_trace: PathBuf,
+        /// The cluster CSV to write.
+        #[arg(long, value_name = "FILE")]
+        out_cluster: PathBuf,
+    },
+    /// Generate a synthetic trace: Poisson arrivals and a uniform mix of the catalogs' job
+    /// types, solo durations log-uniform on the reference GPU model.
+    Synthetic {
+        /// Jobs to generate.
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        jobs: usize,
+        /// Mean time between arrivals, s.
+        #[arg(long, value_name = "S", default_value_t = 300.0)]
+        mean_interarrival_s: f64,
+        /// Share of jobs needing 2, 4 or 8 GPUs.
+        #[arg(long, value_name = "F", default_value_t = 0.1)]
+        multi_gpu_share: f64,
+        /// Shortest solo duration on the reference model, s.
+        #[arg(long, value_name = "S", default_value_t = 600.0)]
+        min_duration_s: f64,
+        /// Longest solo duration on the reference model, s.
+        #[arg(long, value_name = "S", default_value_t = 36_000.0)]
+        max_duration_s: f64,
+        /// Catalogs whose job types to draw from, repeatable [default: the built-in Gavel
+        /// catalogs].
+        #[arg(long = "catalog", value_name = "FILE")]
+        catalogs: Vec<PathBuf>,
+        /// GPU model whose solo throughput turns a duration into work.
+        #[arg(long, value_name = "MODEL", default_value = "V100")]
+        reference_model: String,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The trace CSV to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -333,6 +502,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
         Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),
         Some(Command::Eval(EvalCommand::Pairs(args))) => evaluate_pairs(&cli.engine, args),
+        Some(Command::Simulate(args)) => run_simulation(&cli.engine, args),
+        Some(Command::Trace(command)) => simulate::trace(command),
         // `arg_required_else_help` prints the help when nothing is given at all; this covers
         // options without a command.
         None => Err(InputError::usage("no command given; see `tandem --help`").into()),
@@ -509,6 +680,52 @@ fn evaluate_pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => print!("{}", render::evaluation(&report)),
+    }
+    Ok(())
+}
+
+fn run_simulation(engine: &EngineArgs, args: SimulateArgs) -> anyhow::Result<()> {
+    let request = simulate::Request {
+        catalogs: args.catalogs,
+        trace: args.trace,
+        cluster: args.cluster,
+        policies: if args.policies.iter().any(|p| p == "all") {
+            tandem_sim::policy::PolicyName::ALL
+                .iter()
+                .map(|p| p.as_str().to_owned())
+                .collect()
+        } else {
+            args.policies
+        },
+        settings: Settings {
+            profile_window_s: args.profile_window_s,
+            oom_after_s: args.oom_after_s,
+            window: args.window,
+            history_share: args.history_share,
+            min_outcome_s: args.min_outcome_s,
+            seed: args.seed,
+        },
+        command: std::iter::once("tandem".to_owned())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    // Bad settings are reported before the engine is loaded.
+    request
+        .settings
+        .check()
+        .map_err(|e| InputError::usage(e.to_string()))?;
+    let runtime = engine.runtime()?;
+    let report = simulate::run(&runtime, &request)?;
+    if let Some(path) = &args.report {
+        simulate::write(path, &tandem_sim::report::html(&report))?;
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => print!("{}", tandem_sim::report::table(&report)),
+    }
+    if let Some(path) = &args.report {
+        eprintln!("report written to {}", path.display());
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod engine;
 mod loading;
 mod sandbox;
+mod sim;
 
 use std::time::Duration;
 

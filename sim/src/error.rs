@@ -1,0 +1,79 @@
+//! Errors of the simulator: bad input files (with the line at fault) and policies that break
+//! the cluster's rules or whose engine fails.
+
+use std::path::PathBuf;
+
+/// What went wrong in a simulation or in reading its inputs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An input (trace, cluster file, catalog set, option) is malformed. `origin` names the
+    /// file and, for line-oriented formats, the line (`trace.csv:12`).
+    #[error("{origin}: {problem}")]
+    Input {
+        /// File (and line) at fault.
+        origin: String,
+        /// What is wrong, for a person to read.
+        problem: String,
+    },
+    /// A catalog could not be read or checked.
+    #[error(transparent)]
+    Catalog(#[from] tandem_catalog::Error),
+    /// A policy asked for something the cluster's rules forbid (a bug in the policy, never in
+    /// the input): the run stops rather than report numbers nobody could reproduce.
+    #[error("policy {policy} broke a rule at t = {time_s:.1} s: {problem}")]
+    Policy {
+        /// The policy's name.
+        policy: String,
+        /// Simulated time of the decision.
+        time_s: f64,
+        /// The rule broken.
+        problem: String,
+    },
+    /// The engine component failed (a trap, a deadline, an error it returned).
+    #[error("policy {policy}: the engine failed: {source}")]
+    Engine {
+        /// The policy's name.
+        policy: String,
+        /// The host's error.
+        source: tandem_host::Error,
+    },
+}
+
+/// The simulator's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An [`Error::Input`] for `origin`, line `line` (1-based, the header being line 1).
+pub(crate) fn at_line(origin: &str, line: u64, problem: impl Into<String>) -> Error {
+    Error::Input {
+        origin: format!("{origin}:{line}"),
+        problem: problem.into(),
+    }
+}
+
+/// The 1-based line of the record the csv crate places at byte offset `byte` of `text`. Its
+/// own line count and offsets both include the blank lines it skipped before the record, so
+/// the record's first line is found past them.
+pub(crate) fn line_of(text: &str, byte: u64) -> u64 {
+    let bytes = text.as_bytes();
+    let mut end = usize::try_from(byte).unwrap_or(usize::MAX).min(bytes.len());
+    while end < bytes.len() && matches!(bytes[end], b'\n' | b'\r') {
+        end += 1;
+    }
+    1 + bytes[..end].iter().filter(|&&b| b == b'\n').count() as u64
+}

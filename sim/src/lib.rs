@@ -1,0 +1,35 @@
+//! Tandem's trace-driven simulator of a heterogeneous GPU cluster.
+//!
+//! Jobs arrive from a [`Trace`]; a [`Policy`] decides, at every change, which queued jobs start
+//! on which GPUs; the cluster runs them at the speeds someone *measured* ([`Truth`], built from
+//! the catalogs in `data/catalogs/`). Jobs sharing a GPU progress at their measured pair speeds
+//! and speed up again when a partner leaves; a group the catalogs never measured, or whose
+//! memory does not fit, fails with an OOM and its jobs are resubmitted to run alone. New job
+//! types are profiled alone before they may share. Finished co-locations are reported back to
+//! every policy, so learning policies (Tandem, through the real engine component) learn during
+//! the run. The [`Report`] gives JCT, makespan, queueing delay, utilization, slowdowns, packing
+//! saving, OOMs and decisions per second per policy, as a table, JSON or an HTML page with
+//! plots.
+//!
+//! Modules by concern: [`trace`] and [`cluster`] are the input formats, [`convert`] builds
+//! them from public traces, [`truth`] is the measured ground truth, [`world`] the event loop,
+//! [`policy`] the policies, [`metrics`] what is measured, [`report`] how it is shown.
+
+pub mod cluster;
+pub mod convert;
+pub mod demo;
+pub mod error;
+pub mod metrics;
+pub mod policy;
+pub mod report;
+pub mod trace;
+pub mod truth;
+pub mod world;
+
+pub use cluster::Cluster;
+pub use error::{Error, Result};
+pub use metrics::{PolicyReport, Report};
+pub use policy::Policy;
+pub use trace::Trace;
+pub use truth::Truth;
+pub use world::{Scenario, Settings, compare, simulate};

@@ -1,0 +1,189 @@
+//! Tandem itself: the engine component in the loop, through `tandem-host`.
+//!
+//! The engine sees what it would see in a real cluster and nothing else. A job type is a
+//! recurring workload known by a keyed id (HMAC of its name with a secret drawn from the seed);
+//! each job is an instance of it, `<workload>~<job>`, so instances share what was learned about
+//! their workload. A type's profile reaches the engine (`observe-profile`) when its profiling
+//! window ends, if the catalog measured one. Jobs that may not share yet (type not profiled,
+//! resubmitted after an OOM) go to the engine under an id of their own with no profile: the
+//! engine knows nothing of them, so it puts them only on idle GPUs and lets nobody join them.
+//! Every co-location the simulator reports becomes an `observe-outcome`; every decision is one
+//! `recommend` over the head of the queue and the GPUs that can take a job. Multi-GPU jobs run
+//! alone, first-fit; the engine places single GPUs.
+
+use std::collections::HashMap;
+
+use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy as EnginePolicy, Profile};
+use tandem_host::{Recommender, Runtime};
+
+use super::baselines::{Board, shareable};
+use super::{Known, Observed, Policy, Start, View};
+use crate::error::{Error, Result};
+
+/// Tandem under one objective.
+#[derive(Debug)]
+pub struct Tandem {
+    name: String,
+    engine: Recommender,
+    /// Keyed workload id of each job type.
+    workloads: Vec<String>,
+    /// Names of the GPU models, as the engine sees them.
+    models: Vec<GpuSpec>,
+}
+
+impl Tandem {
+    /// Jobs per GPU at most: the catalogs measured pairs.
+    pub const MAX_JOBS_PER_GPU: u32 = 2;
+
+    /// A fresh engine (bootstrapped knowledge base) under `objective`.
+    pub fn new(runtime: &Runtime, objective: Objective, known: &Known, seed: u64) -> Result<Self> {
+        let name = format!(
+            "tandem-{}",
+            match objective {
+                Objective::Balanced => "balanced",
+                Objective::MinSlowdown => "min-slowdown",
+                Objective::MaxPacking => "max-packing",
+            }
+        );
+        let policy = EnginePolicy {
+            objective,
+            max_jobs_per_gpu: Self::MAX_JOBS_PER_GPU,
+            exploration: 0.0,
+        };
+        let engine = runtime
+            .bootstrap(&policy, seed)
+            .map_err(|source| Error::Engine {
+                policy: name.clone(),
+                source,
+            })?;
+        let secret: Vec<u8> = seed.to_le_bytes().repeat(4);
+        Ok(Self {
+            workloads: known
+                .types
+                .iter()
+                .map(|t| tandem_host::keys::keyed_id(&secret, &t.name))
+                .collect(),
+            models: known
+                .models
+                .iter()
+                .map(|m| GpuSpec::new(m.name.clone(), m.memory_mib))
+                .collect(),
+            engine,
+            name,
+        })
+    }
+
+    fn engine_error(&self, source: tandem_host::Error) -> Error {
+        Error::Engine {
+            policy: self.name.clone(),
+            source,
+        }
+    }
+}
+
+impl Policy for Tandem {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn learn(&mut self, observed: &Observed) -> Result<()> {
+        let [a, b] = observed.types;
+        let length = observed.seconds;
+        // What a profiler beside the pair reports: while sharing for `length` seconds, each did
+        // the work of `length × speed` seconds alone.
+        let outcome = Outcome {
+            gpu_model: self.models[observed.model].model.clone(),
+            jobs: vec![
+                format!("{}~a", self.workloads[a]),
+                format!("{}~b", self.workloads[b]),
+            ],
+            solo_s: vec![length * observed.speeds[0], length * observed.speeds[1]],
+            colocated_s: vec![length, length],
+        };
+        self.engine
+            .observe_outcome(&outcome)
+            .map_err(|e| self.engine_error(e))
+    }
+
+    fn profiled(&mut self, job_type: usize, profile: Option<&Profile>) -> Result<()> {
+        if let Some(profile) = profile {
+            self.engine
+                .observe_profile(&self.workloads[job_type], profile)
+                .map_err(|e| self.engine_error(e))?;
+        }
+        Ok(())
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Result<Vec<Start>> {
+        let mut board = Board::of(view.gpus);
+        let mut starts = Vec::new();
+        let mut queue = Vec::new();
+        let mut job_of: HashMap<String, usize> = HashMap::new();
+        for job in view.queue {
+            if job.gpus > 1 {
+                starts.extend(board.first_fit(job, view.known));
+                continue;
+            }
+            let id = if shareable(job) {
+                format!("{}~{}", self.workloads[job.job_type], job.id)
+            } else {
+                format!("new-{}", job.id)
+            };
+            job_of.insert(id.clone(), job.id);
+            queue.push(Job {
+                submitted_at_s: job.arrival_s,
+                ..Job::new(id)
+            });
+        }
+        if queue.is_empty() {
+            return Ok(starts);
+        }
+        let mut gpus = Vec::new();
+        let mut gpu_of: HashMap<&str, usize> = HashMap::new();
+        for (g, gpu) in view.gpus.iter().enumerate() {
+            let open = board.count[g] == 0
+                || (board.count[g] < Self::MAX_JOBS_PER_GPU as usize && board.open[g]);
+            if !open {
+                continue;
+            }
+            gpu_of.insert(gpu.id.as_str(), g);
+            gpus.push(Gpu {
+                id: gpu.id.clone(),
+                node: gpu.node.clone(),
+                spec: self.models[gpu.model].clone(),
+                residents: gpu
+                    .residents
+                    .iter()
+                    .map(|r| Job::new(format!("{}~{}", self.workloads[r.job_type], r.id)))
+                    .collect(),
+            });
+        }
+        if gpus.is_empty() {
+            return Ok(starts);
+        }
+        let recommendation = self
+            .engine
+            .recommend(&queue, &gpus)
+            .map_err(|e| self.engine_error(e))?;
+        for placement in recommendation.placements {
+            let Some(&g) = gpu_of.get(placement.gpu.as_str()) else {
+                continue;
+            };
+            for id in &placement.jobs {
+                let Some(&job) = job_of.get(id) else { continue };
+                let job_type = view
+                    .queue
+                    .iter()
+                    .find(|q| q.id == job)
+                    .map(|q| q.job_type)
+                    .unwrap_or_default();
+                // The engine does not know where a type's throughput was measured; a job
+                // placed where it cannot run stays queued.
+                if view.known.types[job_type].throughput[view.gpus[g].model].is_some() {
+                    starts.push(Start { job, gpus: vec![g] });
+                }
+            }
+        }
+        Ok(starts)
+    }
+}

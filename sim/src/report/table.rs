@@ -1,0 +1,84 @@
+//! The terminal table: one row per policy.
+
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::metrics::Report;
+
+/// The report as a table for the terminal, with the reproducing command and the inputs above
+/// it and the policies that could not run listed below it.
+pub fn table(report: &Report) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header([
+            "policy",
+            "avg JCT h",
+            "p50 JCT h",
+            "p95 JCT h",
+            "makespan h",
+            "avg queue h",
+            "GPU util %",
+            "shared jobs",
+            "IndSD avg %",
+            "IndSD p95 %",
+            "IndSD>50% %",
+            "PacSav avg %",
+            "OOMs",
+            "decisions/s",
+        ]);
+    let hours = |s: f64| format!("{:.2}", s / 3600.0);
+    let mut skipped = Vec::new();
+    for p in &report.policies {
+        if let Some(why) = &p.not_applicable {
+            skipped.push(format!("{}: not applicable: {why}", p.policy));
+            continue;
+        }
+        let slowdown = p.slowdown_pct;
+        let row = [
+            p.policy.clone(),
+            hours(p.jct_s.mean),
+            hours(p.jct_s.p50),
+            hours(p.jct_s.p95),
+            hours(p.makespan_s),
+            hours(p.queueing_s.mean),
+            format!("{:.1}", p.gpu_util_pct),
+            p.shared_jobs.to_string(),
+            slowdown.map_or("-".into(), |s| format!("{:.1}", s.mean)),
+            slowdown.map_or("-".into(), |s| format!("{:.1}", s.p95)),
+            format!("{:.1}", p.slowdown_over_50_pct),
+            p.packing_saving_pct
+                .map_or("-".into(), |s| format!("{:.1}", s.mean)),
+            p.ooms.to_string(),
+            format!("{:.0}", p.decisions_per_s),
+        ];
+        table.add_row(row.into_iter().enumerate().map(|(i, text)| {
+            let cell = Cell::new(text);
+            if i == 0 {
+                cell
+            } else {
+                cell.set_alignment(CellAlignment::Right)
+            }
+        }));
+    }
+    let gpus: Vec<String> = report
+        .inputs
+        .gpus
+        .iter()
+        .map(|(model, n)| format!("{n} {model}"))
+        .collect();
+    let mut text = format!(
+        "$ {}\ntrace: {} ({} jobs); cluster: {} ({}); catalogs: {}\n{table}\n",
+        report.command,
+        report.inputs.trace,
+        report.inputs.jobs,
+        report.inputs.cluster,
+        gpus.join(", "),
+        report.inputs.catalogs.join(", "),
+    );
+    for line in skipped {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
