@@ -2,11 +2,6 @@
 //! engine it was built with and needs no file next to it.
 
 fn main() -> anyhow::Result<()> {
-    let guests = tandem_xtask::BuildScriptGuests::from_env()?;
-    let component = guests.build("tandem-engine-component")?;
-    println!(
-        "cargo:rustc-env=TANDEM_ENGINE_COMPONENT={}",
-        component.display()
-    );
+    tandem_xtask::BuildScriptGuests::from_env()?.embed_engine()?;
     Ok(())
 }

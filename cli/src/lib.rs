@@ -706,7 +706,7 @@ fn run_simulation(engine: &EngineArgs, args: SimulateArgs) -> anyhow::Result<()>
             seed: args.seed,
         },
         command: std::iter::once("tandem".to_owned())
-            .chain(std::env::args().skip(1))
+            .chain(std::env::args().skip(1).map(|arg| shell_quoted(&arg)))
             .collect::<Vec<_>>()
             .join(" "),
     };
@@ -728,6 +728,17 @@ fn run_simulation(engine: &EngineArgs, args: SimulateArgs) -> anyhow::Result<()>
         eprintln!("report written to {}", path.display());
     }
     Ok(())
+}
+
+/// `arg` as a POSIX shell reads it back: unchanged when it holds only safe characters, else in
+/// single quotes (a quote inside becomes `'\''`), so a printed command can be pasted.
+fn shell_quoted(arg: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./=:,@%+".contains(c);
+    if !arg.is_empty() && arg.chars().all(safe) {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
 }
 
 /// 2 for anything the user can fix in their input, 1 for everything else.
@@ -753,4 +764,18 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quoted;
+
+    #[test]
+    fn printed_commands_paste_back_into_a_shell() {
+        assert_eq!(shell_quoted("--report"), "--report");
+        assert_eq!(shell_quoted("a/b-c_d.csv"), "a/b-c_d.csv");
+        assert_eq!(shell_quoted("my trace.csv"), "'my trace.csv'");
+        assert_eq!(shell_quoted("it's"), "'it'\\''s'");
+        assert_eq!(shell_quoted(""), "''");
+    }
 }

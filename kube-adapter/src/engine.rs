@@ -83,10 +83,7 @@ impl Engine {
         let fits = self
             .lock()
             .filter(job, &distinct)
-            .map_err(|source| EngineFailure {
-                call: "filter",
-                source,
-            })?;
+            .map_err(failed("filter"))?;
         Ok(gpus
             .iter()
             .zip(&index)
@@ -101,13 +98,7 @@ impl Engine {
     /// Scores `job` on each of `gpus` (in order), 0..=100.
     pub fn score(&self, job: &Job, gpus: &[&Gpu]) -> Result<Vec<u8>, EngineFailure> {
         let (distinct, index) = self.distinct(job, gpus);
-        let scores = self
-            .lock()
-            .score(job, &distinct)
-            .map_err(|source| EngineFailure {
-                call: "score",
-                source,
-            })?;
+        let scores = self.lock().score(job, &distinct).map_err(failed("score"))?;
         Ok(index.iter().map(|&i| scores[i].score).collect())
     }
 
@@ -160,10 +151,7 @@ impl Engine {
         let assignment = self
             .lock()
             .observe_profile(job, profile)
-            .map_err(|source| EngineFailure {
-                call: "observe-profile",
-                source,
-            })?;
+            .map_err(failed("observe-profile"))?;
         self.profiles().insert(job.to_owned(), profile.clone());
         Ok(assignment)
     }
@@ -172,28 +160,17 @@ impl Engine {
     pub fn observe_outcome(&self, outcome: &Outcome) -> Result<(), EngineFailure> {
         self.lock()
             .observe_outcome(outcome)
-            .map_err(|source| EngineFailure {
-                call: "observe-outcome",
-                source,
-            })
+            .map_err(failed("observe-outcome"))
     }
 
     /// Predicts what happens to `group` on a GPU of `spec`.
     pub fn predict(&self, group: &[Job], spec: &GpuSpec) -> Result<Prediction, EngineFailure> {
-        self.lock()
-            .predict(group, spec)
-            .map_err(|source| EngineFailure {
-                call: "predict",
-                source,
-            })
+        self.lock().predict(group, spec).map_err(failed("predict"))
     }
 
     /// What the knowledge base holds.
     pub fn describe(&self) -> Result<KnowledgeSummary, EngineFailure> {
-        self.lock().describe().map_err(|source| EngineFailure {
-            call: "describe",
-            source,
-        })
+        self.lock().describe().map_err(failed("describe"))
     }
 
     /// The engine's state and the adapter's profiles, for the knowledge store.
@@ -208,10 +185,7 @@ impl Engine {
         state: &[u8],
         profiles: HashMap<String, Profile>,
     ) -> Result<(), EngineFailure> {
-        let fresh = self.runtime.load(state).map_err(|source| EngineFailure {
-            call: "load",
-            source,
-        })?;
+        let fresh = self.runtime.load(state).map_err(failed("load"))?;
         *self.lock() = fresh;
         *self.profiles() = profiles;
         Ok(())
@@ -221,4 +195,9 @@ impl Engine {
     pub fn rebuilds(&self) -> u64 {
         self.lock().rebuilds()
     }
+}
+
+/// The error of engine call `call`, for `map_err`.
+fn failed(call: &'static str) -> impl FnOnce(tandem_host::Error) -> EngineFailure {
+    move |source| EngineFailure { call, source }
 }

@@ -15,7 +15,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result, at_line, line_of};
+use crate::csv_input;
+use crate::error::{Error, Result, at_line};
 
 /// One group of identical nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,36 +66,13 @@ impl Cluster {
 
     /// Parses and checks cluster CSV; `origin` starts every error.
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
-        let mut reader = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
-            .from_reader(text.as_bytes());
-        let headers = reader
-            .headers()
-            .map_err(|e| at_line(origin, 1, format!("cannot read the header: {e}")))?
-            .clone();
-        let mut index = [0usize; 3];
-        for (slot, column) in index.iter_mut().zip(COLUMNS) {
-            *slot = headers.iter().position(|h| h == column).ok_or_else(|| {
-                at_line(
-                    origin,
-                    1,
-                    format!(
-                        "missing column `{column}` (the header must name {})",
-                        COLUMNS.join(", ")
-                    ),
-                )
-            })?;
-        }
+        let (mut reader, index) = csv_input::open(text, origin, &COLUMNS)?;
         let mut cluster = Cluster {
             origin: origin.to_owned(),
             ..Cluster::default()
         };
         for record in reader.records() {
-            let record = record.map_err(|e| {
-                let line = e.position().map_or(0, |p| line_of(text, p.byte()));
-                at_line(origin, line, format!("malformed row: {e}"))
-            })?;
-            let line = record.position().map_or(0, |p| line_of(text, p.byte()));
+            let (record, line) = csv_input::row(record, text, origin)?;
             let field = |i: usize| record.get(index[i]).unwrap_or_default();
             let count = |i: usize| -> Result<u32> {
                 field(i)

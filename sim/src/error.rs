@@ -65,15 +65,3 @@ pub(crate) fn at_line(origin: &str, line: u64, problem: impl Into<String>) -> Er
         problem: problem.into(),
     }
 }
-
-/// The 1-based line of the record the csv crate places at byte offset `byte` of `text`. Its
-/// own line count and offsets both include the blank lines it skipped before the record, so
-/// the record's first line is found past them.
-pub(crate) fn line_of(text: &str, byte: u64) -> u64 {
-    let bytes = text.as_bytes();
-    let mut end = usize::try_from(byte).unwrap_or(usize::MAX).min(bytes.len());
-    while end < bytes.len() && matches!(bytes[end], b'\n' | b'\r') {
-        end += 1;
-    }
-    1 + bytes[..end].iter().filter(|&&b| b == b'\n').count() as u64
-}

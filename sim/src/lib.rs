@@ -17,6 +17,7 @@
 
 pub mod cluster;
 pub mod convert;
+mod csv_input;
 pub mod demo;
 pub mod error;
 pub mod metrics;

@@ -96,6 +96,18 @@ impl BuildScriptGuests {
         Ok(component)
     }
 
+    /// Builds the engine component and tells cargo to embed it: sets the compile-time
+    /// environment variable `TANDEM_ENGINE_COMPONENT` to its path, for
+    /// `include_bytes!(env!("TANDEM_ENGINE_COMPONENT"))` in binaries that carry their engine.
+    pub fn embed_engine(&self) -> Result<PathBuf> {
+        let component = self.build("tandem-engine-component")?;
+        println!(
+            "cargo:rustc-env=TANDEM_ENGINE_COMPONENT={}",
+            component.display()
+        );
+        Ok(component)
+    }
+
     /// Prints `cargo:rerun-if-changed` for `path` unless it or a directory above it already is.
     fn watch(&self, path: PathBuf) {
         let mut watched = self.watched.borrow_mut();

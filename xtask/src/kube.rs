@@ -11,7 +11,6 @@
 //! files and the build recipe, so a changed module gets a fresh directory and an unchanged one
 //! is built once. Go's own build cache stays where Go keeps it (`go env GOCACHE`).
 
-use std::ffi::OsString;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,29 +121,7 @@ impl Program {
 /// Where the binaries are cached: `$TANDEM_KUBE_DIR`, else `$XDG_CACHE_HOME/tandem/kube`, else
 /// `$HOME/.cache/tandem/kube` (the convention of [`crate::toolchain_dir`]).
 pub fn kube_dir() -> PathBuf {
-    let dir = kube_dir_from(
-        std::env::var_os("TANDEM_KUBE_DIR"),
-        std::env::var_os("XDG_CACHE_HOME"),
-        std::env::var_os("HOME"),
-    );
-    std::path::absolute(&dir).unwrap_or(dir)
-}
-
-fn kube_dir_from(
-    tandem: Option<OsString>,
-    xdg_cache: Option<OsString>,
-    home: Option<OsString>,
-) -> PathBuf {
-    let set = |value: Option<OsString>| value.filter(|value| !value.is_empty()).map(PathBuf::from);
-    if let Some(dir) = set(tandem) {
-        return dir;
-    }
-    // The XDG spec says to ignore a relative XDG_CACHE_HOME.
-    if let Some(cache) = set(xdg_cache).filter(|cache| cache.is_absolute()) {
-        return cache.join("tandem").join("kube");
-    }
-    let home = set(home).unwrap_or_else(std::env::temp_dir);
-    home.join(".cache").join("tandem").join("kube")
+    crate::toolchain::cache_dir("TANDEM_KUBE_DIR", "kube")
 }
 
 /// The cache key of the module: 16 hex digits of a 64-bit FNV-1a over the recipe and the three
@@ -422,17 +399,22 @@ mod tests {
 
     #[test]
     fn kube_dir_prefers_tandem_then_xdg_then_home() {
-        let some = |s: &str| Some(OsString::from(s));
+        let some = |s: &str| Some(std::ffi::OsString::from(s));
         assert_eq!(
-            kube_dir_from(some("/opt/kube"), some("/xdg"), some("/home/me")),
+            crate::toolchain::cache_dir_from(
+                "kube",
+                some("/opt/kube"),
+                some("/xdg"),
+                some("/home/me")
+            ),
             PathBuf::from("/opt/kube")
         );
         assert_eq!(
-            kube_dir_from(some(""), some("/xdg"), some("/home/me")),
+            crate::toolchain::cache_dir_from("kube", some(""), some("/xdg"), some("/home/me")),
             PathBuf::from("/xdg/tandem/kube")
         );
         assert_eq!(
-            kube_dir_from(None, some("relative"), some("/home/me")),
+            crate::toolchain::cache_dir_from("kube", None, some("relative"), some("/home/me")),
             PathBuf::from("/home/me/.cache/tandem/kube")
         );
     }

@@ -171,24 +171,28 @@ pub fn test(workspace: &Workspace) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask demo`: ensures the toolchain, then runs the CLI's recommendation on the
-/// example queue.
+/// `cargo xtask demo`: ensures the toolchain, then replays the built-in demo trace in the
+/// simulator under Tandem and every baseline, printing the comparison and writing
+/// `tandem-report.html` (plots) in the repository root.
+///
+/// A dev build: it shares its artifacts with `cargo xtask test` and compiles in a fraction of
+/// a release build's time, and the demo replays in seconds either way (speed is measured by
+/// `cargo xtask bench`, in release).
 pub fn demo(workspace: &Workspace) -> Result<()> {
     ensure_toolchain()?;
     run_shown(workspace.cargo([
         "run",
-        "--release",
         "--package",
         "tandem-cli",
         "--",
-        "recommend",
-        "--queue",
-        "examples/queue.json",
+        "simulate",
+        "--report",
+        "tandem-report.html",
     ]))
 }
 
-/// `cargo xtask bench`: runs the engine benchmarks of `tandem-tests`, then the extender load
-/// benchmark of `tandem-kube-adapter`.
+/// `cargo xtask bench`: runs the benchmarks of `tandem-tests` (engine calls, the simulator's
+/// 15,000-job replay), then the extender load benchmark of `tandem-kube-adapter`.
 pub fn bench(workspace: &Workspace) -> Result<()> {
     run_shown(workspace.cargo(["bench", "--package", "tandem-tests"]))?;
     run_shown(workspace.cargo([

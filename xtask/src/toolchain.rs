@@ -36,15 +36,23 @@ pub const DEBIAN_PACKAGES: [&str; 5] = [
 /// script runs in its package's directory, so prefer an absolute path there). Build scripts
 /// using [`crate::BuildScriptGuests`] rerun when these variables change.
 pub fn toolchain_dir() -> PathBuf {
-    let dir = toolchain_dir_from(
-        std::env::var_os("TANDEM_TOOLCHAIN_DIR"),
+    cache_dir("TANDEM_TOOLCHAIN_DIR", "toolchain")
+}
+
+/// A cache directory of the project: `$<env_var>` if set, else `$XDG_CACHE_HOME/tandem/<leaf>`,
+/// else `$HOME/.cache/tandem/<leaf>`; made absolute against the current directory.
+pub(crate) fn cache_dir(env_var: &str, leaf: &str) -> PathBuf {
+    let dir = cache_dir_from(
+        leaf,
+        std::env::var_os(env_var),
         std::env::var_os("XDG_CACHE_HOME"),
         std::env::var_os("HOME"),
     );
     std::path::absolute(&dir).unwrap_or(dir)
 }
 
-fn toolchain_dir_from(
+pub(crate) fn cache_dir_from(
+    leaf: &str,
     tandem: Option<OsString>,
     xdg_cache: Option<OsString>,
     home: Option<OsString>,
@@ -55,10 +63,10 @@ fn toolchain_dir_from(
     }
     // The XDG spec says to ignore a relative XDG_CACHE_HOME.
     if let Some(cache) = set(xdg_cache).filter(|cache| cache.is_absolute()) {
-        return cache.join("tandem").join("toolchain");
+        return cache.join("tandem").join(leaf);
     }
     let home = set(home).unwrap_or_else(std::env::temp_dir);
-    home.join(".cache").join("tandem").join("toolchain")
+    home.join(".cache").join("tandem").join(leaf)
 }
 
 /// Which wasm32 toolchain builds guests.
@@ -520,19 +528,19 @@ mod tests {
     fn toolchain_dir_prefers_tandem_then_xdg_then_home() {
         let some = |s: &str| Some(OsString::from(s));
         assert_eq!(
-            toolchain_dir_from(some("/opt/tc"), some("/xdg"), some("/home/me")),
+            cache_dir_from("toolchain", some("/opt/tc"), some("/xdg"), some("/home/me")),
             PathBuf::from("/opt/tc")
         );
         assert_eq!(
-            toolchain_dir_from(some(""), some("/xdg"), some("/home/me")),
+            cache_dir_from("toolchain", some(""), some("/xdg"), some("/home/me")),
             PathBuf::from("/xdg/tandem/toolchain")
         );
         assert_eq!(
-            toolchain_dir_from(None, some("relative"), some("/home/me")),
+            cache_dir_from("toolchain", None, some("relative"), some("/home/me")),
             PathBuf::from("/home/me/.cache/tandem/toolchain")
         );
         assert_eq!(
-            toolchain_dir_from(None, None, some("/home/me")),
+            cache_dir_from("toolchain", None, None, some("/home/me")),
             PathBuf::from("/home/me/.cache/tandem/toolchain")
         );
     }

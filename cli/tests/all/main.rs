@@ -2,6 +2,7 @@
 
 mod eval;
 mod kb;
+mod simulate;
 mod synthesize;
 
 use std::path::{Path, PathBuf};

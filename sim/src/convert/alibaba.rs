@@ -23,6 +23,7 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::cluster::{Cluster, NodeGroup};
+use crate::csv_input;
 use crate::error::{Error, Result, at_line};
 use crate::trace::{Trace, TraceJob};
 
@@ -107,12 +108,12 @@ pub fn alibaba_cluster(
     origin: &str,
     keep_models: &[&str],
 ) -> Result<(Cluster, AlibabaClusterSummary)> {
-    let (mut reader, index) = open(node_csv, origin, &["sn", "gpu", "model"])?;
+    let (mut reader, index) = csv_input::open(node_csv, origin, &["sn", "gpu", "model"])?;
     let mut tallies = BTreeMap::<String, ModelTally>::new();
     let mut groups = BTreeMap::<(String, u32), u32>::new();
     let mut summary = AlibabaClusterSummary::default();
     for record in reader.records() {
-        let (record, line) = row(record, origin)?;
+        let (record, line) = csv_input::row(record, node_csv, origin)?;
         let field = |i: usize| record.get(index[i]).unwrap_or_default();
         let gpus = field(1).parse::<u32>().map_err(|_| {
             at_line(
@@ -242,13 +243,13 @@ pub fn alibaba_trace(
             problem: "the job types to draw from must be non-empty names, at least one".into(),
         });
     }
-    let (mut reader, index) = open(pod_csv, origin, &POD_COLUMNS)?;
+    let (mut reader, index) = csv_input::open(pod_csv, origin, &POD_COLUMNS)?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut summary = AlibabaTraceSummary::default();
     // (creation time, line, job) of the pods kept, in file order.
     let mut kept = Vec::new();
     for record in reader.records() {
-        let (record, line) = row(record, origin)?;
+        let (record, line) = csv_input::row(record, pod_csv, origin)?;
         summary.pods += 1;
         let field = |i: usize| record.get(index[i]).unwrap_or_default();
         let whole = |i: usize| -> Result<u32> {
@@ -390,51 +391,6 @@ fn pick<'a>(rng: &mut Xoshiro256PlusPlus, from: &'a [String]) -> &'a str {
     let index = (super::unit(rng) * from.len() as f64) as usize;
     from.get(index.min(from.len().saturating_sub(1)))
         .map_or("", String::as_str)
-}
-
-/// A CSV reader over `text` and the positions of `columns` in its header.
-fn open<'t>(
-    text: &'t str,
-    origin: &str,
-    columns: &[&str],
-) -> Result<(csv::Reader<&'t [u8]>, Vec<usize>)> {
-    let mut reader = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
-    let headers = reader
-        .headers()
-        .map_err(|e| at_line(origin, 1, format!("cannot read the header: {e}")))?
-        .clone();
-    let index = columns
-        .iter()
-        .map(|column| {
-            headers.iter().position(|h| h == *column).ok_or_else(|| {
-                at_line(
-                    origin,
-                    1,
-                    format!(
-                        "missing column `{column}` (the header must name {}; found {})",
-                        columns.join(", "),
-                        headers.iter().collect::<Vec<_>>().join(", ")
-                    ),
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((reader, index))
-}
-
-/// A record and its line, or the error naming the line of a malformed row.
-fn row(
-    record: std::result::Result<csv::StringRecord, csv::Error>,
-    origin: &str,
-) -> Result<(csv::StringRecord, u64)> {
-    let record = record.map_err(|e| {
-        let line = e.position().map_or(0, |p| p.line());
-        at_line(origin, line, format!("malformed row: {e}"))
-    })?;
-    let line = record.position().map_or(0, |p| p.line());
-    Ok((record, line))
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ pub const DEMO_MAX_SOLO_S: f64 = 48.0 * 3600.0;
 ///
 /// The source was cut for Gavel's clusters, not the demo's 48 GPUs: at its own pace the kept
 /// jobs hardly ever queue, and sharing a GPU could only slow them down. Compressed to 0.3 of
-/// its length (arrivals over 546 h instead of 1,821 h), jobs queue at times, which is when
+/// its length (arrivals over 489 h instead of 1,629 h), jobs queue at times, which is when
 /// sharing pays: the situation the demo compares policies in.
 pub const DEMO_TIME_SCALE: f64 = 0.3;
 

@@ -60,6 +60,20 @@ impl Board {
         self.count[g] > 0 && self.count[g] < cap.min(super::MAX_GROUP) && self.open[g]
     }
 
+    /// Starts single-GPU `job` on GPU `g`.
+    fn place(&mut self, g: usize, job: &QueuedJob) -> Start {
+        self.take(g, job);
+        Start {
+            job: job.id,
+            gpus: vec![g],
+        }
+    }
+
+    /// The first idle GPU (cluster order) whose model `job` can run on.
+    fn first_idle(&self, known: &Known, job: &QueuedJob) -> Option<usize> {
+        (0..self.count.len()).find(|&g| self.idle(g) && runs_on(known, self, job, g))
+    }
+
     fn take(&mut self, g: usize, job: &QueuedJob) {
         self.count[g] += 1;
         self.open[g] &= shareable(job);
@@ -160,11 +174,7 @@ impl Policy for RandomColocation {
                 continue;
             }
             let g = candidates[self.rng.gen_range(0..candidates.len())];
-            board.take(g, job);
-            starts.push(Start {
-                job: job.id,
-                gpus: vec![g],
-            });
+            starts.push(board.place(g, job));
         }
         Ok(starts)
     }
@@ -229,11 +239,7 @@ impl Policy for FfdUtilization {
                                 <= 100.0))
             });
             if let Some(g) = fit {
-                board.take(g, job);
-                starts.push(Start {
-                    job: job.id,
-                    gpus: vec![g],
-                });
+                starts.push(board.place(g, job));
             }
         }
         Ok(starts)
@@ -291,16 +297,9 @@ impl Policy for LucidStyle {
                 .min_by(|&a, &b| {
                     self.util[board.types[a][0]].total_cmp(&self.util[board.types[b][0]])
                 });
-            let g = partner.or_else(|| {
-                (0..board.count.len())
-                    .find(|&g| board.idle(g) && runs_on(view.known, &board, job, g))
-            });
+            let g = partner.or_else(|| board.first_idle(view.known, job));
             if let Some(g) = g {
-                board.take(g, job);
-                starts.push(Start {
-                    job: job.id,
-                    gpus: vec![g],
-                });
+                starts.push(board.place(g, job));
             }
         }
         Ok(starts)
@@ -436,16 +435,11 @@ impl Policy for JrsRanking {
                     best = Some((saving, worst, g));
                 }
             }
-            let g = best.map(|(_, _, g)| g).or_else(|| {
-                (0..board.count.len())
-                    .find(|&g| board.idle(g) && runs_on(view.known, &board, job, g))
-            });
+            let g = best
+                .map(|(_, _, g)| g)
+                .or_else(|| board.first_idle(view.known, job));
             if let Some(g) = g {
-                board.take(g, job);
-                starts.push(Start {
-                    job: job.id,
-                    gpus: vec![g],
-                });
+                starts.push(board.place(g, job));
             }
         }
         Ok(starts)

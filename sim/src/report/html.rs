@@ -295,7 +295,7 @@ fn results(page: &mut String, report: &Report, looks: &[(&PolicyReport, Look)]) 
                 look.css_swatch(),
                 escape(&p.policy)
             ));
-            for cell in cells(p) {
+            for cell in super::table::cells(p) {
                 page.push_str(&format!("<td class=\"num\">{}</td>", escape(&cell)));
             }
             page.push_str("</tr>\n");
@@ -323,28 +323,6 @@ fn results(page: &mut String, report: &Report, looks: &[(&PolicyReport, Look)]) 
         }
         page.push_str("</ul>\n");
     }
-}
-
-/// The figures of a row after the policy name, formatted as in the terminal table.
-fn cells(p: &PolicyReport) -> [String; 13] {
-    let hours = |s: f64| format!("{:.2}", s / 3600.0);
-    let slowdown = p.slowdown_pct;
-    [
-        hours(p.jct_s.mean),
-        hours(p.jct_s.p50),
-        hours(p.jct_s.p95),
-        hours(p.makespan_s),
-        hours(p.queueing_s.mean),
-        format!("{:.1}", p.gpu_util_pct),
-        p.shared_jobs.to_string(),
-        slowdown.map_or("-".into(), |s| format!("{:.1}", s.mean)),
-        slowdown.map_or("-".into(), |s| format!("{:.1}", s.p95)),
-        format!("{:.1}", p.slowdown_over_50_pct),
-        p.packing_saving_pct
-            .map_or("-".into(), |s| format!("{:.1}", s.mean)),
-        p.ooms.to_string(),
-        format!("{:.0}", p.decisions_per_s),
-    ]
 }
 
 /// One policy's line in a plot.

@@ -2,7 +2,7 @@
 
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::metrics::Report;
+use crate::metrics::{PolicyReport, Report};
 
 /// The report as a table for the terminal, with the reproducing command and the inputs above
 /// it and the policies that could not run listed below it.
@@ -27,32 +27,14 @@ pub fn table(report: &Report) -> String {
             "OOMs",
             "decisions/s",
         ]);
-    let hours = |s: f64| format!("{:.2}", s / 3600.0);
     let mut skipped = Vec::new();
     for p in &report.policies {
         if let Some(why) = &p.not_applicable {
             skipped.push(format!("{}: not applicable: {why}", p.policy));
             continue;
         }
-        let slowdown = p.slowdown_pct;
-        let row = [
-            p.policy.clone(),
-            hours(p.jct_s.mean),
-            hours(p.jct_s.p50),
-            hours(p.jct_s.p95),
-            hours(p.makespan_s),
-            hours(p.queueing_s.mean),
-            format!("{:.1}", p.gpu_util_pct),
-            p.shared_jobs.to_string(),
-            slowdown.map_or("-".into(), |s| format!("{:.1}", s.mean)),
-            slowdown.map_or("-".into(), |s| format!("{:.1}", s.p95)),
-            format!("{:.1}", p.slowdown_over_50_pct),
-            p.packing_saving_pct
-                .map_or("-".into(), |s| format!("{:.1}", s.mean)),
-            p.ooms.to_string(),
-            format!("{:.0}", p.decisions_per_s),
-        ];
-        table.add_row(row.into_iter().enumerate().map(|(i, text)| {
+        let row = std::iter::once(p.policy.clone()).chain(cells(p));
+        table.add_row(row.enumerate().map(|(i, text)| {
             let cell = Cell::new(text);
             if i == 0 {
                 cell
@@ -81,4 +63,26 @@ pub fn table(report: &Report) -> String {
         text.push('\n');
     }
     text
+}
+
+/// The figures of a row after the policy name, formatted as in the terminal table.
+pub(crate) fn cells(p: &PolicyReport) -> [String; 13] {
+    let hours = |s: f64| format!("{:.2}", s / 3600.0);
+    let slowdown = p.slowdown_pct;
+    [
+        hours(p.jct_s.mean),
+        hours(p.jct_s.p50),
+        hours(p.jct_s.p95),
+        hours(p.makespan_s),
+        hours(p.queueing_s.mean),
+        format!("{:.1}", p.gpu_util_pct),
+        p.shared_jobs.to_string(),
+        slowdown.map_or("-".into(), |s| format!("{:.1}", s.mean)),
+        slowdown.map_or("-".into(), |s| format!("{:.1}", s.p95)),
+        format!("{:.1}", p.slowdown_over_50_pct),
+        p.packing_saving_pct
+            .map_or("-".into(), |s| format!("{:.1}", s.mean)),
+        p.ooms.to_string(),
+        format!("{:.0}", p.decisions_per_s),
+    ]
 }
