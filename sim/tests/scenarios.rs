@@ -367,3 +367,16 @@ fn inputs_are_checked_against_the_catalogs_with_their_lines() {
         "{error}"
     );
 }
+
+proptest::proptest! {
+    /// Whatever the bytes, parsing a trace or a cluster file answers, never panics; and a
+    /// trace that parses is sorted, positive and at least one GPU per job.
+    #[test]
+    fn any_text_parses_or_is_refused_without_panicking(text in "(arrival_s,job_type,gpus,steps\n)?([-0-9a-z.,\" \n]{0,200})") {
+        if let Ok(trace) = Trace::parse(&text, "fuzz") {
+            proptest::prop_assert!(trace.jobs.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
+            proptest::prop_assert!(trace.jobs.iter().all(|j| j.gpus >= 1 && j.steps > 0.0 && j.arrival_s >= 0.0));
+        }
+        let _ = Cluster::parse(&text.replace("arrival_s,job_type,gpus,steps", "nodes,gpus_per_node,gpu_model"), "fuzz");
+    }
+}
