@@ -145,6 +145,9 @@ struct World<'a> {
     gpus: Vec<GpuState>,
     /// Queued jobs, in arrival order.
     queue: Vec<JobId>,
+    /// Running jobs (progressing or failing), by id: events only ever concern them, and a
+    /// replay holds far fewer than its trace.
+    running: std::collections::BTreeSet<JobId>,
     next_arrival: usize,
     profiling: Vec<Profiling>,
     collector: Collector,
@@ -319,6 +322,7 @@ impl<'a> World<'a> {
             jobs,
             gpus,
             queue: Vec::new(),
+            running: std::collections::BTreeSet::new(),
             next_arrival: 0,
             profiling: vec![Profiling::NotStarted; truth.types().len()],
         }
@@ -330,7 +334,7 @@ impl<'a> World<'a> {
         if let Some(job) = self.jobs.get(self.next_arrival) {
             next = next.min(job.arrival_s);
         }
-        for job in &self.jobs {
+        for job in self.running.iter().map(|&id| &self.jobs[id]) {
             if let Status::Running { fails_at, .. } = &job.status {
                 let at = match fails_at {
                     Some(t) => *t,
@@ -352,7 +356,8 @@ impl<'a> World<'a> {
     fn advance(&mut self, to: f64) {
         let dt = to - self.now;
         if dt > 0.0 {
-            for job in &mut self.jobs {
+            for &id in &self.running {
+                let job = &mut self.jobs[id];
                 if matches!(job.status, Status::Running { fails_at: None, .. }) {
                     job.steps_left -= job.rate * dt;
                 }
@@ -368,8 +373,9 @@ impl<'a> World<'a> {
     /// Memory of the progressing jobs, MiB, when every type's is known.
     fn memory_in_use(&self) -> Option<f64> {
         self.collector.tracks_memory().then(|| {
-            self.jobs
+            self.running
                 .iter()
+                .map(|&id| &self.jobs[id])
                 .filter(|j| matches!(j.status, Status::Running { fails_at: None, .. }))
                 .filter_map(|j| self.truth.types()[j.job_type].profile.as_ref())
                 .map(|p| f64::from(p.mem_used_mib))
@@ -380,8 +386,10 @@ impl<'a> World<'a> {
     /// Handles every event due now; returns how many jobs finished.
     fn handle_events(&mut self, policy: &mut dyn Policy) -> Result<usize> {
         let now = self.now;
+        // In id order, as the outcome of an instant must not depend on start order.
+        let running: Vec<JobId> = self.running.iter().copied().collect();
         // OOMs.
-        for id in 0..self.jobs.len() {
+        for &id in &running {
             if let Status::Running {
                 fails_at: Some(t), ..
             } = &self.jobs[id].status
@@ -392,7 +400,7 @@ impl<'a> World<'a> {
         }
         // Finishes: a job whose work is done, up to rounding.
         let mut finished = 0;
-        for id in 0..self.jobs.len() {
+        for &id in &running {
             let job = &self.jobs[id];
             if matches!(job.status, Status::Running { fails_at: None, .. })
                 && job.steps_left <= job.steps * 1e-9
@@ -625,6 +633,7 @@ impl<'a> World<'a> {
                 fails_at: fails,
             };
         }
+        self.running.insert(id);
         for &g in &gpus {
             let gpu = &mut self.gpus[g];
             if gpu.busy_since.is_none() {
@@ -704,6 +713,7 @@ impl<'a> World<'a> {
     /// A job of a group that cannot run fails with an OOM and goes back to the queue, to run
     /// alone; its progress is lost.
     fn fail(&mut self, id: JobId) -> Result<()> {
+        self.running.remove(&id);
         let Status::Running { gpus, .. } =
             std::mem::replace(&mut self.jobs[id].status, Status::Waiting)
         else {
@@ -737,6 +747,7 @@ impl<'a> World<'a> {
 
     fn finish(&mut self, id: JobId, policy: &mut dyn Policy) -> Result<()> {
         let now = self.now;
+        self.running.remove(&id);
         let Status::Running { gpus, .. } =
             std::mem::replace(&mut self.jobs[id].status, Status::Done)
         else {
