@@ -96,12 +96,21 @@ pub(crate) fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report
     Ok(report)
 }
 
-/// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
+/// Writes `text` to `path` atomically (temporary file in the same folder, then rename),
+/// readable by everyone as reports and traces are meant to be shared (the temporary file
+/// starts private).
 pub(crate) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     crate::atomic::write(path, |file| {
         file.write_all(text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            file.set_permissions(std::fs::Permissions::from_mode(0o644))
+                .with_context(|| format!("cannot make {} readable", path.display()))?;
+        }
+        Ok(())
     })
 }
 

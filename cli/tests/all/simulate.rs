@@ -50,6 +50,12 @@ fn a_synthetic_trace_replays_under_chosen_policies_with_a_report() {
             .unwrap()
             .starts_with("tandem simulate --trace")
     );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&report).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "a report is for sharing");
+    }
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("tandem-balanced") && html.matches("<svg").count() >= 3);
 }
