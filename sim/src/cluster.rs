@@ -56,12 +56,8 @@ const COLUMNS: [&str; 3] = ["nodes", "gpus_per_node", "gpu_model"];
 impl Cluster {
     /// Reads and checks a cluster file.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
+        let (text, origin) = csv_input::read(path.as_ref())?;
+        Self::parse(&text, &origin)
     }
 
     /// Parses and checks cluster CSV; `origin` starts every error.

@@ -1,7 +1,18 @@
 //! Reading the simulator's CSV inputs (traces, clusters, the Alibaba lists) with errors that
 //! name the file and line.
 
-use crate::error::{Result, at_line};
+use std::path::Path;
+
+use crate::error::{Error, Result, at_line};
+
+/// The text of the file at `path` and its name for errors.
+pub(crate) fn read(path: &Path) -> Result<(String, String)> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((text, path.display().to_string()))
+}
 
 /// A CSV reader over `text` (fields trimmed) and the positions of `columns` in its header, or
 /// an error naming the first missing column and the columns found.

@@ -282,8 +282,8 @@ impl Collector {
     }
 }
 
-/// At most 200 points of the CDF of sorted `values`.
-fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
+/// At most 200 points of the CDF of sorted `values`, as `(value, share of values ≤ it)`.
+pub(crate) fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
     let n = sorted.len();
     if n == 0 {
         return Vec::new();

@@ -54,12 +54,8 @@ const COLUMNS: [&str; 4] = ["arrival_s", "job_type", "gpus", "steps"];
 impl Trace {
     /// Reads and checks a trace file.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
+        let (text, origin) = csv_input::read(path.as_ref())?;
+        Self::parse(&text, &origin)
     }
 
     /// Parses and checks trace CSV; `origin` starts every error.

@@ -488,19 +488,7 @@ fn plots(page: &mut String, looks: &[(&PolicyReport, Look)]) {
 fn sample_cdf(values: &[f64]) -> Vec<(f64, f64)> {
     let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let step = n.div_ceil(200);
-    let mut points: Vec<(f64, f64)> = (step - 1..n)
-        .step_by(step)
-        .map(|i| (sorted[i], (i + 1) as f64 / n as f64))
-        .collect();
-    if points.last().is_none_or(|p| p.1 < 1.0) {
-        points.push((sorted[n - 1], 1.0));
-    }
-    points
+    crate::metrics::cdf(&sorted)
 }
 
 /// A staircase CDF cut at `x = hi`: its line goes on flat to `hi` at the share reached there.
