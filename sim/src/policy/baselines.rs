@@ -114,6 +114,25 @@ pub(crate) fn shareable(job: &QueuedJob) -> bool {
     job.gpus == 1 && job.profiled && !job.alone
 }
 
+/// The loop every sharing baseline shares: jobs in `order`; one that may not share takes idle
+/// GPUs first-fit, one that may goes to the GPU `pick` chooses (or waits when it chooses none).
+fn place_each<'q>(
+    view: &View<'_>,
+    order: impl IntoIterator<Item = &'q QueuedJob>,
+    mut pick: impl FnMut(&Board, &QueuedJob) -> Option<usize>,
+) -> Vec<Start> {
+    let mut board = Board::of(view.gpus);
+    let mut starts = Vec::new();
+    for job in order {
+        if !shareable(job) {
+            starts.extend(board.first_fit(job, view.known));
+        } else if let Some(g) = pick(&board, job) {
+            starts.push(board.place(g, job));
+        }
+    }
+    starts
+}
+
 /// Whether `job` can run on GPU `g`'s model.
 fn runs_on(known: &Known, board: &Board, job: &QueuedJob, g: usize) -> bool {
     known.types[job.job_type].throughput[board.model[g]].is_some()
@@ -159,24 +178,14 @@ impl Policy for RandomColocation {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Result<Vec<Start>> {
-        let mut board = Board::of(view.gpus);
-        let mut starts = Vec::new();
-        for job in view.queue {
-            if !shareable(job) {
-                starts.extend(board.first_fit(job, view.known));
-                continue;
-            }
+        let rng = &mut self.rng;
+        Ok(place_each(view, view.queue, |board, job| {
             let candidates: Vec<usize> = (0..board.count.len())
-                .filter(|&g| runs_on(view.known, &board, job, g))
+                .filter(|&g| runs_on(view.known, board, job, g))
                 .filter(|&g| board.idle(g) || board.joinable(g, 2))
                 .collect();
-            if candidates.is_empty() {
-                continue;
-            }
-            let g = candidates[self.rng.gen_range(0..candidates.len())];
-            starts.push(board.place(g, job));
-        }
-        Ok(starts)
+            (!candidates.is_empty()).then(|| candidates[rng.gen_range(0..candidates.len())])
+        }))
     }
 }
 
@@ -220,29 +229,19 @@ impl Policy for FfdUtilization {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Result<Vec<Start>> {
-        let mut board = Board::of(view.gpus);
-        let mut starts = Vec::new();
         let mut order: Vec<&QueuedJob> = view.queue.iter().collect();
         // Decreasing utilization; the sort is stable, so ties keep arrival order.
         order.sort_by(|a, b| self.util[b.job_type].total_cmp(&self.util[a.job_type]));
-        for job in order {
-            if !shareable(job) {
-                starts.extend(board.first_fit(job, view.known));
-                continue;
-            }
-            let u = self.util[job.job_type];
-            let fit = (0..board.count.len()).find(|&g| {
-                runs_on(view.known, &board, job, g)
+        let util = &self.util;
+        Ok(place_each(view, order, |board, job| {
+            let u = util[job.job_type];
+            (0..board.count.len()).find(|&g| {
+                runs_on(view.known, board, job, g)
                     && (board.idle(g)
                         || (board.joinable(g, Self::CAP)
-                            && board.types[g].iter().map(|&t| self.util[t]).sum::<f32>() + u
-                                <= 100.0))
-            });
-            if let Some(g) = fit {
-                starts.push(board.place(g, job));
-            }
-        }
-        Ok(starts)
+                            && board.types[g].iter().map(|&t| util[t]).sum::<f32>() + u <= 100.0))
+            })
+        }))
     }
 }
 
@@ -273,36 +272,25 @@ impl Policy for LucidStyle {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Result<Vec<Start>> {
-        let mut board = Board::of(view.gpus);
-        let mut starts = Vec::new();
-        for job in view.queue {
-            if !shareable(job) {
-                starts.extend(board.first_fit(job, view.known));
-                continue;
-            }
-            let u = self.util[job.job_type];
+        let (util, memory) = (&self.util, &self.memory);
+        Ok(place_each(view, view.queue, |board, job| {
+            let u = util[job.job_type];
             let partner = (0..board.count.len())
-                .filter(|&g| runs_on(view.known, &board, job, g) && board.joinable(g, 2))
+                .filter(|&g| runs_on(view.known, board, job, g) && board.joinable(g, 2))
                 .filter(|&g| {
                     let resident = board.types[g][0];
-                    let memory_fits = match (self.memory[resident], self.memory[job.job_type]) {
+                    let memory_fits = match (memory[resident], memory[job.job_type]) {
                         (Some(a), Some(b)) => {
                             u64::from(a) + u64::from(b)
                                 <= u64::from(view.known.models[board.model[g]].memory_mib)
                         }
                         _ => true,
                     };
-                    self.util[resident] + u <= 100.0 && memory_fits
+                    util[resident] + u <= 100.0 && memory_fits
                 })
-                .min_by(|&a, &b| {
-                    self.util[board.types[a][0]].total_cmp(&self.util[board.types[b][0]])
-                });
-            let g = partner.or_else(|| board.first_idle(view.known, job));
-            if let Some(g) = g {
-                starts.push(board.place(g, job));
-            }
-        }
-        Ok(starts)
+                .min_by(|&a, &b| util[board.types[a][0]].total_cmp(&util[board.types[b][0]]));
+            partner.or_else(|| board.first_idle(view.known, job))
+        }))
     }
 }
 
@@ -410,21 +398,16 @@ impl Policy for JrsRanking {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Result<Vec<Start>> {
-        let mut board = Board::of(view.gpus);
-        let mut starts = Vec::new();
-        for job in view.queue {
-            if !shareable(job) {
-                starts.extend(board.first_fit(job, view.known));
-                continue;
-            }
+        let pairs = &self.pairs;
+        Ok(place_each(view, view.queue, |board, job| {
             let mut best: Option<(f64, f64, usize)> = None;
             for g in 0..board.count.len() {
-                if !(runs_on(view.known, &board, job, g) && board.joinable(g, 2)) {
+                if !(runs_on(view.known, board, job, g) && board.joinable(g, 2)) {
                     continue;
                 }
                 let r = board.types[g][0];
                 let key = (board.model[g], r.min(job.job_type), r.max(job.job_type));
-                let Some(stats) = self.pairs.get(&key) else {
+                let Some(stats) = pairs.get(&key) else {
                     continue;
                 };
                 let saving = stats.saving_sum / stats.n;
@@ -435,13 +418,8 @@ impl Policy for JrsRanking {
                     best = Some((saving, worst, g));
                 }
             }
-            let g = best
-                .map(|(_, _, g)| g)
-                .or_else(|| board.first_idle(view.known, job));
-            if let Some(g) = g {
-                starts.push(board.place(g, job));
-            }
-        }
-        Ok(starts)
+            best.map(|(_, _, g)| g)
+                .or_else(|| board.first_idle(view.known, job))
+        }))
     }
 }
