@@ -13,6 +13,7 @@
 
 mod bench;
 mod engine;
+pub(crate) mod memory;
 mod methods;
 mod metrics;
 

@@ -301,6 +301,30 @@ enum EvalCommand {
     /// and its prediction error on the held-out pairs, next to a naive predictor. The same seed
     /// gives the same report.
     Pairs(PairsArgs),
+
+    /// Memory prediction: the engine's forest against simpler estimates, and the OOM guard.
+    ///
+    /// On SchedTune's 240 measured peaks (12 CNNs × batch sizes 8-64 × 5 GPUs, bundled with the
+    /// engine), each row is predicted from models trained without it, under three splits:
+    /// random (5 seeded folds), leave-one-GPU-out and leave-one-model-out. Prints RMSE, average
+    /// and maximum error % for the engine's random forest, a Torchinfo-like sum (parameters +
+    /// activations + input) and a Horus-like linear model; then the guard: how many would-be
+    /// OOMs (true peak above the prediction) the reservation (prediction × (1 + margin), the
+    /// margin measured on the training folds only) catches, and how much memory it
+    /// over-reserves. Needs no engine component: it runs the engine's own prediction code
+    /// natively.
+    Memory(MemoryArgs),
+}
+
+#[derive(Debug, Args)]
+struct MemoryArgs {
+    /// Seed of the random split.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -502,6 +526,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
         Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),
         Some(Command::Eval(EvalCommand::Pairs(args))) => evaluate_pairs(&cli.engine, args),
+        Some(Command::Eval(EvalCommand::Memory(args))) => evaluate_memory(&args),
         Some(Command::Simulate(args)) => run_simulation(&cli.engine, args),
         Some(Command::Trace(command)) => simulate::trace(command),
         // `arg_required_else_help` prints the help when nothing is given at all; this covers
@@ -680,6 +705,15 @@ fn evaluate_pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => print!("{}", render::evaluation(&report)),
+    }
+    Ok(())
+}
+
+fn evaluate_memory(args: &MemoryArgs) -> anyhow::Result<()> {
+    let report = eval::memory::run(args.seed)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => print!("{}", render::memory_evaluation(&report)),
     }
     Ok(())
 }

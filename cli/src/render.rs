@@ -381,3 +381,72 @@ pub(crate) fn evaluation(report: &crate::eval::Report) -> String {
 fn figure(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "–".into(), |v| format!("{v:.decimals$}"))
 }
+
+/// `tandem eval memory`: errors per split and predictor, then the guard.
+pub(crate) fn memory_evaluation(report: &crate::eval::memory::Report) -> String {
+    let mut out = format!(
+        "{} measured peaks ({} networks × 4 batch sizes × {} GPUs, SchedTune); random split seed {}\n",
+        report.rows, report.networks, report.gpus, report.seed
+    );
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "split",
+        "predictor",
+        "RMSE MiB",
+        "avg error %",
+        "max error %",
+    ]);
+    for s in &report.scores {
+        table.add_row([
+            s.split.as_str().to_owned(),
+            s.method.to_owned(),
+            format!("{:.0}", s.rmse_mib),
+            format!("{:.2}", s.avg_error_pct),
+            format!("{:.1}", s.max_error_pct),
+        ]);
+    }
+    right_align(&mut table, 2..5);
+    out.push_str(&format!("{table}\n"));
+    out.push_str(&format!(
+        "anchor: SchedTune reports {:.2}% average error on a random split\n\n",
+        report.schedtune_avg_error_pct
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "split",
+        "held out",
+        "would-be OOMs",
+        "caught",
+        "margin % (per fold)",
+        "over-reserved avg %",
+        "over-reserved avg MiB",
+    ]);
+    for g in &report.guards {
+        table.add_row([
+            g.split.as_str().to_owned(),
+            g.rows.to_string(),
+            g.would_be_ooms.to_string(),
+            format!(
+                "{} ({:.0}%)",
+                g.caught,
+                100.0 * g.caught as f64 / g.would_be_ooms.max(1) as f64
+            ),
+            format!("{:.1}-{:.1}", g.margin_pct.0, g.margin_pct.1),
+            format!("{:.1}", g.over_reserved_avg_pct),
+            format!("{:.0}", g.over_reserved_avg_mib),
+        ]);
+    }
+    right_align(&mut table, 1..7);
+    out.push_str(&format!(
+        "guard: reserve prediction × (1 + margin); would-be OOM = true peak above the bare prediction\n{table}\n"
+    ));
+    out
+}
+
+fn right_align(table: &mut Table, columns: std::ops::Range<usize>) {
+    for column in columns {
+        if let Some(c) = table.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}

@@ -93,7 +93,7 @@ impl GpuSpec {
 }
 
 /// Opt-in description of a job's model, for placing it before any profiling.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSummary {
     /// Size of the parameters, in MiB.

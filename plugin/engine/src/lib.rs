@@ -37,6 +37,7 @@ pub mod grouping;
 pub mod interference;
 mod knowledge;
 pub mod learning;
+pub mod memory;
 mod placement;
 mod snapshot;
 pub mod synthesize;
