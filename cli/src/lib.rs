@@ -98,6 +98,17 @@ enum Command {
     /// `max_jobs_per_gpu`.
     Recommend(RecommendArgs),
 
+    /// What the engine expects of each queued job on each GPU model of a queue file.
+    ///
+    /// `memory`: the peak memory and what the guard reserves, and where the figure comes from
+    /// (the job's profile on that model, its profile from another model, its declared model, or
+    /// nothing). `runtime`: speed (work per second alone; measured, or scaled across models by
+    /// the ratios the engine learned), run time of the job's `work`, and its cost and energy
+    /// where the GPUs give a price and a power. Jobs' `speeds` in the file are reported to the
+    /// engine first; a --kb is read, never changed.
+    #[command(subcommand)]
+    Predict(PredictCommand),
+
     /// Create, feed and inspect a knowledge base file.
     ///
     /// A knowledge base holds the clusters of observed profiles and the interference learned
@@ -153,7 +164,7 @@ struct SimulateArgs {
 
     /// Policies to compare, comma-separated, or `all`: exclusive-fifo, random, ffd-util,
     /// schedtune-min-jct, jrs-ranking, lucid-style, tandem-balanced, tandem-min-slowdown,
-    /// tandem-max-packing.
+    /// tandem-max-packing, tandem-balanced-blind (balanced, told no GPU speeds).
     #[arg(
         long,
         value_name = "LIST",
@@ -449,6 +460,33 @@ struct SecretArgs {
     secret_file: Option<PathBuf>,
 }
 
+#[derive(Debug, Subcommand)]
+enum PredictCommand {
+    /// Peak memory of each queued job on each GPU model, and what the guard reserves.
+    Memory(PredictArgs),
+    /// Speed, run time, cost and energy of each queued job on each GPU model.
+    Runtime(PredictArgs),
+}
+
+#[derive(Debug, Args)]
+struct PredictArgs {
+    /// Queue file (JSON), as for `tandem recommend`.
+    #[arg(long, value_name = "FILE")]
+    queue: PathBuf,
+
+    /// Knowledge base to predict from (see `tandem kb`); it is read, never changed (speeds
+    /// in the queue file count for this prediction only).
+    #[arg(long, value_name = "FILE")]
+    kb: Option<PathBuf>,
+
+    #[command(flatten)]
+    secret: SecretArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
 #[derive(Debug, Args)]
 struct RecommendArgs {
     /// Queue file (JSON): `{"gpus": [...], "policy": {...}, "jobs": [...]}`; see examples/.
@@ -524,6 +562,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
+        Some(Command::Predict(PredictCommand::Memory(args))) => {
+            predict(&cli.engine, &args, render::Estimates::Memory)
+        }
+        Some(Command::Predict(PredictCommand::Runtime(args))) => {
+            predict(&cli.engine, &args, render::Estimates::Runtime)
+        }
         Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),
         Some(Command::Eval(EvalCommand::Pairs(args))) => evaluate_pairs(&cli.engine, args),
         Some(Command::Eval(EvalCommand::Memory(args))) => evaluate_memory(&args),
@@ -547,25 +591,55 @@ fn print_version(engine: &EngineArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn recommend(engine: &EngineArgs, args: &RecommendArgs) -> anyhow::Result<()> {
-    let mut queue = QueueFile::read(&args.queue)?;
-    if let Some(objective) = args.objective {
+/// A queue file loaded into an engine: the request, and the same with keyed ids.
+struct Loaded {
+    request: queue::Request,
+    recommender: tandem_host::Recommender,
+    keys: keys::IdKeys,
+    /// The queue, keyed.
+    queued: Vec<tandem_api::Job>,
+    /// The GPUs, residents keyed.
+    gpus: Vec<tandem_api::Gpu>,
+}
+
+/// Reads `path`, opens the engine (from `kb` if given) and reports the file's speeds to it.
+fn load_queue(
+    engine: &EngineArgs,
+    path: &std::path::Path,
+    kb: Option<&std::path::Path>,
+    secret: &SecretArgs,
+    seed: u64,
+    objective: Option<ObjectiveArg>,
+) -> anyhow::Result<Loaded> {
+    let mut queue = QueueFile::read(path)?;
+    if let Some(objective) = objective {
         queue.policy.objective = objective.into();
     }
+    let speeds = queue.speeds();
     let request = queue.into_request();
     let runtime = engine.runtime()?;
-    let (mut recommender, mut keys) = match &args.kb {
-        Some(path) => {
-            let opened = kb::open(&runtime, path, args.secret.secret_file.as_deref())?;
+    let (mut recommender, mut keys) = match kb {
+        Some(kb) => {
+            let opened = kb::open(&runtime, kb, secret.secret_file.as_deref())?;
             (opened.recommender, opened.keys)
         }
         None => (
-            runtime.bootstrap(&request.policy, args.seed)?,
+            runtime.bootstrap(&request.policy, seed)?,
             keys::IdKeys::ephemeral()?,
         ),
     };
     recommender.set_policy(&request.policy)?;
-    // The engine sees keyed ids only; answers are mapped back below.
+    for (job, model, speed) in speeds {
+        recommender
+            .observe_speed(&keys.key(&job), &model, speed)
+            .with_context(|| {
+                format!(
+                    "{}: the engine rejected the speeds of `{job}`",
+                    path.display()
+                )
+            })?;
+    }
+    // The engine sees keyed ids only; answers are mapped back by the callers.
     let key_job = |keys: &mut keys::IdKeys, job: &tandem_api::Job| tandem_api::Job {
         id: keys.key(&job.id),
         ..job.clone()
@@ -587,6 +661,72 @@ fn recommend(engine: &EngineArgs, args: &RecommendArgs) -> anyhow::Result<()> {
             ..gpu.clone()
         })
         .collect();
+    Ok(Loaded {
+        request,
+        recommender,
+        keys,
+        queued,
+        gpus,
+    })
+}
+
+fn predict(engine: &EngineArgs, args: &PredictArgs, what: render::Estimates) -> anyhow::Result<()> {
+    let Loaded {
+        mut recommender,
+        keys,
+        queued,
+        gpus,
+        ..
+    } = load_queue(
+        engine,
+        &args.queue,
+        args.kb.as_deref(),
+        &args.secret,
+        0,
+        None,
+    )?;
+    let mut specs: Vec<tandem_api::GpuSpec> = Vec::new();
+    for gpu in &gpus {
+        if !specs.iter().any(|s| s.model == gpu.spec.model) {
+            specs.push(gpu.spec.clone());
+        }
+    }
+    let mut rows = Vec::new();
+    for job in &queued {
+        let estimates = recommender.estimate(job, &specs).with_context(|| {
+            format!(
+                "{}: the engine rejected job `{}`",
+                args.queue.display(),
+                keys.original(&job.id)
+            )
+        })?;
+        rows.push(render::JobEstimates {
+            job: keys.original(&job.id).to_owned(),
+            estimates,
+        });
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Table => print!("{}", render::estimates(&rows, &specs, what)),
+    }
+    Ok(())
+}
+
+fn recommend(engine: &EngineArgs, args: &RecommendArgs) -> anyhow::Result<()> {
+    let Loaded {
+        request,
+        mut recommender,
+        keys,
+        queued,
+        gpus,
+    } = load_queue(
+        engine,
+        &args.queue,
+        args.kb.as_deref(),
+        &args.secret,
+        args.seed,
+        args.objective,
+    )?;
     let mut answer = recommender
         .recommend(&queued, &gpus)
         .with_context(|| format!("{}: the engine rejected the queue", args.queue.display()))?;

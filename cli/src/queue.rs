@@ -9,13 +9,21 @@
 //! `residents` are ids of jobs already running on a GPU; their profiles may be given in `jobs`
 //! with `"running_on": "<gpu id>"`. Every other job is queued. The field names are a contract
 //! for scripts: later versions only add fields.
+//!
+//! Heterogeneity (all optional): a GPU may give its characteristics (`cuda_cores`,
+//! `tensor_cores`, `sm_count`, `mem_bandwidth_gbps`, `mem_clock_mhz`; well-known models need
+//! none) and its `price_per_hour` and `power_watts`. A job may declare its model, as a summary
+//! (`"declared": {"params_mib": …, "activations_mib": …, "input_mib": …, "batch_size": …, …}`)
+//! or as an ONNX file (`"onnx": {"file": "model.onnx", "batch_size": 32}`, relative to the
+//! queue file); give its `priority` (`latency`, `cost` or `energy`), its `work` left and its
+//! measured `speeds` (work per second alone, per GPU model: `{"V100": 10.5}`).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use tandem_api::{Gpu, GpuSpec, Job, Policy, Profile};
+use tandem_api::{Gpu, GpuSpec, Job, ModelSummary, Policy, Priority, Profile};
 
 /// A problem with the user's input, naming the file and the field (or line) at fault.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +87,53 @@ pub struct GpuEntry {
     /// Ids of jobs already running on it.
     #[serde(default)]
     pub residents: Vec<String>,
+    /// Streaming multiprocessors, if known.
+    #[serde(default)]
+    pub sm_count: Option<u32>,
+    /// CUDA cores, if known.
+    #[serde(default)]
+    pub cuda_cores: Option<u32>,
+    /// Tensor cores, if known.
+    #[serde(default)]
+    pub tensor_cores: Option<u32>,
+    /// Memory bandwidth in GB/s, if known.
+    #[serde(default)]
+    pub mem_bandwidth_gbps: Option<f32>,
+    /// Memory clock in MHz, if known.
+    #[serde(default)]
+    pub mem_clock_mhz: Option<u32>,
+    /// Price of one GPU-hour, for the `cost` priority.
+    #[serde(default)]
+    pub price_per_hour: Option<f32>,
+    /// Board power in watts, for the `energy` priority.
+    #[serde(default)]
+    pub power_watts: Option<f32>,
+}
+
+impl GpuEntry {
+    fn spec(&self) -> GpuSpec {
+        GpuSpec {
+            sm_count: self.sm_count,
+            cuda_cores: self.cuda_cores,
+            tensor_cores: self.tensor_cores,
+            mem_bandwidth_gbps: self.mem_bandwidth_gbps,
+            mem_clock_mhz: self.mem_clock_mhz,
+            price_per_hour: self.price_per_hour,
+            power_watts: self.power_watts,
+            ..GpuSpec::new(self.model.clone(), self.memory_mib)
+        }
+    }
+}
+
+/// A model declared as an ONNX file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnnxEntry {
+    /// The file, relative to the queue file.
+    pub file: PathBuf,
+    /// Training batch size (required when the model's batch dimension is symbolic).
+    #[serde(default)]
+    pub batch_size: Option<u32>,
 }
 
 /// One job of the queue file.
@@ -96,6 +151,21 @@ pub struct JobEntry {
     /// Submission time in seconds; orders first-come-first-served placement.
     #[serde(default)]
     pub submitted_at_s: Option<f64>,
+    /// The job's model, declared as a summary.
+    #[serde(default)]
+    pub declared: Option<ModelSummary>,
+    /// The job's model, declared as an ONNX file (read into `declared`).
+    #[serde(default)]
+    pub onnx: Option<OnnxEntry>,
+    /// What its user cares about most.
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// Work left, in the unit of `speeds`.
+    #[serde(default)]
+    pub work: Option<f64>,
+    /// Measured work per second alone, per GPU model.
+    #[serde(default)]
+    pub speeds: std::collections::BTreeMap<String, f64>,
 }
 
 /// A parsed and checked queue file.
@@ -133,12 +203,45 @@ impl QueueFile {
     /// Parses and checks queue-file text; `path` is only used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Self, InputError> {
         let mut deserializer = serde_json::Deserializer::from_str(text);
-        let queue: Self = serde_path_to_error::deserialize(&mut deserializer)
+        let mut queue: Self = serde_path_to_error::deserialize(&mut deserializer)
             .map_err(|e| InputError::in_file(path, e.path().to_string(), e.inner().to_string()))?;
         queue
             .check()
             .map_err(|(field, problem)| InputError::in_file(path, field, problem))?;
+        queue.read_onnx(path)?;
         Ok(queue)
+    }
+
+    /// Reads every job's ONNX file (relative to the queue file) into its declared summary.
+    fn read_onnx(&mut self, path: &Path) -> Result<(), InputError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for (j, job) in self.jobs.iter_mut().enumerate() {
+            let Some(onnx) = job.onnx.take() else {
+                continue;
+            };
+            let file = dir.join(&onnx.file);
+            let field = format!("jobs[{j}].onnx.file");
+            let bytes = std::fs::read(&file).map_err(|e| {
+                InputError::in_file(path, &field, format!("cannot read {}: {e}", file.display()))
+            })?;
+            let summary = tandem_declare::summarize(&bytes, onnx.batch_size).map_err(|e| {
+                InputError::in_file(path, &field, format!("{}: {e}", file.display()))
+            })?;
+            job.declared = Some(summary);
+        }
+        Ok(())
+    }
+
+    /// Measured speeds of every job: `(job id, GPU model, work per second)`.
+    pub fn speeds(&self) -> Vec<(String, String, f64)> {
+        self.jobs
+            .iter()
+            .flat_map(|job| {
+                job.speeds
+                    .iter()
+                    .map(|(model, &speed)| (job.id.clone(), model.clone(), speed))
+            })
+            .collect()
     }
 
     /// The rules JSON types cannot express: ranges, unique ids, references between entries.
@@ -189,6 +292,32 @@ impl QueueFile {
             if let Some(profile) = &job.profile {
                 check_profile(profile)
                     .map_err(|(field, problem)| (format!("jobs[{j}].profile.{field}"), problem))?;
+            }
+            if job.declared.is_some() && job.onnx.is_some() {
+                return Err((
+                    format!("jobs[{j}].onnx"),
+                    "give `declared` or `onnx`, not both".into(),
+                ));
+            }
+            if let Some(summary) = &job.declared {
+                tandem_declare::check_summary(summary)
+                    .map_err(|e| (format!("jobs[{j}].declared"), e.to_string()))?;
+            }
+            if let Some(work) = job.work
+                && (!work.is_finite() || work < 0.0)
+            {
+                return Err((
+                    format!("jobs[{j}].work"),
+                    format!("must be a non-negative number, got {work}"),
+                ));
+            }
+            for (model, &speed) in &job.speeds {
+                if !(speed.is_finite() && speed > 0.0) {
+                    return Err((
+                        format!("jobs[{j}].speeds.{model}"),
+                        format!("must be a positive number of work units per second, got {speed}"),
+                    ));
+                }
             }
             if let Some(t) = job.submitted_at_s
                 && (!t.is_finite() || t < 0.0)
@@ -278,9 +407,9 @@ impl QueueFile {
                             None => Job::new(id),
                         })
                         .collect(),
+                    spec: entry.spec(),
                     id: entry.id,
                     node: entry.node,
-                    spec: GpuSpec::new(entry.model, entry.memory_mib),
                 }
             })
             .collect();
@@ -311,9 +440,10 @@ fn to_job(entry: JobEntry) -> Job {
     Job {
         id: entry.id,
         profile: entry.profile,
-        declared: None,
-        priority: None,
+        declared: entry.declared,
+        priority: entry.priority,
         submitted_at_s: entry.submitted_at_s.unwrap_or(0.0),
+        work: entry.work,
     }
 }
 

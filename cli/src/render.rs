@@ -450,3 +450,78 @@ fn right_align(table: &mut Table, columns: std::ops::Range<usize>) {
         }
     }
 }
+
+/// Which figures `tandem predict` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Estimates {
+    /// Memory: source, peak, reservation, fit.
+    Memory,
+    /// Speed, run time, cost, energy.
+    Runtime,
+}
+
+/// The engine's estimates for one queued job.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct JobEstimates {
+    /// The job's id, as in the queue file.
+    pub job: String,
+    /// One per GPU model.
+    pub estimates: Vec<tandem_api::Estimate>,
+}
+
+/// `tandem predict`: one row per job and GPU model.
+pub(crate) fn estimates(
+    rows: &[JobEstimates],
+    specs: &[tandem_api::GpuSpec],
+    what: Estimates,
+) -> String {
+    let dash = || "-".to_owned();
+    let mut table = Table::new();
+    let header: &[&str] = match what {
+        Estimates::Memory => &[
+            "job",
+            "GPU model",
+            "memory from",
+            "peak MiB",
+            "reserved MiB",
+            "fits",
+        ],
+        Estimates::Runtime => &[
+            "job",
+            "GPU model",
+            "speed /s",
+            "run time s",
+            "cost",
+            "energy kJ",
+        ],
+    };
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(header);
+    for row in rows {
+        for e in &row.estimates {
+            let memory = specs
+                .iter()
+                .find(|s| s.model == e.gpu_model)
+                .map_or(0, |s| s.memory_mib);
+            let cells = match what {
+                Estimates::Memory => [
+                    e.memory_source.to_string(),
+                    e.peak_mem_mib.map_or_else(dash, |m| m.to_string()),
+                    e.reserved_mib
+                        .map_or_else(dash, |m| format!("{m} / {memory}")),
+                    if e.fits_empty { "yes" } else { "no" }.to_owned(),
+                ],
+                Estimates::Runtime => [
+                    e.speed.map_or_else(dash, |v| format!("{v:.3}")),
+                    e.solo_s.map_or_else(dash, |v| format!("{v:.0}")),
+                    e.cost.map_or_else(dash, |v| format!("{v:.2}")),
+                    e.energy_kj.map_or_else(dash, |v| format!("{v:.0}")),
+                ],
+            };
+            let mut line = vec![row.job.clone(), e.gpu_model.clone()];
+            line.extend(cells);
+            table.add_row(line);
+        }
+    }
+    right_align(&mut table, 2..6);
+    format!("{table}\n")
+}

@@ -31,12 +31,13 @@ pub fn read_summary_json(text: &str) -> Result<ModelSummary> {
         field: ".".to_owned(),
         message: e.to_string(),
     })?;
-    check(&summary)?;
+    check_summary(&summary)?;
     Ok(summary)
 }
 
-/// The range rules JSON cannot express. A number too large for `f32` arrives as infinity.
-fn check(summary: &ModelSummary) -> Result<()> {
+/// Checks a model summary however it was read: the range rules JSON cannot express (a number
+/// too large for `f32` arrives as infinity), and a model with a size.
+pub fn check_summary(summary: &ModelSummary) -> Result<()> {
     let amounts = [
         ("params_mib", summary.params_mib),
         ("activations_mib", summary.activations_mib),
@@ -55,6 +56,13 @@ fn check(summary: &ModelSummary) -> Result<()> {
         return Err(DeclareError::InvalidSummary {
             field: "batch_size",
             problem: "must be at least 1, got 0".to_owned(),
+        });
+    }
+    if summary.params_mib + summary.activations_mib + summary.input_mib <= 0.0 {
+        return Err(DeclareError::InvalidSummary {
+            field: "params_mib",
+            problem: "params_mib, activations_mib and input_mib are all 0; a model has a size"
+                .to_owned(),
         });
     }
     Ok(())

@@ -73,7 +73,7 @@ pub mod onnx;
 mod ops;
 
 pub use error::{DeclareError, Result};
-pub use json::read_summary_json;
+pub use json::{check_summary, read_summary_json};
 pub use tandem_api::ModelSummary;
 
 /// Summarizes the ONNX model in `onnx` for a batch of `batch_size` (see the [crate

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use tandem_api::{
-    Assignment, Fit, Gpu, GpuScore, GpuSpec, Job, KnowledgeSummary, Outcome, Policy, Prediction,
-    Profile, Recommendation,
+    Assignment, Estimate, Fit, Gpu, GpuScore, GpuSpec, Job, KnowledgeSummary, ModelSummary,
+    Outcome, Policy, Prediction, Profile, Recommendation,
 };
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
@@ -141,6 +141,51 @@ impl Recommender {
                 .call_observe_outcome(store, handle, &outcome)
         })?;
         self.refresh_snapshot()
+    }
+
+    /// Learns a measured peak of a declared job on a GPU of kind `gpu`; the engine's memory
+    /// model retrains on it. On error nothing is learned.
+    pub fn observe_memory(
+        &mut self,
+        job: &str,
+        declared: &ModelSummary,
+        gpu: &GpuSpec,
+        peak_mem_mib: u32,
+    ) -> Result<()> {
+        let declared = wit::ModelSummary::from(declared.clone());
+        let gpu = wit::GpuSpec::from(gpu.clone());
+        self.call("observe-memory", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_observe_memory(store, handle, job, declared, &gpu, peak_mem_mib)
+        })?;
+        self.refresh_snapshot()
+    }
+
+    /// Learns that `job`'s workload does `work_per_s` units of work per second alone on a GPU
+    /// of model `gpu_model`.
+    pub fn observe_speed(&mut self, job: &str, gpu_model: &str, work_per_s: f64) -> Result<()> {
+        self.call("observe-speed", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_observe_speed(store, handle, job, gpu_model, work_per_s)
+        })?;
+        self.refresh_snapshot()
+    }
+
+    /// What `job` would need and do alone on each GPU model of `gpus`.
+    pub fn estimate(&mut self, job: &Job, gpus: &[GpuSpec]) -> Result<Vec<Estimate>> {
+        let job = wit::Job::from(job.clone());
+        let gpus = to_wit(gpus);
+        let estimates = self.call("estimate", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_estimate(store, handle, &job, &gpus)
+        })?;
+        Ok(estimates.into_iter().map(Into::into).collect())
     }
 
     /// Groups queued jobs and places each group on one GPU.

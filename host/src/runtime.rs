@@ -131,7 +131,7 @@ impl Runtime {
         })
     }
 
-    /// The `tandem:engine` version the component implements (for example `0.1.0`).
+    /// The `tandem:engine` version the component implements (for example `0.2.0`).
     pub fn wit_version(&self) -> &str {
         &self.wit_version
     }

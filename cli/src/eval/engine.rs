@@ -99,6 +99,7 @@ impl Trained {
                 declared: None,
                 priority: None,
                 submitted_at_s: position as f64,
+                work: None,
             })
             .collect();
         // Half as many GPUs as jobs: the queue starts at once only by sharing, which is when

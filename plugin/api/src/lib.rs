@@ -1,4 +1,4 @@
-//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.1.0` (`wit/v0.1.0/engine.wit`).
+//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.2.0` (`wit/v0.2.0/engine.wit`).
 //!
 //! Every host-facing crate speaks these types: the engine implements its logic on them, the
 //! component glue converts them to and from the canonical ABI, and `tandem-host` exposes them as
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The WIT package this crate mirrors.
 pub const WIT_PACKAGE: &str = "tandem:engine";
 /// The WIT version this crate mirrors.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Severity of a log line the engine sends to its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -147,6 +147,12 @@ pub struct Job {
     /// Submission time in seconds on the host's clock (the engine has no clock).
     #[serde(default)]
     pub submitted_at_s: f64,
+    /// Work left, in the unit of the speeds reported for the job's workload with
+    /// `observe-speed` (for example training steps). With it the engine turns speeds into run
+    /// times: of a queued job, to weigh a slow GPU now against a fast one later; of a
+    /// resident, to know when its GPU frees up.
+    #[serde(default)]
+    pub work: Option<f64>,
 }
 
 impl Job {
@@ -158,6 +164,7 @@ impl Job {
             declared: None,
             priority: None,
             submitted_at_s: 0.0,
+            work: None,
         }
     }
 
@@ -306,6 +313,57 @@ pub struct Prediction {
     pub peak_mem_mib: u32,
 }
 
+/// Where a memory figure in an [`Estimate`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The job's profile, measured on this GPU model.
+    Observed,
+    /// Its profile, measured on another GPU model: scaled by the ratio the memory model
+    /// predicts between the two when the job declared its model, else taken as is.
+    Transferred,
+    /// Predicted from the declared model ([`Job::declared`]) for this GPU model.
+    Declared,
+    /// Nothing to go on: the guard reserves the whole GPU.
+    Unknown,
+}
+
+impl std::fmt::Display for MemorySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Observed => "observed",
+            Self::Transferred => "transferred",
+            Self::Declared => "declared",
+            Self::Unknown => "unknown",
+        })
+    }
+}
+
+/// What the engine expects of one job running alone on one GPU model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The GPU model.
+    pub gpu_model: String,
+    /// Where the memory figures come from.
+    pub memory_source: MemorySource,
+    /// Peak memory, in MiB, as measured or predicted; `None` when unknown.
+    pub peak_mem_mib: Option<u32>,
+    /// What the memory guard reserves: the peak, plus the memory model's margin when the peak
+    /// is predicted; `None` when unknown (the whole GPU is reserved).
+    pub reserved_mib: Option<u32>,
+    /// Whether the reservation fits an empty GPU of this model (`false` when unknown).
+    pub fits_empty: bool,
+    /// Work per second alone on this GPU model: reported (`observe-speed`) or scaled from
+    /// another model by the ratio learned across workloads; `None` when unknown.
+    pub speed: Option<f64>,
+    /// Run time alone, in seconds: `work / speed`; `None` without both.
+    pub solo_s: Option<f64>,
+    /// Price of that run time ([`GpuSpec::price_per_hour`]); `None` without both.
+    pub cost: Option<f64>,
+    /// Energy of that run time, in kJ ([`GpuSpec::power_watts`]); `None` without both.
+    pub energy_kj: Option<f64>,
+}
+
 /// Jobs the engine recommends placing together on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Placement {
@@ -406,6 +464,12 @@ pub struct KnowledgeSummary {
     pub outcomes: u32,
     /// Pairwise observations the pair-level predictor learned from.
     pub residual_observations: u32,
+    /// Measured peaks the memory model trained on, bundled ones included.
+    pub memory_rows: u32,
+    /// The memory guard's margin, in percent of a predicted peak.
+    pub memory_margin_pct: f32,
+    /// Workloads with a reported speed on at least one GPU model.
+    pub speed_workloads: u32,
     /// The clusters.
     pub clusters: Vec<ClusterInfo>,
     /// Measured cluster pairs.

@@ -1,6 +1,6 @@
 //! The Tandem engine as a WebAssembly component.
 //!
-//! This crate is glue only: it implements the `plugin` world of `wit/v0.1.0` by converting
+//! This crate is glue only: it implements the `plugin` world of `wit/v0.2.0` by converting
 //! the canonical-ABI types wit-bindgen generates to [`tandem_api`] types and calling
 //! [`tandem_engine`]. Built for `wasm32-unknown-unknown` (`cargo xtask component`) it becomes
 //! the component every Tandem host loads; it imports nothing but the host's `log` function.
@@ -19,7 +19,7 @@ use bindings::tandem::engine::types as wit;
 #[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.0",
+        path: "../../wit/v0.2.0",
         world: "plugin",
     });
 
@@ -124,6 +124,31 @@ impl GuestRecommender for Recommender {
 
     fn observe_outcome(&self, o: wit::Outcome) -> WitResult<()> {
         Ok(self.0.borrow_mut().observe_outcome(&o.into())?)
+    }
+
+    fn observe_memory(
+        &self,
+        job: String,
+        declared: wit::ModelSummary,
+        gpu: wit::GpuSpec,
+        peak_mem_mib: u32,
+    ) -> WitResult<()> {
+        Ok(self
+            .0
+            .borrow_mut()
+            .observe_memory(&job, &declared.into(), &gpu.into(), peak_mem_mib)?)
+    }
+
+    fn observe_speed(&self, job: String, gpu_model: String, work_per_s: f64) -> WitResult<()> {
+        Ok(self
+            .0
+            .borrow_mut()
+            .observe_speed(&job, &gpu_model, work_per_s)?)
+    }
+
+    fn estimate(&self, job: wit::Job, gpus: Vec<wit::GpuSpec>) -> WitResult<Vec<wit::Estimate>> {
+        let estimates = self.0.borrow().estimate(&job.into(), &convert::all(gpus))?;
+        Ok(convert::all(estimates))
     }
 
     fn recommend(

@@ -22,6 +22,7 @@ use tandem_api::{
 use crate::Result;
 use crate::clusters::Clusters;
 use crate::features::{self, Features};
+use crate::heterogeneity::{MemoryCell, Speeds};
 use crate::interference;
 use crate::learning::{PRIOR_STD, PairMatrix, ResidualModel};
 use crate::workloads::Workloads;
@@ -65,6 +66,16 @@ pub(crate) struct Knowledge {
     #[serde(default)]
     pub(crate) workloads: Workloads,
     pub(crate) outcomes: u64,
+    /// Speeds reported per workload and GPU model (absent from states saved before 0.2.0).
+    #[serde(default)]
+    pub(crate) speeds: Speeds,
+    /// Peaks the host reported for declared jobs; the memory model trains on them too.
+    #[serde(default)]
+    pub(crate) memory_rows: Vec<crate::memory::Row>,
+    /// The memory model, a function of `memory_rows` (retrained on load, see
+    /// [`Knowledge::after_load`]).
+    #[serde(skip)]
+    pub(crate) memory: MemoryCell,
 }
 
 /// The workload an id names: `<workload>~<instance>` is one instance of a recurring workload
@@ -111,6 +122,33 @@ impl Knowledge {
         Assignment {
             cluster: placed.map_or(0, |p| p.cluster),
             uncertainty: placed.map_or(1.0, |p| p.uncertainty) as f32,
+        }
+    }
+
+    /// Rebuilds what is not saved (the memory model) after deserializing.
+    pub(crate) fn after_load(&mut self) -> Result<()> {
+        self.memory = MemoryCell::retrained(&self.memory_rows)
+            .map_err(|e| EngineError::InvalidInput(format!("state: {e}")))?;
+        Ok(())
+    }
+
+    /// Learns a measured peak; the memory model retrains on it. On error nothing is learned.
+    pub(crate) fn observe_memory(&mut self, row: crate::memory::Row) -> Result<()> {
+        let mut rows = self.memory_rows.clone();
+        rows.push(row);
+        self.memory =
+            MemoryCell::retrained(&rows).map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+        self.memory_rows = rows;
+        Ok(())
+    }
+
+    /// How the predictor sees `job` on a GPU of `spec`: [`Knowledge::view_of`], with the memory
+    /// the guard reserves on that model (`specs`: the other models of the request).
+    pub(crate) fn view_on(&self, job: &Job, spec: &GpuSpec, specs: &[&GpuSpec]) -> JobView {
+        let profile = job.profile.as_ref().or_else(|| self.profile(&job.id));
+        JobView {
+            memory_mib: self.memory_on(job, profile, spec, specs).reserved_mib,
+            ..self.view_of(job)
         }
     }
 
@@ -321,6 +359,9 @@ impl Knowledge {
             seed_points: u32::try_from(self.seed_points.len()).unwrap_or(u32::MAX),
             outcomes: u32::try_from(self.outcomes).unwrap_or(u32::MAX),
             residual_observations: u32::try_from(self.residual.observations).unwrap_or(u32::MAX),
+            memory_rows: u32::try_from(self.memory.model().rows()).unwrap_or(u32::MAX),
+            memory_margin_pct: (self.memory.model().margin() * 100.0) as f32,
+            speed_workloads: u32::try_from(self.speeds.workloads()).unwrap_or(u32::MAX),
             clusters,
             pairs,
         }
@@ -330,7 +371,10 @@ impl Knowledge {
     /// with a job of unknown memory is reported at the GPU's whole memory, the engine's
     /// stand-in for "unknown" everywhere; whether it may share is for the planner to decide.
     pub(crate) fn predict_group(&self, group: &[Job], gpu: &GpuSpec) -> Result<Prediction> {
-        let views: Vec<JobView> = group.iter().map(|job| self.view_of(job)).collect();
+        let views: Vec<JobView> = group
+            .iter()
+            .map(|job| self.view_on(job, gpu, &[gpu]))
+            .collect();
         let memory: u64 = match views
             .iter()
             .map(|v| v.memory_mib.map(u64::from))

@@ -34,6 +34,7 @@
 pub mod clusters;
 pub mod features;
 pub mod grouping;
+mod heterogeneity;
 pub mod interference;
 mod knowledge;
 pub mod learning;
@@ -45,8 +46,8 @@ mod validate;
 mod workloads;
 
 use tandem_api::{
-    Assignment, EngineError, Fit, Gpu, GpuScore, Job, KnowledgeSummary, Outcome, Policy,
-    Prediction, Profile, Recommendation, Series, Synthesis,
+    Assignment, EngineError, Estimate, Fit, Gpu, GpuScore, GpuSpec, Job, KnowledgeSummary,
+    ModelSummary, Outcome, Policy, Prediction, Profile, Recommendation, Series, Synthesis,
 };
 
 use crate::knowledge::Knowledge;
@@ -107,7 +108,7 @@ impl Recommender {
     }
 
     /// Predicted effect of running `group` together on one GPU of `gpu`'s kind.
-    pub fn predict(&self, group: &[Job], gpu: &tandem_api::GpuSpec) -> Result<Prediction> {
+    pub fn predict(&self, group: &[Job], gpu: &GpuSpec) -> Result<Prediction> {
         validate::request(group, &[])?;
         self.knowledge.predict_group(group, gpu)
     }
@@ -140,6 +141,56 @@ impl Recommender {
     pub fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
         validate::outcome(outcome)?;
         self.knowledge.observe_outcome(outcome)
+    }
+
+    /// Learns a measured peak: a job that declared `declared` peaked at `peak_mem_mib` alone on
+    /// a GPU of kind `gpu`; the memory model retrains on it. On error nothing is learned.
+    pub fn observe_memory(
+        &mut self,
+        job: &str,
+        declared: &ModelSummary,
+        gpu: &GpuSpec,
+        peak_mem_mib: u32,
+    ) -> Result<()> {
+        validate::job_id(job, "job")?;
+        validate::model_summary(declared, "declared")?;
+        validate::gpu_spec(gpu, "gpu")?;
+        let traits = memory::GpuTraits::of(gpu).ok_or_else(|| {
+            EngineError::InvalidInput(format!(
+                "gpu: the characteristics of `{}` are unknown; give cuda-cores, \
+                 mem-bandwidth-gbps, mem-clock-mhz, tensor-cores and sm-count",
+                gpu.model
+            ))
+        })?;
+        if peak_mem_mib == 0 {
+            return Err(EngineError::InvalidInput(
+                "peak-mem-mib must be positive".into(),
+            ));
+        }
+        let row = memory::Row {
+            peak_mib: f64::from(peak_mem_mib),
+            ..memory::Row::declared(declared, traits)
+        };
+        self.knowledge.observe_memory(row)
+    }
+
+    /// Learns that `job`'s workload does `work_per_s` units of work per second alone on a GPU
+    /// of model `gpu_model`.
+    pub fn observe_speed(&mut self, job: &str, gpu_model: &str, work_per_s: f64) -> Result<()> {
+        validate::job_id(job, "job")?;
+        validate::job_id(gpu_model, "gpu-model")?;
+        validate::speed(work_per_s, "work-per-s")?;
+        self.knowledge.speeds.observe(job, gpu_model, work_per_s);
+        Ok(())
+    }
+
+    /// What `job` would need and do alone on each GPU model of `gpus`.
+    pub fn estimate(&self, job: &Job, gpus: &[GpuSpec]) -> Result<Vec<Estimate>> {
+        validate::job(job, "job")?;
+        for (i, spec) in gpus.iter().enumerate() {
+            validate::gpu_spec(spec, &format!("gpus[{i}]"))?;
+        }
+        Ok(self.knowledge.estimate(job, gpus))
     }
 
     /// Groups queued jobs and places each group on one GPU. Does not change the knowledge base.

@@ -24,11 +24,14 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use smallvec::SmallVec;
 use tandem_api::{
-    Fit, Gpu, GpuScore, Job, Objective, Placement, Policy, Prediction, Recommendation, Unplaced,
+    Fit, Gpu, GpuScore, GpuSpec, Job, Objective, Placement, Policy, Prediction, Recommendation,
+    Unplaced,
 };
 
 use crate::Result;
+use crate::heterogeneity::priority_weights;
 use crate::knowledge::{JobView, Knowledge, Slowdowns};
 use crate::{grouping, interference};
 
@@ -40,6 +43,10 @@ const SLOWDOWN_PENALTY: f64 = 1.0;
 /// Slowdown added, per unit of uncertainty (0..=1), to the worst predicted slowdown before the
 /// penalty applies.
 const RISK_AVERSION: f64 = 0.5;
+/// How much sooner a job must finish on a busy GPU, waiting for it, than on the idle GPU it
+/// could start on now, for the planner to keep it queued: estimates of when a GPU frees up are
+/// optimistic (they assume its residents run at their solo speed), so waiting must clearly pay.
+pub const WAIT_GAIN: f64 = 0.25;
 /// Most queued jobs `balanced` pairs by matching; above it (the edges grow as n²) it places
 /// jobs greedily only.
 pub const PAIRING_LIMIT: usize = 600;
@@ -49,11 +56,43 @@ struct Member<'a> {
     view: JobView,
 }
 
+/// A queued job as seen on each GPU model of the request.
+#[derive(Debug, Clone)]
+struct Resolved {
+    /// The job on each model (index into [`Planner::models`]): the memory the guard reserves
+    /// differs by model, the rest does not.
+    views: SmallVec<[JobView; 4]>,
+    /// What running there costs beyond the job's best model, as a fraction of the best: run
+    /// time, weighted by price or power under a `cost` or `energy` priority. 0 on the best
+    /// model, and everywhere when the engine knows no speed of the job.
+    slowness: SmallVec<[f64; 4]>,
+    /// Run time alone on each model, s, when the job's work and speed there are known.
+    solo_s: SmallVec<[Option<f64>; 4]>,
+}
+
+impl Resolved {
+    /// The job as every model sees it alike (features, cluster, workload).
+    fn any(&self) -> &JobView {
+        &self.views[0]
+    }
+}
+
+/// What running `a` on model `ma` and `b` on model `mb` costs together: the sum of their run
+/// times when both are known (what average JCT adds up), else of their slownesses.
+fn pair_cost(a: &Resolved, ma: usize, b: &Resolved, mb: usize) -> f64 {
+    match (a.solo_s[ma], b.solo_s[mb]) {
+        (Some(ta), Some(tb)) => ta + tb,
+        _ => a.slowness[ma] + b.slowness[mb],
+    }
+}
+
 /// One GPU as the plan fills it.
 struct GpuState<'a> {
     gpu: &'a Gpu,
+    /// Index of its model in [`Planner::models`].
+    model: usize,
     /// Residents first, then jobs placed by this plan.
-    members: smallvec::SmallVec<[Member<'a>; 2]>,
+    members: SmallVec<[Member<'a>; 2]>,
     /// How many of `members` are residents.
     residents: usize,
     /// Memory of the members whose memory is known.
@@ -96,6 +135,15 @@ impl GpuState<'_> {
 }
 
 impl<'a> GpuState<'a> {
+    /// Empties a GPU without residents and starts `id` alone on it.
+    fn reset_alone(&mut self, id: &'a str, view: JobView) {
+        self.members.clear();
+        self.used_mib = 0;
+        self.unknown_memory = None;
+        self.time_saved = 0.0;
+        self.add(id, view);
+    }
+
     /// Adds a member, keeping the memory bookkeeping.
     fn add(&mut self, id: &'a str, view: JobView) {
         match view.memory_mib {
@@ -115,7 +163,16 @@ struct Candidate {
     value: f64,
     /// Worst predicted slowdown in the group, the newcomer included.
     worst_slowdown: f64,
+    /// The job's slowness on this GPU's model (see [`Resolved::slowness`]).
+    slowness: f64,
     score: u8,
+}
+
+impl Candidate {
+    /// What the choice maximizes: the objective's value less what the GPU model costs the job.
+    fn merit(&self) -> f64 {
+        self.value - self.slowness
+    }
 }
 
 /// Plans placements against one snapshot of the GPUs.
@@ -124,6 +181,12 @@ pub(crate) struct Planner<'a> {
     knowledge: &'a Knowledge,
     seed: u64,
     gpus: Vec<GpuState<'a>>,
+    /// The distinct GPU models offered, first spec of each name.
+    models: Vec<&'a GpuSpec>,
+    /// Seconds until each GPU is free for a newcomer: its residents' longest run time left
+    /// (work over speed), plus what queued jobs waiting for it will take. `None` where
+    /// unknown.
+    free_in: Vec<Option<f64>>,
 }
 
 impl<'a> Planner<'a> {
@@ -133,22 +196,45 @@ impl<'a> Planner<'a> {
         seed: u64,
         gpus: &'a [Gpu],
     ) -> Self {
-        let gpus = gpus
+        let mut models: Vec<&'a GpuSpec> = Vec::new();
+        for gpu in gpus {
+            if !models.iter().any(|m| m.model == gpu.spec.model) {
+                models.push(&gpu.spec);
+            }
+        }
+        let gpus: Vec<GpuState<'a>> = gpus
             .iter()
             .map(|gpu| {
+                let model = models
+                    .iter()
+                    .position(|m| m.model == gpu.spec.model)
+                    .unwrap_or_default();
                 let mut state = GpuState {
                     gpu,
-                    members: smallvec::SmallVec::new(),
+                    model,
+                    members: SmallVec::new(),
                     residents: gpu.residents.len(),
                     used_mib: 0,
                     unknown_memory: None,
                     time_saved: 0.0,
                 };
                 for resident in &gpu.residents {
-                    state.add(&resident.id, knowledge.view_of(resident));
+                    state.add(
+                        &resident.id,
+                        knowledge.view_on(resident, &gpu.spec, &models),
+                    );
                 }
                 state.time_saved = predict(knowledge, &state.members, None).time_saved;
                 state
+            })
+            .collect();
+        let free_in = gpus
+            .iter()
+            .map(|state| {
+                state.gpu.residents.iter().try_fold(0.0_f64, |longest, r| {
+                    let speed = knowledge.speeds.speed(&r.id, &state.gpu.spec.model)?;
+                    Some(longest.max(r.work? / speed))
+                })
             })
             .collect();
         Self {
@@ -156,35 +242,114 @@ impl<'a> Planner<'a> {
             knowledge,
             seed,
             gpus,
+            models,
+            free_in,
+        }
+    }
+
+    /// JCT-aware placement (SchedTune): a job about to start alone on idle GPU `now` whose
+    /// estimated completion would come clearly sooner ([`WAIT_GAIN`]) by waiting for a busy GPU
+    /// — running there after the residents and after the queued jobs already waiting for it —
+    /// waits for it instead. Returns the GPU waited for and the two estimates, after booking
+    /// the job's run time on it.
+    fn wait_for_faster(&mut self, resolved: &Resolved, now: usize) -> Option<(usize, f64, f64)> {
+        let start_now = resolved.solo_s[self.gpus[now].model]?;
+        let (gpu, later) = self
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.is_idle())
+            .filter(|(_, s)| {
+                resolved.views[s.model]
+                    .memory_mib
+                    .is_none_or(|mib| u64::from(mib) <= s.capacity())
+            })
+            .filter_map(|(g, s)| Some((g, self.free_in[g]? + resolved.solo_s[s.model]?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+        if later >= start_now * (1.0 - WAIT_GAIN) {
+            return None;
+        }
+        let run = resolved.solo_s[self.gpus[gpu].model]?;
+        if let Some(free) = &mut self.free_in[gpu] {
+            *free += run;
+        }
+        Some((gpu, later, start_now))
+    }
+
+    /// `job` on every model of the request.
+    fn resolve(&self, job: &Job) -> Resolved {
+        let views = if self.models.is_empty() {
+            smallvec::smallvec![self.knowledge.view_of(job)]
+        } else {
+            self.models
+                .iter()
+                .map(|spec| self.knowledge.view_on(job, spec, &self.models))
+                .collect()
+        };
+        let weights = priority_weights(job.priority, &self.models);
+        let times: SmallVec<[Option<f64>; 4]> = self
+            .models
+            .iter()
+            .map(|spec| self.knowledge.speeds.speed(&job.id, &spec.model))
+            .map(|speed| speed.map(|s| 1.0 / s))
+            .collect();
+        // A model without a speed for the job counts as its slowest known one: never preferred
+        // on a guess. Without any speed, run time is taken to be the same everywhere.
+        let slowest = times.iter().flatten().copied().fold(f64::NAN, f64::max);
+        let costs: SmallVec<[f64; 4]> = times
+            .iter()
+            .zip(&weights)
+            .map(|(time, weight)| {
+                let time = time.unwrap_or(if slowest.is_nan() { 1.0 } else { slowest });
+                time * weight
+            })
+            .collect();
+        let best = costs.iter().copied().fold(f64::INFINITY, f64::min);
+        let slowness = costs.iter().map(|c| c / best - 1.0).collect();
+        let solo_s = times
+            .iter()
+            .map(|time| job.work.zip(*time).map(|(work, time)| work * time))
+            .collect();
+        Resolved {
+            views,
+            slowness,
+            solo_s,
         }
     }
 
     pub(crate) fn recommend(mut self, queue: &'a [Job]) -> Recommendation {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ queue_fingerprint(queue));
         let mut unplaced = Vec::new();
-        let mut order: Vec<(usize, JobView)> = queue
+        let mut order: Vec<(usize, Resolved)> = queue
             .iter()
             .enumerate()
-            .map(|(i, job)| (i, self.knowledge.view_of(job)))
+            .map(|(i, job)| (i, self.resolve(job)))
             .collect();
         match self.policy.objective {
             // First-fit decreasing: the largest jobs first, as bin packing does; a job of
             // unknown memory takes a GPU of its own, so it counts as the largest.
             Objective::MaxPacking => {
-                order.sort_by_key(|(_, v)| std::cmp::Reverse(v.memory_mib.unwrap_or(u32::MAX)));
+                order.sort_by_key(|(_, r)| {
+                    let largest = r
+                        .views
+                        .iter()
+                        .map(|v| v.memory_mib.unwrap_or(u32::MAX))
+                        .max();
+                    std::cmp::Reverse(largest)
+                });
             }
             // Jobs the knowledge base is surest about choose first (JRS); with probability
             // `exploration` a job's precedence is drawn at random instead, so uncertain jobs
             // also get good slots and produce the outcomes that make them certain.
             Objective::Balanced | Objective::MinSlowdown => {
                 let exploration = f64::from(self.policy.exploration);
-                let mut keyed: Vec<(f64, f64, (usize, JobView))> = order
+                let mut keyed: Vec<(f64, f64, (usize, Resolved))> = order
                     .into_iter()
                     .map(|entry| {
                         let key = if exploration > 0.0 && rng.r#gen::<f64>() < exploration {
                             rng.r#gen::<f64>()
                         } else {
-                            entry.1.assignment_uncertainty
+                            entry.1.any().assignment_uncertainty
                         };
                         (key, queue[entry.0].submitted_at_s, entry)
                     })
@@ -206,9 +371,11 @@ impl<'a> Planner<'a> {
             idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
             jobs_left = order.len();
         }
-        for (i, view) in order {
+        // Jobs started alone on an idle GPU: once all are placed, they may trade GPUs.
+        let mut alone: Vec<(usize, &'a str, Resolved)> = Vec::new();
+        for (i, resolved) in order {
             let job = &queue[i];
-            let mut candidates = self.candidates(&view);
+            let mut candidates = self.candidates(&resolved);
             if balanced
                 && jobs_left <= idle_left
                 && candidates.iter().any(|c| self.gpus[c.gpu].is_idle())
@@ -224,7 +391,7 @@ impl<'a> Planner<'a> {
                          beyond what sharing saves under the balanced objective; left queued for a better slot",
                         worst * 100.0
                     ),
-                    None => self.why_unplaceable(&view),
+                    None => self.why_unplaceable(&resolved),
                 };
                 unplaced.push(Unplaced {
                     job: job.id.clone(),
@@ -232,14 +399,32 @@ impl<'a> Planner<'a> {
                 });
                 continue;
             };
+            if self.gpus[best].is_idle()
+                && let Some((gpu, later, now)) = self.wait_for_faster(&resolved, best)
+            {
+                unplaced.push(Unplaced {
+                    job: job.id.clone(),
+                    reason: format!(
+                        "waits for {}: estimated to finish in {later:.0} s there (after the jobs \
+                         before it) against {now:.0} s on {} now",
+                        self.gpus[gpu].gpu.id, self.gpus[best].gpu.id
+                    ),
+                });
+                continue;
+            }
             let state = &mut self.gpus[best];
-            if state.is_idle() {
+            let was_idle = state.is_idle();
+            if was_idle {
                 idle_left -= 1;
             }
-            state.add(&job.id, view);
+            state.add(&job.id, resolved.views[state.model]);
             state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
             placed_on[best].push(&job.id);
+            if was_idle {
+                alone.push((best, &job.id, resolved));
+            }
         }
+        self.trade_gpus(alone, &mut placed_on);
 
         let placements = self
             .gpus
@@ -257,6 +442,60 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Jobs placed one at a time take the best GPU left for them, so an early job may hold a
+    /// fast GPU that a later job would gain more from. Two jobs that each run alone on a GPU of
+    /// a different model trade GPUs when that lowers the sum of their run times (of their
+    /// slownesses, without run times) and each fits the other's GPU; repeated until no trade
+    /// helps (a few passes: each trade strictly lowers the total).
+    fn trade_gpus(
+        &mut self,
+        alone: Vec<(usize, &'a str, Resolved)>,
+        placed_on: &mut [Vec<&'a str>],
+    ) {
+        let mut alone: Vec<(usize, &'a str, Resolved)> = alone
+            .into_iter()
+            .filter(|(g, _, _)| self.gpus[*g].jobs() == 1)
+            .collect();
+        let fits = |state: &GpuState<'_>, view: &JobView| {
+            view.memory_mib
+                .is_none_or(|mib| u64::from(mib) <= state.capacity())
+        };
+        const PASSES: usize = 4;
+        for _ in 0..PASSES {
+            let mut traded = false;
+            for a in 0..alone.len() {
+                for b in a + 1..alone.len() {
+                    let (ga, gb) = (alone[a].0, alone[b].0);
+                    let (ma, mb) = (self.gpus[ga].model, self.gpus[gb].model);
+                    if ma == mb {
+                        continue;
+                    }
+                    let (ra, rb) = (&alone[a].2, &alone[b].2);
+                    let before = pair_cost(ra, ma, rb, mb);
+                    let after = pair_cost(ra, mb, rb, ma);
+                    if after >= before * (1.0 - 1e-9)
+                        || !fits(&self.gpus[gb], &ra.views[mb])
+                        || !fits(&self.gpus[ga], &rb.views[ma])
+                    {
+                        continue;
+                    }
+                    let (ida, idb) = (alone[a].1, alone[b].1);
+                    let (va, vb) = (ra.views[mb], rb.views[ma]);
+                    self.gpus[ga].reset_alone(idb, vb);
+                    self.gpus[gb].reset_alone(ida, va);
+                    placed_on[ga] = vec![idb];
+                    placed_on[gb] = vec![ida];
+                    alone[a].0 = gb;
+                    alone[b].0 = ga;
+                    traded = true;
+                }
+            }
+            if !traded {
+                break;
+            }
+        }
+    }
+
     /// `balanced`, first phase: pair queued jobs by maximum-weight matching (see
     /// [`grouping`]) and start each pair on an idle GPU, best fit by memory, surest jobs' pairs
     /// first. An edge's weight is what the pair is worth on its own GPU — time saved minus the
@@ -266,21 +505,21 @@ impl<'a> Planner<'a> {
     fn place_matched_pairs<'q>(
         &mut self,
         queue: &'q [Job],
-        order: Vec<(usize, JobView)>,
+        order: Vec<(usize, Resolved)>,
         placed_on: &mut [Vec<&'q str>],
-    ) -> Vec<(usize, JobView)>
+    ) -> Vec<(usize, Resolved)>
     where
         'q: 'a,
     {
-        let Some(roomiest) = self
-            .gpus
-            .iter()
-            .filter(|s| s.is_idle())
-            .map(GpuState::capacity)
-            .max()
-        else {
+        // The largest idle GPU of each model.
+        let mut roomiest: SmallVec<[Option<u64>; 4]> = smallvec::smallvec![None; self.models.len()];
+        for s in self.gpus.iter().filter(|s| s.is_idle()) {
+            let room = &mut roomiest[s.model];
+            *room = (*room).max(Some(s.capacity()));
+        }
+        if roomiest.iter().all(Option::is_none) {
             return order;
-        };
+        }
         if order.len() > PAIRING_LIMIT {
             return order;
         }
@@ -295,13 +534,15 @@ impl<'a> Planner<'a> {
         let mut edges = Vec::new();
         for a in 0..order.len() {
             for b in a + 1..order.len() {
-                let (va, vb) = (&order[a].1, &order[b].1);
-                let fits = match pair_memory(va, vb) {
-                    Some(memory) => memory <= roomiest,
-                    None => self
-                        .knowledge
-                        .shared_on_any(va, vb, idle_models.iter().copied()),
-                };
+                let (ra, rb) = (&order[a].1, &order[b].1);
+                let (va, vb) = (ra.any(), rb.any());
+                let fits = roomiest.iter().enumerate().any(|(m, room)| {
+                    room.is_some_and(|room| {
+                        pair_memory(&ra.views[m], &rb.views[m]).is_some_and(|mib| mib <= room)
+                    })
+                }) || self
+                    .knowledge
+                    .shared_on_any(va, vb, idle_models.iter().copied());
                 if !fits {
                     continue;
                 }
@@ -319,27 +560,33 @@ impl<'a> Planner<'a> {
         pairs.sort_by_key(|&(a, b)| a.min(b));
         let mut placed = vec![false; order.len()];
         for (a, b) in pairs {
-            let (va, vb) = (&order[a].1, &order[b].1);
-            let memory = pair_memory(va, vb);
+            let (ra, rb) = (&order[a].1, &order[b].1);
+            // The idle GPU whose model suits the pair best (least slowness), then best fit by
+            // memory.
             let best_fit = self
                 .gpus
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.is_idle())
-                .filter_map(|(g, s)| match memory {
-                    Some(memory) => (s.free_mib() >= memory).then(|| (g, s.free_mib() - memory)),
-                    // Unknown memory: any GPU of a model the two were seen sharing.
-                    None => self
-                        .knowledge
-                        .shared(va, vb, &s.gpu.spec.model)
-                        .then_some((g, s.free_mib())),
+                .filter_map(|(g, s)| {
+                    let (va, vb) = (&ra.views[s.model], &rb.views[s.model]);
+                    let left = match pair_memory(va, vb) {
+                        Some(memory) => (s.free_mib() >= memory).then(|| s.free_mib() - memory),
+                        // Unknown memory: any GPU of a model the two were seen sharing.
+                        None => self
+                            .knowledge
+                            .shared(va, vb, &s.gpu.spec.model)
+                            .then_some(s.free_mib()),
+                    }?;
+                    Some((g, ra.slowness[s.model] + rb.slowness[s.model], left))
                 })
-                .min_by_key(|&(_, left)| left)
-                .map(|(g, _)| g);
+                .min_by(|x, y| x.1.total_cmp(&y.1).then(x.2.cmp(&y.2)))
+                .map(|(g, _, _)| g);
             let Some(g) = best_fit else { continue };
+            let model = self.gpus[g].model;
             for &member in &[a, b] {
-                let (i, view) = order[member];
-                self.gpus[g].add(&queue[i].id, view);
+                let (i, ref resolved) = order[member];
+                self.gpus[g].add(&queue[i].id, resolved.views[model]);
                 placed_on[g].push(&queue[i].id);
                 placed[member] = true;
             }
@@ -355,12 +602,12 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn filter(&self, job: &Job) -> Result<Vec<Fit>> {
-        let view = self.knowledge.view_of(job);
+        let resolved = self.resolve(job);
         Ok(self
             .gpus
             .iter()
             .map(|state| {
-                let verdict = self.fits(state, &view);
+                let verdict = self.fits(state, &resolved.views[state.model]);
                 Fit {
                     gpu: state.gpu.id.clone(),
                     fits: verdict.is_ok(),
@@ -371,7 +618,7 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
-        let view = self.knowledge.view_of(job);
+        let resolved = self.resolve(job);
         let mut scores: Vec<GpuScore> = self
             .gpus
             .iter()
@@ -380,7 +627,7 @@ impl<'a> Planner<'a> {
                 score: 0,
             })
             .collect();
-        for candidate in self.candidates(&view) {
+        for candidate in self.candidates(&resolved) {
             scores[candidate.gpu].score = candidate.score;
         }
         Ok(scores)
@@ -424,12 +671,15 @@ impl<'a> Planner<'a> {
         (needed > state.free_mib()).then_some(Refusal::Memory)
     }
 
-    fn candidates(&self, view: &JobView) -> Vec<Candidate> {
+    fn candidates(&self, resolved: &Resolved) -> Vec<Candidate> {
         self.gpus
             .iter()
             .enumerate()
-            .filter(|(_, state)| self.refusal(state, view).is_none())
-            .map(|(gpu, state)| self.evaluate(gpu, state, view))
+            .filter(|(_, state)| self.refusal(state, &resolved.views[state.model]).is_none())
+            .map(|(gpu, state)| {
+                let view = &resolved.views[state.model];
+                self.evaluate(gpu, state, view, resolved.slowness[state.model])
+            })
             .collect()
     }
 
@@ -450,7 +700,13 @@ impl<'a> Planner<'a> {
         least_harmful.filter(|_| candidates.is_empty())
     }
 
-    fn evaluate(&self, gpu: usize, state: &GpuState<'_>, view: &JobView) -> Candidate {
+    fn evaluate(
+        &self,
+        gpu: usize,
+        state: &GpuState<'_>,
+        view: &JobView,
+        slowness: f64,
+    ) -> Candidate {
         let after = predict(self.knowledge, &state.members, Some(view));
         let worst = after.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
         // A job of unknown memory fills the GPU as far as packing can tell.
@@ -459,20 +715,24 @@ impl<'a> Planner<'a> {
             .filter(|_| state.unknown_memory.is_none())
             .map_or(0, |mib| state.free_mib().saturating_sub(u64::from(mib)));
         let free_share = left as f64 / state.capacity() as f64;
-        let (value, score) = match self.policy.objective {
+        let value = match self.policy.objective {
             Objective::Balanced => {
-                let value = after.time_saved
-                    - state.time_saved
-                    - slowdown_penalty(worst, after.uncertainty);
-                (value, 50.0 + 50.0 * value.clamp(-1.0, 1.0))
+                after.time_saved - state.time_saved - slowdown_penalty(worst, after.uncertainty)
             }
-            Objective::MinSlowdown => (-worst, 100.0 * (1.0 - worst.min(1.0))),
-            Objective::MaxPacking => (-free_share, 100.0 * (1.0 - free_share)),
+            Objective::MinSlowdown => -worst,
+            Objective::MaxPacking => -free_share,
+        };
+        // Scores follow the choice: the objective's value less the model's slowness.
+        let score = match self.policy.objective {
+            Objective::Balanced => 50.0 + 50.0 * (value - slowness).clamp(-1.0, 1.0),
+            Objective::MinSlowdown => 100.0 * (1.0 - (worst + slowness).min(1.0)),
+            Objective::MaxPacking => 100.0 * (1.0 - (free_share + slowness).min(1.0)),
         };
         Candidate {
             gpu,
             value,
             worst_slowdown: worst,
+            slowness,
             // A GPU the job fits never scores 0: 0 means "does not fit".
             score: score.round().clamp(1.0, 100.0) as u8,
         }
@@ -490,30 +750,33 @@ impl<'a> Planner<'a> {
         candidates
             .iter()
             .rev()
-            .max_by(|a, b| a.value.total_cmp(&b.value))
+            .max_by(|a, b| a.merit().total_cmp(&b.merit()))
             .map(|c| c.gpu)
     }
 
-    fn why_unplaceable(&self, view: &JobView) -> String {
+    fn why_unplaceable(&self, resolved: &Resolved) -> String {
         if self.gpus.is_empty() {
             return "no GPUs were offered".into();
         }
         let cap = self.policy.max_jobs_per_gpu as usize;
-        let Some(needed) = view.memory_mib else {
-            return "it has no known profile (unknown memory): it runs alone on an idle GPU or \
-                    beside one job it was observed sharing that GPU model with, and no GPU offers \
-                    either"
+        if resolved.views.iter().all(|v| v.memory_mib.is_none()) {
+            return "it has no known profile and no declared model (unknown memory): it runs \
+                    alone on an idle GPU or beside one job it was observed sharing that GPU \
+                    model with, and no GPU offers either"
                 .into();
-        };
+        }
+        // The GPU that comes closest: the least memory missing for the job on its model.
         let open = self
             .gpus
             .iter()
-            .filter(|s| s.jobs() < cap && s.unknown_memory.is_none());
-        match open.max_by_key(|s| s.free_mib()) {
-            Some(roomiest) => format!(
-                "needs {needed} MiB; the most free memory on a GPU under the job cap is {} MiB ({})",
-                roomiest.free_mib(),
-                roomiest.gpu.id
+            .filter(|s| s.jobs() < cap && s.unknown_memory.is_none())
+            .filter_map(|s| Some((s, u64::from(resolved.views[s.model].memory_mib?))));
+        match open.min_by_key(|(s, needed)| needed.saturating_sub(s.free_mib())) {
+            Some((closest, needed)) => format!(
+                "needs {needed} MiB on a {} ({} MiB free on {}, the closest fit under the job cap)",
+                closest.gpu.spec.model,
+                closest.free_mib(),
+                closest.gpu.id
             ),
             None if self.gpus.iter().any(|s| s.jobs() < cap) => {
                 format!("every GPU under the job cap ({cap}) runs a resident of unknown memory")
@@ -635,7 +898,7 @@ fn predict(
     members: &[Member<'_>],
     joining: Option<&JobView>,
 ) -> GroupForecast {
-    let mut views: smallvec::SmallVec<[&JobView; 4]> = members.iter().map(|m| &m.view).collect();
+    let mut views: SmallVec<[&JobView; 4]> = members.iter().map(|m| &m.view).collect();
     views.extend(joining);
     let (slowdowns, uncertainty) = knowledge.predict(&views);
     GroupForecast {

@@ -52,9 +52,11 @@ pub(crate) fn load(state: &[u8]) -> Result<Recommender> {
         )));
     }
     validate::policy(&snapshot.policy)?;
+    let mut knowledge = snapshot.knowledge;
+    knowledge.after_load()?;
     Ok(Recommender {
         policy: snapshot.policy,
         seed: snapshot.seed,
-        knowledge: snapshot.knowledge,
+        knowledge,
     })
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use tandem_api::{EngineError, Gpu, Job, Outcome, Policy, Profile};
+use tandem_api::{EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile};
 
 use crate::Result;
 
@@ -50,10 +50,74 @@ pub(crate) fn profile(profile: &Profile, field: &str) -> Result<()> {
     Ok(())
 }
 
-fn job(job: &Job, field: &str) -> Result<()> {
+/// A non-negative, finite figure (`what` names it for the error).
+fn non_negative(value: f64, field: &str) -> Result<()> {
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(invalid(format!(
+            "{field} must be finite and not negative, got {value}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn model_summary(summary: &ModelSummary, field: &str) -> Result<()> {
+    for (name, value) in [
+        ("params-mib", summary.params_mib),
+        ("activations-mib", summary.activations_mib),
+        ("input-mib", summary.input_mib),
+        ("gflops", summary.gflops),
+    ] {
+        non_negative(f64::from(value), &format!("{field}.{name}"))?;
+    }
+    if summary.batch_size == 0 {
+        return Err(invalid(format!("{field}.batch-size must be at least 1")));
+    }
+    if summary.params_mib + summary.activations_mib + summary.input_mib <= 0.0 {
+        return Err(invalid(format!(
+            "{field}: params-mib, activations-mib and input-mib are all 0; a model has a size"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn gpu_spec(spec: &GpuSpec, field: &str) -> Result<()> {
+    if spec.memory_mib == 0 {
+        return Err(invalid(format!("{field}.memory-mib must be positive")));
+    }
+    if spec.model.is_empty() {
+        return Err(invalid(format!("{field}.model is empty")));
+    }
+    for (name, value) in [
+        ("mem-bandwidth-gbps", spec.mem_bandwidth_gbps),
+        ("price-per-hour", spec.price_per_hour),
+        ("power-watts", spec.power_watts),
+    ] {
+        if let Some(value) = value {
+            non_negative(f64::from(value), &format!("{field}.{name}"))?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn speed(speed: f64, field: &str) -> Result<()> {
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err(invalid(format!(
+            "{field} must be finite and positive, got {speed}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn job(job: &Job, field: &str) -> Result<()> {
     job_id(&job.id, &format!("{field}.id"))?;
     if let Some(p) = &job.profile {
         profile(p, &format!("{field}.profile"))?;
+    }
+    if let Some(summary) = &job.declared {
+        model_summary(summary, &format!("{field}.declared"))?;
+    }
+    if let Some(work) = job.work {
+        non_negative(work, &format!("{field}.work"))?;
     }
     if !job.submitted_at_s.is_finite() {
         return Err(invalid(format!(
@@ -83,12 +147,7 @@ pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
         if !gpu_ids.insert(gpu.id.as_str()) {
             return Err(invalid(format!("{field}.id `{}` is duplicated", gpu.id)));
         }
-        if gpu.spec.memory_mib == 0 {
-            return Err(invalid(format!("{field}.spec.memory-mib must be positive")));
-        }
-        if gpu.spec.model.is_empty() {
-            return Err(invalid(format!("{field}.spec.model is empty")));
-        }
+        gpu_spec(&gpu.spec, &format!("{field}.spec"))?;
         for (r, resident) in gpu.residents.iter().enumerate() {
             let field = format!("{field}.residents[{r}]");
             job(resident, &field)?;

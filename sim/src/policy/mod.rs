@@ -45,11 +45,13 @@ pub enum PolicyName {
     TandemMinSlowdown,
     /// [`Tandem`], maximum packing.
     TandemMaxPacking,
+    /// [`Tandem`], balanced, told no speeds ([`Tandem::blind`]): the heterogeneity ablation.
+    TandemBalancedBlind,
 }
 
 impl PolicyName {
     /// Every policy, baselines first.
-    pub const ALL: [PolicyName; 9] = [
+    pub const ALL: [PolicyName; 10] = [
         PolicyName::ExclusiveFifo,
         PolicyName::Random,
         PolicyName::FfdUtil,
@@ -59,6 +61,7 @@ impl PolicyName {
         PolicyName::TandemBalanced,
         PolicyName::TandemMinSlowdown,
         PolicyName::TandemMaxPacking,
+        PolicyName::TandemBalancedBlind,
     ];
 
     /// The name in reports and on the command line.
@@ -73,6 +76,7 @@ impl PolicyName {
             PolicyName::TandemBalanced => "tandem-balanced",
             PolicyName::TandemMinSlowdown => "tandem-min-slowdown",
             PolicyName::TandemMaxPacking => "tandem-max-packing",
+            PolicyName::TandemBalancedBlind => "tandem-balanced-blind",
         }
     }
 
@@ -107,6 +111,10 @@ impl PolicyName {
             PolicyName::TandemBalanced => return tandem(Objective::Balanced),
             PolicyName::TandemMinSlowdown => return tandem(Objective::MinSlowdown),
             PolicyName::TandemMaxPacking => return tandem(Objective::MaxPacking),
+            PolicyName::TandemBalancedBlind => {
+                let blind = Tandem::blind(runtime, Objective::Balanced, known, seed)?;
+                Ok(Box::new(blind))
+            }
         })
     }
 }

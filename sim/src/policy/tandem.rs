@@ -10,6 +10,11 @@
 //! Every co-location the simulator reports becomes an `observe-outcome`; every decision is one
 //! `recommend` over the head of the queue and the GPUs that can take a job. Multi-GPU jobs run
 //! alone, first-fit; the engine places single GPUs.
+//!
+//! Heterogeneity: the solo throughputs every scheduler knows (the history of each type's solo
+//! runs) reach the engine as `observe-speed` reports, and every job carries its work left (steps),
+//! so the engine places each job where it runs fastest. The blind variant reports no speeds:
+//! the engine then takes GPUs in the order given, as Tandem did before it knew GPU models apart.
 
 use std::collections::HashMap;
 
@@ -29,6 +34,8 @@ pub struct Tandem {
     workloads: Vec<String>,
     /// Names of the GPU models, as the engine sees them.
     models: Vec<GpuSpec>,
+    /// Whether the engine is told speeds and work (heterogeneity-aware).
+    aware: bool,
 }
 
 impl Tandem {
@@ -37,13 +44,34 @@ impl Tandem {
 
     /// A fresh engine (bootstrapped knowledge base) under `objective`.
     pub fn new(runtime: &Runtime, objective: Objective, known: &Known, seed: u64) -> Result<Self> {
+        Self::with_awareness(runtime, objective, known, seed, true)
+    }
+
+    /// The heterogeneity-blind variant: the engine is told no speeds and no work.
+    pub fn blind(
+        runtime: &Runtime,
+        objective: Objective,
+        known: &Known,
+        seed: u64,
+    ) -> Result<Self> {
+        Self::with_awareness(runtime, objective, known, seed, false)
+    }
+
+    fn with_awareness(
+        runtime: &Runtime,
+        objective: Objective,
+        known: &Known,
+        seed: u64,
+        aware: bool,
+    ) -> Result<Self> {
         let name = format!(
-            "tandem-{}",
+            "tandem-{}{}",
             match objective {
                 Objective::Balanced => "balanced",
                 Objective::MinSlowdown => "min-slowdown",
                 Objective::MaxPacking => "max-packing",
-            }
+            },
+            if aware { "" } else { "-blind" }
         );
         let policy = EnginePolicy {
             objective,
@@ -57,7 +85,7 @@ impl Tandem {
                 source,
             })?;
         let secret: Vec<u8> = seed.to_le_bytes().repeat(4);
-        Ok(Self {
+        let mut tandem = Self {
             workloads: known
                 .types
                 .iter()
@@ -70,7 +98,25 @@ impl Tandem {
                 .collect(),
             engine,
             name,
-        })
+            aware,
+        };
+        if aware {
+            for (t, job_type) in known.types.iter().enumerate() {
+                for (m, throughput) in job_type.throughput.iter().enumerate() {
+                    let Some(speed) = *throughput else { continue };
+                    tandem
+                        .engine
+                        .observe_speed(&tandem.workloads[t], &tandem.models[m].model, speed)
+                        .map_err(|e| tandem.engine_error(e))?;
+                }
+            }
+        }
+        Ok(tandem)
+    }
+
+    /// The work left to tell the engine, when it is heterogeneity-aware.
+    fn work(&self, steps: f64) -> Option<f64> {
+        self.aware.then_some(steps)
     }
 
     fn engine_error(&self, source: tandem_host::Error) -> Error {
@@ -132,6 +178,7 @@ impl Policy for Tandem {
             job_of.insert(id.clone(), job.id);
             queue.push(Job {
                 submitted_at_s: job.arrival_s,
+                work: self.work(job.steps),
                 ..Job::new(id)
             });
         }
@@ -154,7 +201,10 @@ impl Policy for Tandem {
                 residents: gpu
                     .residents
                     .iter()
-                    .map(|r| Job::new(format!("{}~{}", self.workloads[r.job_type], r.id)))
+                    .map(|r| Job {
+                        work: self.work(r.steps_left),
+                        ..Job::new(format!("{}~{}", self.workloads[r.job_type], r.id))
+                    })
                     .collect(),
             });
         }

@@ -1,6 +1,6 @@
 //! A deliberately misbehaving engine component, for the host's sandbox tests.
 //!
-//! It implements the `plugin` world of `tandem:engine@0.1.0` and otherwise behaves: it
+//! It implements the `plugin` world of `tandem:engine@0.2.0` and otherwise behaves: it
 //! remembers the ids of observed profiles (its whole state, saved as one id per line) and
 //! `recommend` reports them back as unplaced jobs with the reason `known`, so a test can see
 //! whether state survived a rebuild; `synthesize` always answers `invalid-input`. A queued job
@@ -18,7 +18,7 @@ use bindings::tandem::engine::types as wit;
 #[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../../wit/v0.1.0",
+        path: "../../../wit/v0.2.0",
         world: "plugin",
     });
 
@@ -80,6 +80,9 @@ impl GuestRecommender for Recommender {
             seed_points: 0,
             outcomes: 0,
             residual_observations: 0,
+            memory_rows: 0,
+            memory_margin_pct: 0.0,
+            speed_workloads: 0,
             clusters: Vec::new(),
             pairs: Vec::new(),
         }
@@ -143,6 +146,33 @@ impl GuestRecommender for Recommender {
     }
 
     fn filter(&self, _job: wit::Job, _gpus: Vec<wit::Gpu>) -> Result<Vec<wit::Fit>, wit::Error> {
+        Ok(Vec::new())
+    }
+
+    fn observe_memory(
+        &self,
+        _job: String,
+        _declared: wit::ModelSummary,
+        _gpu: wit::GpuSpec,
+        _peak_mem_mib: u32,
+    ) -> Result<(), wit::Error> {
+        Ok(())
+    }
+
+    fn observe_speed(
+        &self,
+        _job: String,
+        _gpu_model: String,
+        _work_per_s: f64,
+    ) -> Result<(), wit::Error> {
+        Ok(())
+    }
+
+    fn estimate(
+        &self,
+        _job: wit::Job,
+        _gpus: Vec<wit::GpuSpec>,
+    ) -> Result<Vec<wit::Estimate>, wit::Error> {
         Ok(Vec::new())
     }
 
