@@ -2,6 +2,7 @@
 
 mod eval;
 mod kb;
+mod predict;
 mod simulate;
 mod synthesize;
 
