@@ -440,6 +440,10 @@ pub(crate) fn memory_evaluation(report: &crate::eval::memory::Report) -> String 
     out.push_str(&format!(
         "guard: reserve prediction × (1 + margin); would-be OOM = true peak above the bare prediction\n{table}\n"
     ));
+    out.push_str(&format!(
+        "the engine's margin, trained on all {} rows: {:.1}%\n",
+        report.rows, report.engine_margin_pct
+    ));
     out
 }
 

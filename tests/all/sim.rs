@@ -1,7 +1,7 @@
 //! Tandem in the simulator: the engine component in the loop, on the demo's inputs.
 
 use tandem_sim::policy::{Known, PolicyName};
-use tandem_sim::{Settings, Truth, demo, simulate};
+use tandem_sim::{Cluster, Settings, Truth, demo, simulate};
 
 /// The demo (every policy, the whole trace) is what `tandem simulate` runs and the README
 /// shows; here Tandem's balanced run is checked for the rules and the claims the demo makes.
@@ -51,4 +51,51 @@ fn tandem_runs_the_demo_within_the_rules_and_beats_exclusive_fifo() {
     assert!(tandem.makespan_s <= fifo.makespan_s);
     let p95 = |r: &tandem_sim::PolicyReport| r.slowdown_pct.map_or(0.0, |s| s.p95);
     assert!(p95(&tandem) < p95(&random));
+}
+
+/// Heterogeneity: the demo's GPUs listed slowest first. A blind first fit (FIFO, and Tandem told
+/// no speeds) starts jobs on K80s while V100s sit idle; told the speeds and the work, Tandem
+/// places by run time and is no longer at the mercy of the listing order.
+#[test]
+fn told_speeds_tandem_beats_fifo_and_its_blind_self_whatever_the_gpu_order() {
+    let runtime = super::engine_runtime();
+    let truth = Truth::new(&demo::catalogs().unwrap()).unwrap();
+    let trace = demo::trace().unwrap();
+    let cluster = Cluster::parse(
+        "nodes,gpus_per_node,gpu_model\n4,4,K80\n4,4,P100\n4,4,V100\n",
+        "k80-first.csv",
+    )
+    .unwrap();
+    let settings = Settings::default();
+    let known = Known::of(&truth);
+    let run = |name: PolicyName| {
+        let mut policy = name
+            .build(&known, &runtime, settings.seed)
+            .unwrap()
+            .unwrap();
+        simulate(
+            &truth,
+            &cluster,
+            &trace,
+            &settings,
+            policy.as_mut(),
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let fifo = run(PolicyName::ExclusiveFifo);
+    let blind = run(PolicyName::TandemBalancedBlind);
+    let aware = run(PolicyName::TandemBalanced);
+    println!(
+        "K80 first, avg JCT / makespan h: fifo {:.2} / {:.1}, blind {:.2} / {:.1}, aware {:.2} / {:.1}",
+        fifo.jct_s.mean / 3600.0,
+        fifo.makespan_s / 3600.0,
+        blind.jct_s.mean / 3600.0,
+        blind.makespan_s / 3600.0,
+        aware.jct_s.mean / 3600.0,
+        aware.makespan_s / 3600.0,
+    );
+    assert_eq!(aware.ooms, 0);
+    assert!(aware.jct_s.mean < blind.jct_s.mean && aware.jct_s.mean < fifo.jct_s.mean);
+    assert!(aware.makespan_s < blind.makespan_s);
 }

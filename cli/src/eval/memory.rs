@@ -139,6 +139,8 @@ pub(crate) struct Report {
     pub guards: Vec<Guard>,
     /// SchedTune's reported average error (random split), %.
     pub schedtune_avg_error_pct: f64,
+    /// The margin of the engine's own model, trained on every bundled row, %.
+    pub engine_margin_pct: f64,
 }
 
 /// Runs the evaluation on the bundled measurements.
@@ -169,6 +171,7 @@ pub(crate) fn run(seed: u64) -> anyhow::Result<Report> {
         scores,
         guards,
         schedtune_avg_error_pct: SCHEDTUNE_AVG_ERROR_PCT,
+        engine_margin_pct: memory::MemoryModel::bundled().margin() * 100.0,
     })
 }
 

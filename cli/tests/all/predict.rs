@@ -190,3 +190,39 @@ fn eval_memory_reports_every_split_and_catches_every_would_be_oom_on_a_new_gpu()
         assert!(error("tandem-forest") < error("torchinfo-sum"), "{split}");
     }
 }
+
+#[test]
+fn the_heterogeneous_example_places_each_priority_on_its_best_gpu() {
+    let example = super::example("heterogeneous.json");
+    let answer = json_out(&[
+        "recommend",
+        "--queue",
+        example.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let gpu_of = |job: &str| {
+        answer["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["jobs"].as_array().unwrap().iter().any(|j| j == job))
+            .map(|p| p["gpu"].as_str().unwrap().to_owned())
+    };
+    // Fastest (and the only GPU with room enough besides the T4), cheapest, least energy.
+    assert_eq!(
+        gpu_of("urgent-vgg").as_deref(),
+        Some("fast-0/0"),
+        "{answer}"
+    );
+    assert_eq!(
+        gpu_of("thrifty-resnet").as_deref(),
+        Some("old-0/0"),
+        "{answer}"
+    );
+    assert_eq!(
+        gpu_of("green-resnet").as_deref(),
+        Some("edge-0/0"),
+        "{answer}"
+    );
+}

@@ -68,6 +68,9 @@ struct Resolved {
     slowness: SmallVec<[f64; 4]>,
     /// Run time alone on each model, s, when the job's work and speed there are known.
     solo_s: SmallVec<[Option<f64>; 4]>,
+    /// Whether its user cares about finishing soon (`latency`, the default) rather than cost
+    /// or energy, which waiting for a faster GPU does not lower.
+    latency: bool,
 }
 
 impl Resolved {
@@ -78,10 +81,11 @@ impl Resolved {
 }
 
 /// What running `a` on model `ma` and `b` on model `mb` costs together: the sum of their run
-/// times when both are known (what average JCT adds up), else of their slownesses.
+/// times when both want latency and both are known (what average JCT adds up), else of their
+/// slownesses (weighted by their priorities).
 fn pair_cost(a: &Resolved, ma: usize, b: &Resolved, mb: usize) -> f64 {
     match (a.solo_s[ma], b.solo_s[mb]) {
-        (Some(ta), Some(tb)) => ta + tb,
+        (Some(ta), Some(tb)) if a.latency && b.latency => ta + tb,
         _ => a.slowness[ma] + b.slowness[mb],
     }
 }
@@ -247,12 +251,15 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// JCT-aware placement (SchedTune): a job about to start alone on idle GPU `now` whose
+    /// JCT-aware placement (SchedTune): a job under the `latency` priority about to start alone on idle GPU `now` whose
     /// estimated completion would come clearly sooner ([`WAIT_GAIN`]) by waiting for a busy GPU
     /// — running there after the residents and after the queued jobs already waiting for it —
     /// waits for it instead. Returns the GPU waited for and the two estimates, after booking
     /// the job's run time on it.
     fn wait_for_faster(&mut self, resolved: &Resolved, now: usize) -> Option<(usize, f64, f64)> {
+        if !resolved.latency {
+            return None;
+        }
         let start_now = resolved.solo_s[self.gpus[now].model]?;
         let (gpu, later) = self
             .gpus
@@ -314,6 +321,7 @@ impl<'a> Planner<'a> {
             views,
             slowness,
             solo_s,
+            latency: matches!(job.priority, None | Some(tandem_api::Priority::Latency)),
         }
     }
 

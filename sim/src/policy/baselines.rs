@@ -5,7 +5,7 @@
 //! | `exclusive-fifo` | kube-scheduler's default: one job per GPU, jobs in arrival order, first idle GPU(s) in cluster order |
 //! | `random` | random co-location: each job to a uniformly drawn GPU that is idle or holds one job it may join (two per GPU) |
 //! | `ffd-util` | Horus / Yeung et al.: First-Fit-Decreasing by GPU utilization, at most 3 jobs per GPU, summed utilization ≤ 100%; memory-blind, so OOMs are resubmitted |
-//! | `schedtune-min-jct` | SchedTune: each job to the GPU model minimizing its estimated JCT (wait for a GPU of it + solo run time there); exclusive (its memory predictor comes with issue 6) |
+//! | `schedtune-min-jct` | SchedTune: each job to the GPU model minimizing its estimated JCT (wait for a GPU of it + solo run time there); exclusive (the catalogs have no memory per model for its memory predictor to act on) |
 //! | `jrs-ranking` | JRS / PriRecT ranking: join the resident whose pair has the best observed packing saving (positive only), else an idle GPU |
 //! | `lucid-style` | Lucid's packing rule: join the resident of lowest utilization with summed utilization ≤ 100% and memory that fits (two per GPU), else an idle GPU |
 //!
