@@ -544,13 +544,19 @@ impl<'a> Planner<'a> {
             for b in a + 1..order.len() {
                 let (ra, rb) = (&order[a].1, &order[b].1);
                 let (va, vb) = (ra.any(), rb.any());
-                let fits = roomiest.iter().enumerate().any(|(m, room)| {
-                    room.is_some_and(|room| {
-                        pair_memory(&ra.views[m], &rb.views[m]).is_some_and(|mib| mib <= room)
-                    })
-                }) || self
-                    .knowledge
-                    .shared_on_any(va, vb, idle_models.iter().copied());
+                // Two profiled jobs may pair wherever their memory fits (the profiles predict
+                // their interference); any other pair only if it was seen sharing (an outcome
+                // is the only evidence it fits and how it interferes).
+                let profiled = va.features.is_some() && vb.features.is_some();
+                let fits = (profiled
+                    && roomiest.iter().enumerate().any(|(m, room)| {
+                        room.is_some_and(|room| {
+                            pair_memory(&ra.views[m], &rb.views[m]).is_some_and(|mib| mib <= room)
+                        })
+                    }))
+                    || self
+                        .knowledge
+                        .shared_on_any(va, vb, idle_models.iter().copied());
                 if !fits {
                     continue;
                 }
@@ -676,7 +682,19 @@ impl<'a> Planner<'a> {
                 _ => Some(Refusal::UnknownMemory),
             };
         };
-        (needed > state.free_mib()).then_some(Refusal::Memory)
+        if needed > state.free_mib() {
+            return Some(Refusal::Memory);
+        }
+        // Memory known from a declared model says nothing of interference: a job without a
+        // profile (or beside one) shares only with a job it was seen sharing this model with,
+        // as a job of unknown memory does.
+        let unprofiled = view.features.is_none() || state.members.iter().any(|m| m.view.features.is_none());
+        match state.members.as_slice() {
+            [] => None,
+            _ if !unprofiled => None,
+            [only] if self.knowledge.shared(&only.view, view, model) => None,
+            _ => Some(Refusal::NoEvidence),
+        }
     }
 
     fn candidates(&self, resolved: &Resolved) -> Vec<Candidate> {
@@ -780,6 +798,12 @@ impl<'a> Planner<'a> {
             .filter(|s| s.jobs() < cap && s.unknown_memory.is_none())
             .filter_map(|s| Some((s, u64::from(resolved.views[s.model].memory_mib?))));
         match open.min_by_key(|(s, needed)| needed.saturating_sub(s.free_mib())) {
+            // Memory is not what stops it there: say what does.
+            Some((closest, needed)) if needed <= closest.free_mib() => {
+                let view = &resolved.views[closest.model];
+                let why = self.fits(closest, view).err().unwrap_or_default();
+                format!("{}: {why}", closest.gpu.id)
+            }
             Some((closest, needed)) => format!(
                 "needs {needed} MiB on a {} ({} MiB free on {}, the closest fit under the job cap)",
                 closest.gpu.spec.model,
@@ -859,6 +883,8 @@ enum Refusal {
     UnknownMemory,
     /// Not enough free memory.
     Memory,
+    /// The newcomer or a member has no profile, and the two were never seen sharing.
+    NoEvidence,
 }
 
 impl Refusal {
@@ -884,6 +910,11 @@ impl Refusal {
                 "the job has no known profile (unknown memory): it may share a GPU only with \
                  one job it was observed sharing a {model} with, and this GPU holds {} other(s)",
                 state.jobs()
+            ),
+            Self::NoEvidence => format!(
+                "the job or a job on it has no profile, so nothing predicts how they would \
+                 interfere, and they were never observed sharing a {model}; it may share only \
+                 with a job it was seen sharing one with"
             ),
             Self::Memory => format!(
                 "needs {} MiB but only {} of {} MiB are free",

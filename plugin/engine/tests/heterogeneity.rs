@@ -275,3 +275,28 @@ fn bad_declarations_and_work_are_refused_naming_the_field() {
     let err = engine.recommend(&[negative], &gpus).unwrap_err();
     assert!(err.to_string().contains("queue[0].work"), "{err}");
 }
+
+#[test]
+fn a_declared_model_vouches_for_memory_not_for_interference() {
+    let engine = engine();
+    let gpus = [gpu("g/0", GpuSpec::new("V100", 16384), vec![])];
+    let small = ModelSummary {
+        params_mib: 44.59,
+        activations_mib: 909.25,
+        input_mib: 18.38,
+        batch_size: 32,
+        ..ModelSummary::default()
+    };
+    let job = |id: &str| Job {
+        declared: Some(small.clone()),
+        ..Job::new(id)
+    };
+    // Both fit the GPU's memory many times over, yet nothing says how they would interfere.
+    let answer = engine.recommend(&[job("a"), job("b")], &gpus).unwrap();
+    assert_eq!(answer.placements.len(), 1);
+    assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");
+    assert!(
+        answer.unplaced[0].reason.contains("never observed sharing"),
+        "{answer:?}"
+    );
+}
