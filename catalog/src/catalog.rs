@@ -42,6 +42,10 @@ pub struct JobType {
     /// profile (so `profile` stays `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_util_pct_approx: Option<f32>,
+    /// Peak device memory alone per GPU model, in MiB, for sources that measured it. A peak
+    /// above the model's memory means the job cannot run there: it runs out of memory.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub peak_mem_mib: BTreeMap<String, u32>,
 }
 
 /// Two job types measured sharing one GPU. A pair absent from a catalog was not measured, which
@@ -333,6 +337,13 @@ impl Catalog {
                     let field = format!("{at}.{field}.{model}");
                     known_gpu(field.clone(), model)?;
                     positive(value).map_err(|problem| invalid(field, problem))?;
+                }
+            }
+            for (model, &value) in &job.peak_mem_mib {
+                let field = format!("{at}.peak_mem_mib.{model}");
+                known_gpu(field.clone(), model)?;
+                if value == 0 {
+                    return Err(invalid(field, "must be positive".into()));
                 }
             }
             if let Some(value) = job.gpu_util_pct_approx

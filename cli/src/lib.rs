@@ -164,7 +164,8 @@ struct SimulateArgs {
 
     /// Policies to compare, comma-separated, or `all`: exclusive-fifo, random, ffd-util,
     /// schedtune-min-jct, jrs-ranking, lucid-style, tandem-balanced, tandem-min-slowdown,
-    /// tandem-max-packing, tandem-balanced-blind (balanced, told no GPU speeds).
+    /// tandem-max-packing, tandem-balanced-blind (balanced, told no GPU speeds),
+    /// tandem-balanced-undeclared (balanced, declared models withheld).
     #[arg(
         long,
         value_name = "LIST",

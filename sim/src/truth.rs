@@ -6,8 +6,10 @@
 //! catalogs of whole runs, `1 / solo_time_s` runs/s). Jobs sharing a GPU progress at their
 //! measured pair speeds; a group of three or more progresses at the product of its pairwise
 //! speeds (the catalogs measured pairs only — this compounding is the simulator's assumption).
-//! A group with a pair nobody measured on that model, or whose profiled memory exceeds the GPU,
-//! cannot run: it is an OOM.
+//! A group with a pair nobody measured on that model, or whose memory (each type's measured peak
+//! on that model, else its profile's) exceeds the GPU, cannot run: it is an OOM — alone too, for
+//! a type whose peak exceeds the model's memory (the job then never starts on that model
+//! again).
 
 use std::collections::HashMap;
 
@@ -36,6 +38,10 @@ pub struct JobType {
     pub profile: Option<Profile>,
     /// Peak GPU utilization, 0..=100: the profile's, else the catalog's approximation.
     pub util_pct: Option<f32>,
+    /// Measured peak memory alone per model (indexed like [`Truth::models`]), if measured.
+    pub peak_mem_mib: Vec<Option<u32>>,
+    /// The model its users declare, if the catalog gives one.
+    pub declared: Option<tandem_api::ModelSummary>,
 }
 
 /// Measured behaviour of every job type, pair and GPU model a run may meet.
@@ -100,6 +106,8 @@ impl Truth {
                             throughput: vec![None; models],
                             profile: None,
                             util_pct: None,
+                            peak_mem_mib: vec![None; models],
+                            declared: None,
                         });
                         truth.types.len() - 1
                     }
@@ -124,6 +132,12 @@ impl Truth {
                 }
                 if entry.profile.is_none() {
                     entry.profile = job.profile.clone();
+                }
+                if entry.declared.is_none() {
+                    entry.declared = job.declared.clone();
+                }
+                for (model, &peak) in &job.peak_mem_mib {
+                    entry.peak_mem_mib[truth.model_index[model]] = Some(peak);
                 }
                 if entry.util_pct.is_none() {
                     entry.util_pct = job
@@ -208,13 +222,14 @@ impl Truth {
                 }
             }
         }
+        // A type's memory on this model: its measured peak there, else its profile's.
         let memory: Option<u64> = group
             .iter()
             .map(|&t| {
-                self.types[t]
-                    .profile
-                    .as_ref()
-                    .map(|p| u64::from(p.mem_used_mib))
+                let job = &self.types[t];
+                job.peak_mem_mib[model]
+                    .map(u64::from)
+                    .or_else(|| job.profile.as_ref().map(|p| u64::from(p.mem_used_mib)))
             })
             .sum();
         match memory {
@@ -229,7 +244,7 @@ impl Truth {
     /// Speeds (co-located / solo throughput) of a group sharing a GPU of `model`, in its
     /// order; `None` if it cannot run ([`oom`](Self::oom)). One job runs at full speed.
     pub fn speeds(&self, model: usize, group: &[usize]) -> Option<Speeds> {
-        if group.len() > 1 && self.oom(model, group).is_some() {
+        if self.oom(model, group).is_some() {
             return None;
         }
         Some(

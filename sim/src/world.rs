@@ -109,6 +109,8 @@ struct JobState {
     alone: bool,
     /// Whether it shared its GPU at some time in its current attempt.
     shared: bool,
+    /// GPU models it ran out of memory on while alone: it never starts on them again.
+    failed_models: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -180,15 +182,15 @@ pub fn check_inputs(truth: &Truth, cluster: &Cluster, trace: &Trace) -> Result<(
                 format!("unknown job type `{}` (not in the catalogs)", job.job_type),
             ));
         };
-        let runnable = models
-            .iter()
-            .any(|&(m, total, _)| truth.throughput(t, m).is_some() && total >= job.gpus);
+        let runnable = models.iter().any(|&(m, total, _)| {
+            truth.throughput(t, m).is_some() && total >= job.gpus && truth.oom(m, &[t]).is_none()
+        });
         if !runnable {
             return Err(at_line(
                 &trace.origin,
                 *line,
                 format!(
-                    "job type `{}` needing {} GPU(s) can run nowhere in the cluster (no model with its throughput measured and enough GPUs)",
+                    "job type `{}` needing {} GPU(s) can run nowhere in the cluster (no model with its throughput measured, enough GPUs and enough memory for it)",
                     job.job_type, job.gpus
                 ),
             ));
@@ -291,6 +293,7 @@ impl<'a> World<'a> {
                 first_start_s: None,
                 attempt_start_s: 0.0,
                 alone: false,
+                failed_models: Vec::new(),
                 shared: false,
             })
             .collect::<Vec<_>>();
@@ -494,6 +497,7 @@ impl<'a> World<'a> {
                     steps: job.steps,
                     alone: job.alone,
                     profiled: self.profiled(job.job_type),
+                    failed_models: job.failed_models.clone(),
                 }
             })
             .collect();
@@ -550,6 +554,15 @@ impl<'a> World<'a> {
             return Err(self.broken(
                 policy,
                 format!("job {id} ({name}) was given GPUs of different models"),
+            ));
+        }
+        if job.failed_models.contains(&model) {
+            return Err(self.broken(
+                policy,
+                format!(
+                    "job {id} ({name}) already ran out of memory alone on a {}",
+                    self.truth.models()[model].name
+                ),
             ));
         }
         let Some(tput) = self.truth.throughput(job.job_type, model) else {
@@ -614,10 +627,9 @@ impl<'a> World<'a> {
             let mut group: Vec<usize> =
                 self.progressing(g).map(|j| self.jobs[j].job_type).collect();
             group.push(job_type);
-            // A job alone always fits: its profile was measured running alone.
-            (group.len() > 1)
-                .then(|| self.truth.oom(model, &group))
-                .flatten()
+            // Alone too: a job whose peak on this model exceeds its memory fails.
+            self.truth
+                .oom(model, &group)
                 .map(|_| now + self.settings.oom_after_s)
         } else {
             None
@@ -719,6 +731,13 @@ impl<'a> World<'a> {
         else {
             return Ok(());
         };
+        // Failing alone (not beside others) means this model is too small for it.
+        if let [g] = gpus[..]
+            && self.gpus[g].jobs == [id]
+        {
+            let model = self.gpus[g].model;
+            self.jobs[id].failed_models.push(model);
+        }
         let job = &mut self.jobs[id];
         job.steps_left = job.steps;
         job.rate = 0.0;

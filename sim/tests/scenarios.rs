@@ -28,6 +28,7 @@ fn catalog(types: &[&str], pairs: &[(&str, &str, f64, f64)]) -> Catalog {
                 solo_throughput: BTreeMap::from([("G".to_owned(), 1.0)]),
                 solo_time_s: BTreeMap::new(),
                 gpu_util_pct_approx: Some(40.0),
+                peak_mem_mib: Default::default(),
             })
             .collect(),
         pairs

@@ -99,3 +99,45 @@ fn told_speeds_tandem_beats_fifo_and_its_blind_self_whatever_the_gpu_order() {
     assert!(aware.jct_s.mean < blind.jct_s.mean && aware.jct_s.mean < fifo.jct_s.mean);
     assert!(aware.makespan_s < blind.makespan_s);
 }
+
+/// The memory guard in the loop: SchedTune's 48 declared CNN jobs (measured peaks per GPU
+/// model, hidden from every policy) on 8 GiB, 11 GiB, 16 GiB and 24 GiB GPUs. Told the declared
+/// models, Tandem never starts a job where it runs out of memory; withheld, it does what a
+/// memory-blind first fit does.
+#[test]
+fn with_declared_models_the_guard_prevents_every_oom() {
+    let runtime = super::engine_runtime();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let catalog =
+        tandem_catalog::Catalog::read(root.join("data/catalogs/schedtune-memory.json")).unwrap();
+    let truth = Truth::new(&[catalog]).unwrap();
+    let trace = tandem_sim::Trace::read(root.join("sim/data/memory/trace.csv")).unwrap();
+    let cluster = Cluster::read(root.join("sim/data/memory/cluster.csv")).unwrap();
+    let settings = Settings::default();
+    let known = Known::of(&truth);
+    let run = |name: PolicyName| {
+        let mut policy = name
+            .build(&known, &runtime, settings.seed)
+            .unwrap()
+            .unwrap();
+        simulate(
+            &truth,
+            &cluster,
+            &trace,
+            &settings,
+            policy.as_mut(),
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let fifo = run(PolicyName::ExclusiveFifo);
+    let guarded = run(PolicyName::TandemBalanced);
+    let unguarded = run(PolicyName::TandemBalancedUndeclared);
+    println!(
+        "OOMs: exclusive-fifo {}, tandem-balanced (declared) {}, tandem-balanced-undeclared {}",
+        fifo.ooms, guarded.ooms, unguarded.ooms
+    );
+    assert_eq!(guarded.jobs, trace.jobs.len());
+    assert_eq!(guarded.ooms, 0);
+    assert!(unguarded.ooms > 0 && fifo.ooms > 0);
+}

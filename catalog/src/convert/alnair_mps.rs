@@ -76,6 +76,7 @@ pub fn alnair_mps(
             solo_throughput: BTreeMap::from([(GPU_MODEL.to_owned(), 1e7 / time)]),
             solo_time_s: BTreeMap::new(),
             gpu_util_pct_approx: Some(util),
+            peak_mem_mib: BTreeMap::new(),
         });
     }
 

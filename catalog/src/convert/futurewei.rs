@@ -145,6 +145,7 @@ pub fn futurewei(
             solo_throughput: BTreeMap::new(),
             solo_time_s: BTreeMap::from([(GPU_MODEL.to_owned(), job.solo_s)]),
             gpu_util_pct_approx: None,
+            peak_mem_mib: BTreeMap::new(),
         });
     }
 

@@ -171,6 +171,7 @@ pub fn gavel(throughputs: Input<'_>, gpu: &GavelGpu) -> Result<Catalog> {
             solo_throughput: BTreeMap::from([(gpu.model.to_owned(), *solo)]),
             solo_time_s: BTreeMap::new(),
             gpu_util_pct_approx: None,
+            peak_mem_mib: BTreeMap::new(),
         })
         .collect::<Vec<_>>();
 

@@ -7,6 +7,8 @@
 //!   time per 10 steps alone and next to another job.
 //! - [`gavel`]: Gavel's measured throughputs (stanford-futuredata/gavel, MIT) on K80, P100 and
 //!   V100, alone and for every pair of single-GPU job types.
+//! - [`schedtune`]: SchedTune's peak memory of 48 declared CNN jobs on five GPUs (MIT): memory
+//!   only, for the simulator's OOM scenario.
 //!
 //! Each converter reads the text of its source files ([`Input`]) and returns a checked
 //! [`Catalog`] whose `source` states the provenance and every assumption made.
@@ -16,6 +18,7 @@
 mod alnair_mps;
 mod futurewei;
 mod gavel;
+mod schedtune;
 mod table;
 
 use std::fs;
@@ -24,6 +27,7 @@ use std::path::{Path, PathBuf};
 pub use alnair_mps::alnair_mps;
 pub use futurewei::{ProfileJoin, futurewei};
 pub use gavel::{GAVEL_GPUS, GavelGpu, gavel};
+pub use schedtune::schedtune;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
@@ -62,6 +66,7 @@ const MPS_INDIVIDUAL: &str = "alnair/packing_individual.csv";
 const MPS_PAIR_TIMES: &str = "alnair/packing_pair_time_per_10_steps_us.csv";
 const MPS_SLOWDOWN: &str = "alnair/packing_pair_slowdown_ratio.csv";
 const GAVEL_THROUGHPUTS: &str = "gavel/simulation_throughputs.json";
+const SCHEDTUNE_STATS: &str = "schedtune/model_stats.csv";
 
 /// Converts every vendored source under `data_dir` (the repository's `data/`) into the
 /// catalogs kept in `data/catalogs/`, in a fixed order.
@@ -105,6 +110,12 @@ pub fn convert_all(data_dir: &Path) -> Result<Vec<Converted>> {
             catalog,
         });
     }
+
+    let stats = read(SCHEDTUNE_STATS)?;
+    converted.push(Converted {
+        file_name: "schedtune-memory.json".to_owned(),
+        catalog: schedtune(input(&stats))?,
+    });
     Ok(converted)
 }
 

@@ -688,7 +688,8 @@ impl<'a> Planner<'a> {
         // Memory known from a declared model says nothing of interference: a job without a
         // profile (or beside one) shares only with a job it was seen sharing this model with,
         // as a job of unknown memory does.
-        let unprofiled = view.features.is_none() || state.members.iter().any(|m| m.view.features.is_none());
+        let unprofiled =
+            view.features.is_none() || state.members.iter().any(|m| m.view.features.is_none());
         match state.members.as_slice() {
             [] => None,
             _ if !unprofiled => None,

@@ -41,7 +41,9 @@ fn a_declared_job_is_kept_off_a_gpu_its_predicted_memory_overflows() {
         declared: Some(vgg19_b64()),
         ..Job::new("vgg")
     };
-    let answer = engine.recommend(&[declared.clone()], &gpus).unwrap();
+    let answer = engine
+        .recommend(std::slice::from_ref(&declared), &gpus)
+        .unwrap();
     assert_eq!(answer.placements[0].gpu, "big/0", "{answer:?}");
     let fits = engine.filter(&declared, &gpus).unwrap();
     assert!(!fits[0].fits && fits[0].reason.contains("MiB"), "{fits:?}");

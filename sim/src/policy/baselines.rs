@@ -86,7 +86,7 @@ impl Board {
         let mut by_model: Vec<(usize, Vec<usize>)> = Vec::new();
         for g in 0..self.count.len() {
             let m = self.model[g];
-            if !self.idle(g) || known.types[job.job_type].throughput[m].is_none() {
+            if !self.idle(g) || !job.may_run_on(known, m) {
                 continue;
             }
             let slot = match by_model.iter().position(|(model, _)| *model == m) {
@@ -135,7 +135,7 @@ fn place_each<'q>(
 
 /// Whether `job` can run on GPU `g`'s model.
 fn runs_on(known: &Known, board: &Board, job: &QueuedJob, g: usize) -> bool {
-    known.types[job.job_type].throughput[board.model[g]].is_some()
+    job.may_run_on(known, board.model[g])
 }
 
 /// kube-scheduler's default: one job per GPU.
@@ -326,6 +326,9 @@ impl Policy for SchedTuneMinJct {
             // Per model: (estimated JCT, GPUs to take now if the wait is zero).
             let mut best: Option<(f64, usize)> = None;
             for m in 0..known.models.len() {
+                if !job.may_run_on(known, m) {
+                    continue;
+                }
                 let Some(run) = known.solo_s(job.job_type, m, job.steps, job.gpus) else {
                     continue;
                 };

@@ -47,11 +47,14 @@ pub enum PolicyName {
     TandemMaxPacking,
     /// [`Tandem`], balanced, told no speeds ([`Tandem::blind`]): the heterogeneity ablation.
     TandemBalancedBlind,
+    /// [`Tandem`], balanced, declared models withheld ([`Tandem::undeclared`]): the memory
+    /// guard ablation.
+    TandemBalancedUndeclared,
 }
 
 impl PolicyName {
     /// Every policy, baselines first.
-    pub const ALL: [PolicyName; 10] = [
+    pub const ALL: [PolicyName; 11] = [
         PolicyName::ExclusiveFifo,
         PolicyName::Random,
         PolicyName::FfdUtil,
@@ -62,6 +65,7 @@ impl PolicyName {
         PolicyName::TandemMinSlowdown,
         PolicyName::TandemMaxPacking,
         PolicyName::TandemBalancedBlind,
+        PolicyName::TandemBalancedUndeclared,
     ];
 
     /// The name in reports and on the command line.
@@ -77,6 +81,7 @@ impl PolicyName {
             PolicyName::TandemMinSlowdown => "tandem-min-slowdown",
             PolicyName::TandemMaxPacking => "tandem-max-packing",
             PolicyName::TandemBalancedBlind => "tandem-balanced-blind",
+            PolicyName::TandemBalancedUndeclared => "tandem-balanced-undeclared",
         }
     }
 
@@ -115,6 +120,10 @@ impl PolicyName {
                 let blind = Tandem::blind(runtime, Objective::Balanced, known, seed)?;
                 Ok(Box::new(blind))
             }
+            PolicyName::TandemBalancedUndeclared => {
+                let undeclared = Tandem::undeclared(runtime, Objective::Balanced, known, seed)?;
+                Ok(Box::new(undeclared))
+            }
         })
     }
 }
@@ -148,6 +157,17 @@ pub struct QueuedJob {
     pub alone: bool,
     /// Whether its type has been profiled, so it may share a GPU.
     pub profiled: bool,
+    /// GPU models it ran out of memory on alone; starting it there again breaks a rule.
+    pub failed_models: Vec<usize>,
+}
+
+impl QueuedJob {
+    /// Whether it may start on a GPU of `model`: its type runs there and it did not run out of
+    /// memory there alone.
+    pub fn may_run_on(&self, known: &Known, model: usize) -> bool {
+        known.types[self.job_type].throughput[model].is_some()
+            && !self.failed_models.contains(&model)
+    }
 }
 
 /// A job running on a GPU.
@@ -224,6 +244,8 @@ pub struct KnownType {
     pub profile: Option<tandem_api::Profile>,
     /// Peak GPU utilization, 0..=100, if measured.
     pub util_pct: Option<f32>,
+    /// The model its users declare, if any (its measured memory stays hidden).
+    pub declared: Option<tandem_api::ModelSummary>,
 }
 
 /// What every scheduler may know: GPU models and job types, never pair speeds.
@@ -248,6 +270,7 @@ impl Known {
                     throughput: t.throughput.clone(),
                     profile: t.profile.clone(),
                     util_pct: t.util_pct,
+                    declared: t.declared.clone(),
                 })
                 .collect(),
         }

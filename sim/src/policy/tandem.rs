@@ -15,6 +15,11 @@
 //! runs) reach the engine as `observe-speed` reports, and every job carries its work left (steps),
 //! so the engine places each job where it runs fastest. The blind variant reports no speeds:
 //! the engine then takes GPUs in the order given, as Tandem did before it knew GPU models apart.
+//!
+//! Memory: where the catalog gives a type's declared model, its jobs carry it
+//! (`job.declared`), and the engine's guard keeps them off GPUs their predicted memory would
+//! overflow. The undeclared variant withholds it: the guard has nothing to go on before a
+//! job's first OOM (the simulator never reports a measured peak to the engine).
 
 use std::collections::HashMap;
 
@@ -36,6 +41,8 @@ pub struct Tandem {
     models: Vec<GpuSpec>,
     /// Whether the engine is told speeds and work (heterogeneity-aware).
     aware: bool,
+    /// Declared model of each job type, passed with its jobs (`None` when withheld).
+    declared: Vec<Option<tandem_api::ModelSummary>>,
 }
 
 impl Tandem {
@@ -44,7 +51,7 @@ impl Tandem {
 
     /// A fresh engine (bootstrapped knowledge base) under `objective`.
     pub fn new(runtime: &Runtime, objective: Objective, known: &Known, seed: u64) -> Result<Self> {
-        Self::with_awareness(runtime, objective, known, seed, true)
+        Self::with_awareness(runtime, objective, known, seed, true, true)
     }
 
     /// The heterogeneity-blind variant: the engine is told no speeds and no work.
@@ -54,7 +61,17 @@ impl Tandem {
         known: &Known,
         seed: u64,
     ) -> Result<Self> {
-        Self::with_awareness(runtime, objective, known, seed, false)
+        Self::with_awareness(runtime, objective, known, seed, false, true)
+    }
+
+    /// The variant without declared models: the memory guard has nothing to go on.
+    pub fn undeclared(
+        runtime: &Runtime,
+        objective: Objective,
+        known: &Known,
+        seed: u64,
+    ) -> Result<Self> {
+        Self::with_awareness(runtime, objective, known, seed, true, false)
     }
 
     fn with_awareness(
@@ -63,6 +80,7 @@ impl Tandem {
         known: &Known,
         seed: u64,
         aware: bool,
+        declare: bool,
     ) -> Result<Self> {
         let name = format!(
             "tandem-{}{}",
@@ -71,7 +89,11 @@ impl Tandem {
                 Objective::MinSlowdown => "min-slowdown",
                 Objective::MaxPacking => "max-packing",
             },
-            if aware { "" } else { "-blind" }
+            match (aware, declare) {
+                (true, true) => "",
+                (false, _) => "-blind",
+                (true, false) => "-undeclared",
+            }
         );
         let policy = EnginePolicy {
             objective,
@@ -99,6 +121,11 @@ impl Tandem {
             engine,
             name,
             aware,
+            declared: known
+                .types
+                .iter()
+                .map(|t| t.declared.clone().filter(|_| declare))
+                .collect(),
         };
         if aware {
             for (t, job_type) in known.types.iter().enumerate() {
@@ -166,7 +193,9 @@ impl Policy for Tandem {
         let mut queue = Vec::new();
         let mut job_of: HashMap<String, usize> = HashMap::new();
         for job in view.queue {
-            if job.gpus > 1 {
+            // Multi-GPU jobs, and jobs that ran out of memory alone (restarted on a model they
+            // did not fail on, as a host would), go first-fit.
+            if job.gpus > 1 || !job.failed_models.is_empty() {
                 starts.extend(board.first_fit(job, view.known));
                 continue;
             }
@@ -179,6 +208,7 @@ impl Policy for Tandem {
             queue.push(Job {
                 submitted_at_s: job.arrival_s,
                 work: self.work(job.steps),
+                declared: self.declared[job.job_type].clone(),
                 ..Job::new(id)
             });
         }
@@ -203,6 +233,7 @@ impl Policy for Tandem {
                     .iter()
                     .map(|r| Job {
                         work: self.work(r.steps_left),
+                        declared: self.declared[r.job_type].clone(),
                         ..Job::new(format!("{}~{}", self.workloads[r.job_type], r.id))
                     })
                     .collect(),
@@ -221,15 +252,11 @@ impl Policy for Tandem {
             };
             for id in &placement.jobs {
                 let Some(&job) = job_of.get(id) else { continue };
-                let job_type = view
-                    .queue
-                    .iter()
-                    .find(|q| q.id == job)
-                    .map(|q| q.job_type)
-                    .unwrap_or_default();
-                // The engine does not know where a type's throughput was measured; a job
-                // placed where it cannot run stays queued.
-                if view.known.types[job_type].throughput[view.gpus[g].model].is_some() {
+                // The engine does not know where a type's throughput was measured, nor where
+                // a job already ran out of memory; a job placed where it cannot run stays
+                // queued.
+                let queued = view.queue.iter().find(|q| q.id == job);
+                if queued.is_some_and(|q| q.may_run_on(view.known, view.gpus[g].model)) {
                     starts.push(Start { job, gpus: vec![g] });
                 }
             }
