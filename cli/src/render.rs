@@ -102,6 +102,10 @@ pub(crate) fn knowledge(summary: &tandem_api::KnowledgeSummary) -> String {
         "{} profile(s) observed, {} seed profile(s), {} outcome(s) learned ({} pairwise observations)\n",
         summary.profiles, summary.seed_points, summary.outcomes, summary.residual_observations
     );
+    out.push_str(&format!(
+        "memory model: {} measured peak(s), guard margin {:.1}%; speeds of {} workload(s)\n",
+        summary.memory_rows, summary.memory_margin_pct, summary.speed_workloads
+    ));
     let mut clusters = Table::new();
     clusters.load_preset(UTF8_FULL_CONDENSED).set_header([
         "cluster",

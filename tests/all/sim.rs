@@ -1,7 +1,31 @@
 //! Tandem in the simulator: the engine component in the loop, on the demo's inputs.
 
 use tandem_sim::policy::{Known, PolicyName};
-use tandem_sim::{Cluster, Settings, Truth, demo, simulate};
+use tandem_sim::{Cluster, PolicyReport, Settings, Trace, Truth, demo, simulate};
+
+/// Replays `trace` on `cluster` under the policy `name`, default settings.
+fn replay(
+    runtime: &tandem_host::Runtime,
+    truth: &Truth,
+    cluster: &Cluster,
+    trace: &Trace,
+    name: PolicyName,
+) -> PolicyReport {
+    let settings = Settings::default();
+    let mut policy = name
+        .build(&Known::of(truth), runtime, settings.seed)
+        .unwrap()
+        .unwrap();
+    simulate(
+        truth,
+        cluster,
+        trace,
+        &settings,
+        policy.as_mut(),
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
 
 /// The demo (every policy, the whole trace) is what `tandem simulate` runs and the README
 /// shows; here Tandem's balanced run is checked for the rules and the claims the demo makes.
@@ -10,23 +34,7 @@ fn tandem_runs_the_demo_within_the_rules_and_beats_exclusive_fifo() {
     let runtime = super::engine_runtime();
     let truth = Truth::new(&demo::catalogs().unwrap()).unwrap();
     let (trace, cluster) = (demo::trace().unwrap(), demo::cluster().unwrap());
-    let settings = Settings::default();
-    let known = Known::of(&truth);
-    let run = |name: PolicyName| {
-        let mut policy = name
-            .build(&known, &runtime, settings.seed)
-            .unwrap()
-            .unwrap();
-        simulate(
-            &truth,
-            &cluster,
-            &trace,
-            &settings,
-            policy.as_mut(),
-            &mut |_| {},
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
+    let run = |name| replay(&runtime, &truth, &cluster, &trace, name);
     let fifo = run(PolicyName::ExclusiveFifo);
     let random = run(PolicyName::Random);
     let tandem = run(PolicyName::TandemBalanced);
@@ -49,7 +57,7 @@ fn tandem_runs_the_demo_within_the_rules_and_beats_exclusive_fifo() {
     assert!(tandem.shared_jobs > 0 && tandem.outcomes > 0);
     assert!(tandem.jct_s.mean < fifo.jct_s.mean);
     assert!(tandem.makespan_s <= fifo.makespan_s);
-    let p95 = |r: &tandem_sim::PolicyReport| r.slowdown_pct.map_or(0.0, |s| s.p95);
+    let p95 = |r: &PolicyReport| r.slowdown_pct.map_or(0.0, |s| s.p95);
     assert!(p95(&tandem) < p95(&random));
 }
 
@@ -66,23 +74,7 @@ fn told_speeds_tandem_beats_fifo_and_its_blind_self_whatever_the_gpu_order() {
         "k80-first.csv",
     )
     .unwrap();
-    let settings = Settings::default();
-    let known = Known::of(&truth);
-    let run = |name: PolicyName| {
-        let mut policy = name
-            .build(&known, &runtime, settings.seed)
-            .unwrap()
-            .unwrap();
-        simulate(
-            &truth,
-            &cluster,
-            &trace,
-            &settings,
-            policy.as_mut(),
-            &mut |_| {},
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
+    let run = |name| replay(&runtime, &truth, &cluster, &trace, name);
     let fifo = run(PolicyName::ExclusiveFifo);
     let blind = run(PolicyName::TandemBalancedBlind);
     let aware = run(PolicyName::TandemBalanced);
@@ -111,25 +103,9 @@ fn with_declared_models_the_guard_prevents_every_oom() {
     let catalog =
         tandem_catalog::Catalog::read(root.join("data/catalogs/schedtune-memory.json")).unwrap();
     let truth = Truth::new(&[catalog]).unwrap();
-    let trace = tandem_sim::Trace::read(root.join("sim/data/memory/trace.csv")).unwrap();
+    let trace = Trace::read(root.join("sim/data/memory/trace.csv")).unwrap();
     let cluster = Cluster::read(root.join("sim/data/memory/cluster.csv")).unwrap();
-    let settings = Settings::default();
-    let known = Known::of(&truth);
-    let run = |name: PolicyName| {
-        let mut policy = name
-            .build(&known, &runtime, settings.seed)
-            .unwrap()
-            .unwrap();
-        simulate(
-            &truth,
-            &cluster,
-            &trace,
-            &settings,
-            policy.as_mut(),
-            &mut |_| {},
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
+    let run = |name| replay(&runtime, &truth, &cluster, &trace, name);
     let fifo = run(PolicyName::ExclusiveFifo);
     let guarded = run(PolicyName::TandemBalanced);
     let unguarded = run(PolicyName::TandemBalancedUndeclared);
