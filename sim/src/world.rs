@@ -111,6 +111,9 @@ struct JobState {
     shared: bool,
     /// GPU models it ran out of memory on while alone: it never starts on them again.
     failed_models: Vec<usize>,
+    /// The model of its current attempt, when it started alone and will run out of memory
+    /// there (a job failing beside others, or alone after they left, is not excluded).
+    oom_alone_on: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -294,6 +297,7 @@ impl<'a> World<'a> {
                 attempt_start_s: 0.0,
                 alone: false,
                 failed_models: Vec::new(),
+                oom_alone_on: None,
                 shared: false,
             })
             .collect::<Vec<_>>();
@@ -628,9 +632,9 @@ impl<'a> World<'a> {
                 self.progressing(g).map(|j| self.jobs[j].job_type).collect();
             group.push(job_type);
             // Alone too: a job whose peak on this model exceeds its memory fails.
-            self.truth
-                .oom(model, &group)
-                .map(|_| now + self.settings.oom_after_s)
+            let oom = self.truth.oom(model, &group);
+            self.jobs[id].oom_alone_on = (oom.is_some() && group.len() == 1).then_some(model);
+            oom.map(|_| now + self.settings.oom_after_s)
         } else {
             None
         };
@@ -732,13 +736,10 @@ impl<'a> World<'a> {
             return Ok(());
         };
         // Failing alone (not beside others) means this model is too small for it.
-        if let [g] = gpus[..]
-            && self.gpus[g].jobs == [id]
-        {
-            let model = self.gpus[g].model;
-            self.jobs[id].failed_models.push(model);
-        }
         let job = &mut self.jobs[id];
+        if let Some(model) = job.oom_alone_on.take() {
+            job.failed_models.push(model);
+        }
         job.steps_left = job.steps;
         job.rate = 0.0;
         job.alone = true;

@@ -41,7 +41,8 @@ fn committed_catalogs_equal_a_fresh_conversion() {
             "alnair-mps.json",
             "gavel-k80.json",
             "gavel-p100.json",
-            "gavel-v100.json"
+            "gavel-v100.json",
+            "schedtune-memory.json"
         ]
     );
     for converted in &all {
@@ -200,4 +201,24 @@ fn gavel_has_every_single_gpu_pair_that_can_share() {
         )
         .expect("measured");
     assert!(a > 0.0 && a <= 1.0 && b > 0.0 && b <= 1.0);
+}
+
+#[test]
+fn schedtune_declares_48_jobs_with_a_measured_peak_on_each_of_five_gpus() {
+    let all = converted();
+    let catalog = find(&all, "schedtune-memory.json");
+    assert_eq!(counts(catalog), (48, 0, 0));
+    assert_eq!(catalog.gpu_models().len(), 5);
+    for job in catalog.job_types() {
+        assert_eq!(job.peak_mem_mib.len(), 5, "{}", job.name);
+        assert!(job.declared.is_some(), "{}", job.name);
+    }
+    let vgg = catalog
+        .job_types()
+        .iter()
+        .find(|j| j.name == "vgg19-b64")
+        .expect("listed");
+    // SchedTune's table: 10,088 MiB on the K80, 10,673 on the V100.
+    assert_eq!(vgg.peak_mem_mib["K80"], 10088);
+    assert_eq!(vgg.peak_mem_mib["V100"], 10673);
 }
