@@ -109,6 +109,16 @@ enum Command {
     #[command(subcommand)]
     Predict(PredictCommand),
 
+    /// What Tandem sees of a model: the summary an ONNX file declares.
+    ///
+    /// Reads the ONNX graph (shapes only; weights are never read, and may be absent) and
+    /// prints the model summary a job declaring this file hands the engine: parameters,
+    /// activations and input of one batch in MiB, forward GFLOPs of one batch, and the
+    /// convolution, linear, activation and other layers. `--format json` prints it as a queue
+    /// file's `declared` object, for writing a summary by hand. Nothing else about the model
+    /// (names, weights, data) leaves this command.
+    Declare(DeclareArgs),
+
     /// Create, feed and inspect a knowledge base file.
     ///
     /// A knowledge base holds the clusters of observed profiles and the interference learned
@@ -326,6 +336,34 @@ enum EvalCommand {
     /// over-reserves. Needs no engine component: it runs the engine's own prediction code
     /// natively.
     Memory(MemoryArgs),
+
+    /// Utilization prediction: the engine's forest against simpler estimates (Yeung et al.).
+    ///
+    /// On the 49 Futurewei training runs bundled with the engine (15 networks at batch sizes
+    /// 2-7000, maximum GPU utilization measured on a Tesla P100), each described only by the
+    /// summary `tandem declare` computes from the network's ONNX graph, every run is predicted
+    /// from models trained without it: leave-one-model-out (each network in turn),
+    /// leave-one-family-out (the seven small BERTs out together) and random (5 seeded folds).
+    /// Prints RMSLE (utilization in percent and as a fraction) and the mean absolute error for
+    /// the engine's random forest, the training mean and a FLOPs-only log-log line, then the
+    /// forest's error per held-out network. Needs no engine component: it runs the engine's own
+    /// prediction code natively.
+    Utilization(MemoryArgs),
+}
+
+#[derive(Debug, Args)]
+struct DeclareArgs {
+    /// ONNX file of the model.
+    #[arg(value_name = "FILE")]
+    onnx: PathBuf,
+
+    /// Training batch size; required when the graph's batch dimension is symbolic.
+    #[arg(long, value_name = "N")]
+    batch_size: Option<u32>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -569,9 +607,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Predict(PredictCommand::Runtime(args))) => {
             predict(&cli.engine, &args, render::Estimates::Runtime)
         }
+        Some(Command::Declare(args)) => declare(&args),
         Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),
         Some(Command::Eval(EvalCommand::Pairs(args))) => evaluate_pairs(&cli.engine, args),
         Some(Command::Eval(EvalCommand::Memory(args))) => evaluate_memory(&args),
+        Some(Command::Eval(EvalCommand::Utilization(args))) => evaluate_utilization(&args),
         Some(Command::Simulate(args)) => run_simulation(&cli.engine, args),
         Some(Command::Trace(command)) => simulate::trace(command),
         // `arg_required_else_help` prints the help when nothing is given at all; this covers
@@ -850,11 +890,33 @@ fn evaluate_pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn declare(args: &DeclareArgs) -> anyhow::Result<()> {
+    let file = &args.onnx;
+    let bytes = std::fs::read(file)
+        .map_err(|e| InputError::usage(format!("cannot read {}: {e}", file.display())))?;
+    let summary = tandem_declare::summarize(&bytes, args.batch_size)
+        .map_err(|e| InputError::usage(format!("{}: {e}", file.display())))?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        Format::Table => print!("{}", render::summary(&summary)),
+    }
+    Ok(())
+}
+
 fn evaluate_memory(args: &MemoryArgs) -> anyhow::Result<()> {
     let report = eval::memory::run(args.seed)?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => print!("{}", render::memory_evaluation(&report)),
+    }
+    Ok(())
+}
+
+fn evaluate_utilization(args: &MemoryArgs) -> anyhow::Result<()> {
+    let report = eval::utilization::run(args.seed)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => print!("{}", render::utilization_evaluation(&report)),
     }
     Ok(())
 }

@@ -533,3 +533,85 @@ pub(crate) fn estimates(
     right_align(&mut table, 2..6);
     format!("{table}\n")
 }
+
+/// A declared model summary, one field per row.
+pub(crate) fn summary(summary: &tandem_api::ModelSummary) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_header(["field", "value"]);
+    let rows = [
+        ("parameters MiB", format!("{:.2}", summary.params_mib)),
+        (
+            "activations MiB (one batch)",
+            format!("{:.2}", summary.activations_mib),
+        ),
+        ("input MiB (one batch)", format!("{:.3}", summary.input_mib)),
+        ("batch size", summary.batch_size.to_string()),
+        (
+            "forward GFLOPs (one batch)",
+            format!("{:.3}", summary.gflops),
+        ),
+        ("convolution layers", summary.conv_layers.to_string()),
+        ("linear layers", summary.linear_layers.to_string()),
+        ("activation layers", summary.activation_layers.to_string()),
+        ("other layers", summary.other_layers.to_string()),
+    ];
+    for (field, value) in rows {
+        table.add_row([field.to_owned(), value]);
+    }
+    right_align(&mut table, 1..2);
+    format!("{table}\n")
+}
+
+pub(crate) fn utilization_evaluation(report: &crate::eval::utilization::Report) -> String {
+    let mut out = format!(
+        "{} measured runs ({} networks in {} families, maximum GPU utilization on a Tesla P100, \
+         Futurewei); random split seed {}\n",
+        report.runs, report.networks, report.families, report.seed
+    );
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "split",
+        "predictor",
+        "RMSLE (%)",
+        "RMSLE (fraction)",
+        "MAE points",
+    ]);
+    for s in &report.scores {
+        table.add_row([
+            s.split.as_str().to_owned(),
+            s.method.to_owned(),
+            format!("{:.3}", s.rmsle_pct),
+            format!("{:.3}", s.rmsle_fraction),
+            format!("{:.1}", s.mae_points),
+        ]);
+    }
+    right_align(&mut table, 2..5);
+    out.push_str(&format!("{table}\n"));
+    out.push_str(&format!(
+        "anchor: Yeung et al. report an RMSLE of {:.3} with a random forest (unit not stated)\n\n",
+        report.yeung_rmsle
+    ));
+    out.push_str("tandem-forest, leave-one-model-out, per held-out network:\n");
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "network",
+        "runs",
+        "measured %",
+        "RMSLE (%)",
+        "MAE points",
+    ]);
+    for n in &report.per_network {
+        table.add_row([
+            n.network.to_owned(),
+            n.runs.to_string(),
+            format!("{:.1}-{:.1}", n.measured_pct.0, n.measured_pct.1),
+            format!("{:.3}", n.rmsle_pct),
+            format!("{:.1}", n.mae_points),
+        ]);
+    }
+    right_align(&mut table, 1..5);
+    out.push_str(&format!("{table}\n"));
+    out
+}

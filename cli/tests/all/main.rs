@@ -5,6 +5,7 @@ mod kb;
 mod predict;
 mod simulate;
 mod synthesize;
+mod utilization;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

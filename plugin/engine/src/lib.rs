@@ -33,6 +33,7 @@
 
 pub mod clusters;
 pub mod features;
+pub mod forest;
 pub mod grouping;
 mod heterogeneity;
 pub mod interference;
@@ -42,6 +43,7 @@ pub mod memory;
 mod placement;
 mod snapshot;
 pub mod synthesize;
+pub mod utilization;
 mod validate;
 mod workloads;
 

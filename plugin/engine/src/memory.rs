@@ -22,19 +22,14 @@
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
-use smartcore::ensemble::random_forest_regressor::{
-    RandomForestRegressor, RandomForestRegressorParameters,
-};
-use smartcore::linalg::basic::matrix::DenseMatrix;
 use tandem_api::{GpuSpec, ModelSummary};
+
+pub use crate::forest::held_out;
+use crate::forest::{self, Regressor, index_of};
 
 /// SchedTune's measurements (MIT, see `data/LICENSE-schedtune`).
 const SCHEDTUNE_CSV: &str = include_str!("../data/schedtune_model_stats.csv");
 
-/// Trees in the forest: past about 100 the held-out error stops improving on the bundled data.
-const TREES: usize = 100;
-/// Seed of every forest: the same rows always give the same forest, on every host.
-const FOREST_SEED: u64 = 0x5EED_7A4D;
 /// Fewest rows a forest is trained on; fewer cannot hold anything out.
 const MIN_ROWS: usize = 8;
 
@@ -239,13 +234,6 @@ fn gpu_key(row: &Row) -> [u64; FEATURES - 4] {
     [f[4], f[5], f[6], f[7], f[8]].map(f64::to_bits)
 }
 
-fn index_of<T: PartialEq>(seen: &mut Vec<T>, value: T) -> usize {
-    seen.iter().position(|v| *v == value).unwrap_or_else(|| {
-        seen.push(value);
-        seen.len() - 1
-    })
-}
-
 /// Why a forest could not be trained.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MemoryError {
@@ -257,7 +245,7 @@ pub enum MemoryError {
 /// A random forest predicting a model's peak memory on a GPU.
 #[derive(Debug)]
 pub struct Forest {
-    inner: RandomForestRegressor<f64, f64, DenseMatrix<f64>, Vec<f64>>,
+    inner: Regressor<FEATURES>,
 }
 
 impl Forest {
@@ -277,76 +265,29 @@ impl Forest {
                 "row {bad} is not finite and positive"
             )));
         }
-        let x = matrix(rows)?;
+        let x: Vec<_> = rows.iter().map(Row::features).collect();
         // The overhead over the footprint (module docs).
         let y: Vec<f64> = rows
             .iter()
             .map(|r| r.peak_mib - r.footprint_mib())
             .collect();
-        let parameters = RandomForestRegressorParameters::default()
-            .with_n_trees(TREES)
-            // Every feature is a split candidate, as in scikit-learn's regressor (smartcore's
-            // default, √features, nearly doubled the held-out error here).
-            .with_m(FEATURES)
-            .with_seed(FOREST_SEED);
-        let inner = RandomForestRegressor::fit(&x, &y, parameters)
-            .map_err(|e| MemoryError::Training(e.to_string()))?;
+        let inner = Regressor::fit(&x, y).map_err(MemoryError::Training)?;
         Ok(Self { inner })
     }
 
     /// Predicted peak memory of each row, MiB.
     pub fn predict(&self, rows: &[Row]) -> Vec<f64> {
-        let overheads = matrix(rows)
-            .ok()
-            .and_then(|x| self.inner.predict(&x).ok())
-            .unwrap_or_else(|| vec![f64::NAN; rows.len()]);
+        let x: Vec<_> = rows.iter().map(Row::features).collect();
         rows.iter()
-            .zip(overheads)
+            .zip(self.inner.predict(&x))
             .map(|(row, overhead)| row.footprint_mib() + overhead)
             .collect()
     }
 }
 
-fn matrix(rows: &[Row]) -> Result<DenseMatrix<f64>, MemoryError> {
-    let data: Vec<Vec<f64>> = rows.iter().map(|r| r.features().to_vec()).collect();
-    DenseMatrix::from_2d_vec(&data).map_err(|e| MemoryError::Training(e.to_string()))
-}
-
-/// Held-out predictions: `folds` lists the rows held out together; each is predicted by a model
-/// `fit` on all the other rows. Rows in no fold are predicted as NaN.
-pub fn held_out<M>(
-    rows: &[Row],
-    folds: &[Vec<usize>],
-    fit: impl Fn(&[Row]) -> Result<M, MemoryError>,
-    predict: impl Fn(&M, &[Row]) -> Vec<f64>,
-) -> Result<Vec<f64>, MemoryError> {
-    let mut predictions = vec![f64::NAN; rows.len()];
-    for fold in folds {
-        let train: Vec<Row> = (0..rows.len())
-            .filter(|i| !fold.contains(i))
-            .map(|i| rows[i])
-            .collect();
-        let test: Vec<Row> = fold.iter().map(|&i| rows[i]).collect();
-        let model = fit(&train)?;
-        for (&i, prediction) in fold.iter().zip(predict(&model, &test)) {
-            predictions[i] = prediction;
-        }
-    }
-    Ok(predictions)
-}
-
 /// Groups row indices by GPU (rows with identical traits), in order of first appearance.
 pub fn by_gpu(rows: &[Row]) -> Vec<Vec<usize>> {
-    let mut keys: Vec<[u64; FEATURES - 4]> = Vec::new();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let g = index_of(&mut keys, gpu_key(row));
-        if g == groups.len() {
-            groups.push(Vec::new());
-        }
-        groups[g].push(i);
-    }
-    groups
+    forest::groups(rows.iter().map(gpu_key))
 }
 
 /// The guard's margin for a forest trained on `rows`: the largest relative under-prediction
