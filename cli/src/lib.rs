@@ -104,8 +104,9 @@ enum Command {
     /// (the job's profile on that model, its profile from another model, its declared model, or
     /// nothing). `runtime`: speed (work per second alone; measured, or scaled across models by
     /// the ratios the engine learned), run time of the job's `work`, and its cost and energy
-    /// where the GPUs give a price and a power. Jobs' `speeds` in the file are reported to the
-    /// engine first; a --kb is read, never changed.
+    /// where the GPUs give a price and a power. `utilization`: the peak GPU utilization of each
+    /// job, profiled or predicted from its declared model. Jobs' `speeds` in the file are
+    /// reported to the engine first; a --kb is read, never changed.
     #[command(subcommand)]
     Predict(PredictCommand),
 
@@ -505,6 +506,11 @@ enum PredictCommand {
     Memory(PredictArgs),
     /// Speed, run time, cost and energy of each queued job on each GPU model.
     Runtime(PredictArgs),
+    /// Peak GPU utilization of each queued job alone: its profile's (from the queue file or
+    /// the knowledge base) when it has one, else predicted from its declared model by the
+    /// engine's forest (trained on runs measured on a Tesla P100; see `tandem eval
+    /// utilization`). The same on every GPU model.
+    Utilization(PredictArgs),
 }
 
 #[derive(Debug, Args)]
@@ -601,11 +607,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Some(Command::Recommend(args)) => recommend(&cli.engine, &args),
-        Some(Command::Predict(PredictCommand::Memory(args))) => {
-            predict(&cli.engine, &args, render::Estimates::Memory)
-        }
-        Some(Command::Predict(PredictCommand::Runtime(args))) => {
-            predict(&cli.engine, &args, render::Estimates::Runtime)
+        Some(Command::Predict(PredictCommand::Memory(args))) => predict(
+            &cli.engine,
+            &args,
+            render::Estimates::PerModel(render::PerModel::Memory),
+        ),
+        Some(Command::Predict(PredictCommand::Runtime(args))) => predict(
+            &cli.engine,
+            &args,
+            render::Estimates::PerModel(render::PerModel::Runtime),
+        ),
+        Some(Command::Predict(PredictCommand::Utilization(args))) => {
+            predict(&cli.engine, &args, render::Estimates::Utilization)
         }
         Some(Command::Declare(args)) => declare(&args),
         Some(Command::Kb(command)) => knowledge_base(&cli.engine, command),

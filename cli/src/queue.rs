@@ -16,7 +16,9 @@
 //! (`"declared": {"params_mib": …, "activations_mib": …, "input_mib": …, "batch_size": …, …}`)
 //! or as an ONNX file (`"onnx": {"file": "model.onnx", "batch_size": 32}`, relative to the
 //! queue file); give its `priority` (`latency`, `cost` or `energy`), its `work` left and its
-//! measured `speeds` (work per second alone, per GPU model: `{"V100": 10.5}`).
+//! measured `speeds` (work per second alone, per GPU model: `{"V100": 10.5}`). The policy may
+//! cap jobs per GPU for particular GPU models, overriding `max_jobs_per_gpu` there:
+//! `"model_caps": [{"gpu_model": "K80", "max_jobs": 1}]`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -258,6 +260,21 @@ impl QueueFile {
                 "policy.exploration".into(),
                 format!("must be within 0..=1, got {}", policy.exploration),
             ));
+        }
+        for (i, cap) in policy.model_caps.iter().enumerate() {
+            let field = format!("policy.model_caps[{i}]");
+            if cap.max_jobs == 0 {
+                return Err((format!("{field}.max_jobs"), "must be at least 1".into()));
+            }
+            if policy.model_caps[..i]
+                .iter()
+                .any(|c| c.gpu_model == cap.gpu_model)
+            {
+                return Err((
+                    format!("{field}.gpu_model"),
+                    format!("a second cap for {}", cap.gpu_model),
+                ));
+            }
         }
 
         let mut gpu_index = HashMap::new();

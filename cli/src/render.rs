@@ -9,12 +9,18 @@ use crate::synthesize::{Report, Written};
 
 /// The placements as a table, then the unplaced jobs and why.
 pub(crate) fn recommendation(answer: &Recommendation, request: &Request) -> String {
+    let policy = &request.policy;
+    let caps: String = policy
+        .model_caps
+        .iter()
+        .map(|c| format!(", {} on a {}", c.max_jobs, c.gpu_model))
+        .collect();
     let mut out = format!(
-        "{} job(s) queued, {} GPU(s), objective {}, at most {} job(s) per GPU\n",
+        "{} job(s) queued, {} GPU(s), objective {}, at most {} job(s) per GPU{caps}\n",
         request.queue.len(),
         request.gpus.len(),
-        request.policy.objective,
-        request.policy.max_jobs_per_gpu
+        policy.objective,
+        policy.max_jobs_per_gpu
     );
     if answer.placements.is_empty() {
         out.push_str("no placements\n");
@@ -462,6 +468,15 @@ fn right_align(table: &mut Table, columns: std::ops::Range<usize>) {
 /// Which figures `tandem predict` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Estimates {
+    /// Figures per job and GPU model.
+    PerModel(PerModel),
+    /// Peak GPU utilization, one row per job (it does not depend on the GPU model).
+    Utilization,
+}
+
+/// Which per-model figures `tandem predict` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PerModel {
     /// Memory: source, peak, reservation, fit.
     Memory,
     /// Speed, run time, cost, energy.
@@ -485,8 +500,25 @@ pub(crate) fn estimates(
 ) -> String {
     let dash = || "-".to_owned();
     let mut table = Table::new();
+    let what = match what {
+        Estimates::PerModel(what) => what,
+        Estimates::Utilization => {
+            table
+                .load_preset(UTF8_FULL_CONDENSED)
+                .set_header(["job", "peak GPU utilization %"]);
+            for row in rows {
+                let util = row.estimates.first().and_then(|e| e.utilization_pct);
+                table.add_row([
+                    row.job.clone(),
+                    util.map_or_else(dash, |u| format!("{u:.1}")),
+                ]);
+            }
+            right_align(&mut table, 1..2);
+            return format!("{table}\n");
+        }
+    };
     let header: &[&str] = match what {
-        Estimates::Memory => &[
+        PerModel::Memory => &[
             "job",
             "GPU model",
             "memory from",
@@ -494,7 +526,7 @@ pub(crate) fn estimates(
             "reserved MiB",
             "fits",
         ],
-        Estimates::Runtime => &[
+        PerModel::Runtime => &[
             "job",
             "GPU model",
             "speed /s",
@@ -511,14 +543,14 @@ pub(crate) fn estimates(
                 .find(|s| s.model == e.gpu_model)
                 .map_or(0, |s| s.memory_mib);
             let cells = match what {
-                Estimates::Memory => [
+                PerModel::Memory => [
                     e.memory_source.to_string(),
                     e.peak_mem_mib.map_or_else(dash, |m| m.to_string()),
                     e.reserved_mib
                         .map_or_else(dash, |m| format!("{m} / {memory}")),
                     if e.fits_empty { "yes" } else { "no" }.to_owned(),
                 ],
-                Estimates::Runtime => [
+                PerModel::Runtime => [
                     e.speed.map_or_else(dash, |v| format!("{v:.3}")),
                     e.solo_s.map_or_else(dash, |v| format!("{v:.0}")),
                     e.cost.map_or_else(dash, |v| format!("{v:.2}")),

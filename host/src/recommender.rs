@@ -52,7 +52,7 @@ impl Recommender {
             plugin
                 .tandem_engine_engine()
                 .recommender()
-                .call_create(store, policy, seed)
+                .call_create(store, &policy, seed)
         })
     }
 
@@ -62,7 +62,7 @@ impl Recommender {
             plugin
                 .tandem_engine_engine()
                 .recommender()
-                .call_bootstrap(store, policy, seed)
+                .call_bootstrap(store, &policy, seed)
         })
     }
 
@@ -113,7 +113,7 @@ impl Recommender {
             plugin
                 .tandem_engine_engine()
                 .recommender()
-                .call_set_policy(store, handle, policy)
+                .call_set_policy(store, handle, &policy)
         })?;
         self.refresh_snapshot()
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use tandem_api::Objective;
+use tandem_api::{ModelCap, Objective};
 
 /// Tandem's kube-scheduler extender: decides which GPU pods share a GPU, and where.
 ///
@@ -75,6 +75,11 @@ pub struct Options {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_jobs_per_gpu: u32,
 
+    /// Most pods sharing one GPU of a given model, overriding --max-jobs-per-gpu there, as
+    /// `MODEL=N` (for example `K80=1`); repeat for several models.
+    #[arg(long = "model-cap", value_name = "MODEL=N", value_parser = parse_model_cap)]
+    pub model_caps: Vec<ModelCap>,
+
     /// Engine component to load instead of the one built into this binary.
     #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
     pub engine: Option<PathBuf>,
@@ -86,6 +91,25 @@ pub struct Options {
     /// Longest a request may take before it is answered 503, e.g. `2s`, `500ms`.
     #[arg(long, default_value = "4s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+}
+
+fn parse_model_cap(text: &str) -> Result<ModelCap, String> {
+    let (model, cap) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("`{text}` is not MODEL=N"))?;
+    let max_jobs: u32 = cap
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{cap}` in `{text}` is not a whole number"))?;
+    if model.trim().is_empty() || max_jobs == 0 {
+        return Err(format!(
+            "`{text}`: the model must be named and N at least 1"
+        ));
+    }
+    Ok(ModelCap {
+        gpu_model: model.trim().to_owned(),
+        max_jobs,
+    })
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -111,6 +135,16 @@ mod tests {
         assert_eq!(parse_duration("4s"), Ok(Duration::from_secs(4)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("4h").unwrap_err().contains("4h"));
+    }
+
+    #[test]
+    fn model_caps_parse_and_bad_ones_are_named() {
+        let cap = parse_model_cap("Tesla K80=1").unwrap();
+        assert_eq!((cap.gpu_model.as_str(), cap.max_jobs), ("Tesla K80", 1));
+        assert!(parse_model_cap("K80").unwrap_err().contains("MODEL=N"));
+        assert!(parse_model_cap("K80=x").unwrap_err().contains("`x`"));
+        assert!(parse_model_cap("K80=0").unwrap_err().contains("at least 1"));
+        assert!(parse_model_cap("=2").is_err());
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         objective: options.objective,
         max_jobs_per_gpu: options.max_jobs_per_gpu,
         exploration: 0.0,
+        model_caps: options.model_caps.clone(),
     };
     let limits = Limits {
         max_body_bytes: options.max_body_bytes,

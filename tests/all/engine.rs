@@ -12,6 +12,7 @@ fn component_and_native_engine_agree_on_every_objective() {
             objective,
             max_jobs_per_gpu: 3,
             exploration: 0.1,
+            model_caps: Vec::new(),
         };
         let mut component = runtime.create(&policy, 11).unwrap();
         let native = tandem_engine::Recommender::new(policy.clone(), 11).unwrap();

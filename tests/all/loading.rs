@@ -10,7 +10,7 @@ fn load_wat(text: &str) -> Result<Runtime, Error> {
 #[test]
 fn the_engine_component_loads_and_reports_its_versions() {
     let runtime = super::engine_runtime();
-    assert_eq!(runtime.wit_version(), "0.2.0");
+    assert_eq!(runtime.wit_version(), "0.3.0");
     assert!(SUPPORTED_WIT_VERSIONS.contains(&runtime.wit_version()));
     assert_eq!(runtime.engine_version().unwrap(), env!("CARGO_PKG_VERSION"));
 }
@@ -40,24 +40,27 @@ fn another_wit_version_is_rejected_naming_both_versions() {
     );
     let message = err.to_string();
     assert!(
-        message.contains("tandem:engine@9.9.9") && message.contains("0.2.0"),
+        message.contains("tandem:engine@9.9.9") && message.contains("0.3.0"),
         "{message}"
     );
 }
 
 #[test]
-fn a_component_of_the_previous_contract_is_rejected_naming_the_supported_one() {
-    // 0.2.0 added calls (estimate, observe-memory, observe-speed) and fields; a 0.1.0 engine
-    // cannot serve a 0.2.0 host, and the host says so instead of failing a call later.
-    let err = load_wat(
-        r#"(component (instance $i) (export "tandem:engine/engine@0.1.0" (instance $i)))"#,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&err, Error::UnsupportedVersion { found, .. } if found == "0.1.0"),
-        "{err}"
-    );
-    assert!(err.to_string().contains("0.2.0"), "{err}");
+fn components_of_earlier_contracts_are_rejected_naming_the_supported_one() {
+    // 0.2.0 added calls (estimate, observe-memory, observe-speed) and 0.3.0 fields
+    // (estimate.utilization-pct, policy.model-caps); an older engine cannot serve this host,
+    // and the host says so instead of failing a call later.
+    for old in ["0.1.0", "0.2.0"] {
+        let err = load_wat(&format!(
+            r#"(component (instance $i) (export "tandem:engine/engine@{old}" (instance $i)))"#
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::UnsupportedVersion { found, .. } if found == old),
+            "{err}"
+        );
+        assert!(err.to_string().contains("0.3.0"), "{err}");
+    }
 }
 
 #[test]
@@ -75,7 +78,7 @@ fn a_component_importing_wasi_is_rejected() {
         r#"(component
              (import "wasi:cli/environment@0.2.0" (instance))
              (instance $i)
-             (export "tandem:engine/engine@0.2.0" (instance $i)))"#,
+             (export "tandem:engine/engine@0.3.0" (instance $i)))"#,
     )
     .unwrap_err();
     assert!(
@@ -87,7 +90,7 @@ fn a_component_importing_wasi_is_rejected() {
 #[test]
 fn a_component_with_the_right_name_but_the_wrong_shape_fails_the_type_check() {
     let err = load_wat(
-        r#"(component (instance $i) (export "tandem:engine/engine@0.2.0" (instance $i)))"#,
+        r#"(component (instance $i) (export "tandem:engine/engine@0.3.0" (instance $i)))"#,
     )
     .unwrap_err();
     assert!(

@@ -257,11 +257,11 @@ mod tests {
             fs::create_dir_all(root.join(package).join("src"))?;
             fs::write(root.join(package).join("Cargo.toml"), "[package]\n")?;
         }
-        fs::create_dir_all(root.join("wit/v0.2.0"))?;
+        fs::create_dir_all(root.join("wit/v0.3.0"))?;
         let dep_info = format!(
             "{root}/target/guest.wasm: {root}/plugin/component/src/lib.rs \
              {root}/plugin/engine/src/lib.rs {root}/plugin/engine/src/knowledge.rs \
-             {root}/wit/v0.2.0/engine.wit /registry/serde/src/lib.rs\n",
+             {root}/wit/v0.3.0/engine.wit /registry/serde/src/lib.rs\n",
             root = root.display()
         );
         let watched: Vec<PathBuf> = watched_inputs(root, &dep_info).into_iter().collect();
@@ -270,7 +270,7 @@ mod tests {
             [
                 root.join("plugin/component"),
                 root.join("plugin/engine"),
-                root.join("wit/v0.2.0/engine.wit"),
+                root.join("wit/v0.3.0/engine.wit"),
             ]
         );
         Ok(())

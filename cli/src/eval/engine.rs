@@ -54,6 +54,7 @@ impl Trained {
             objective,
             max_jobs_per_gpu: 2,
             exploration: 0.0,
+            model_caps: Vec::new(),
         };
         let mut recommender = runtime
             .bootstrap(&policy, seed)

@@ -192,6 +192,81 @@ fn eval_memory_reports_every_split_and_catches_every_would_be_oom_on_a_new_gpu()
 }
 
 #[test]
+fn predict_utilization_measures_profiled_jobs_and_predicts_declared_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/utilization/onnx");
+    let queue = write_queue(
+        dir.path(),
+        json!([
+            {"id": "resnet", "onnx": {"file": onnx.join("resnet50.onnx"), "batch_size": 256}},
+            {"id": "dqn", "onnx": {"file": onnx.join("dqn_cartpole.onnx"), "batch_size": 1024}},
+            {"id": "seen", "profile": {"gpu_util_pct": 42.0, "mem_access_pct": 10.0,
+             "mem_used_mib": 900, "gpu_model": "V100"}},
+            {"id": "mystery"}
+        ]),
+    );
+    let queue = queue.to_str().unwrap();
+    let rows = json_out(&[
+        "predict",
+        "utilization",
+        "--queue",
+        queue,
+        "--format",
+        "json",
+    ]);
+    let util = |i: usize| rows[i]["estimates"][0]["utilization_pct"].as_f64();
+    let (resnet, dqn) = (util(0).unwrap(), util(1).unwrap());
+    assert!(
+        resnet > 60.0 && dqn < 20.0,
+        "ResNet-50 {resnet}%, DQN {dqn}%"
+    );
+    assert_eq!(util(2), Some(42.0));
+    assert_eq!(util(3), None);
+    let output = tandem(&["predict", "utilization", "--queue", queue]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        table.contains("peak GPU utilization %") && table.contains("42.0"),
+        "{table}"
+    );
+}
+
+#[test]
+fn model_caps_in_a_queue_file_are_checked_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.json");
+    let write = |caps: Value| {
+        let queue = json!({"gpus": gpus(), "jobs": [{"id": "a"}],
+                           "policy": {"max_jobs_per_gpu": 3, "model_caps": caps}});
+        std::fs::write(&path, queue.to_string()).unwrap();
+    };
+    write(json!([{"gpu_model": "K80", "max_jobs": 0}]));
+    let output = tandem(&["recommend", "--queue", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("policy.model_caps[0].max_jobs"),
+        "{}",
+        stderr(&output)
+    );
+    write(json!([{"gpu_model": "K80", "max_jobs": 1}, {"gpu_model": "K80", "max_jobs": 2}]));
+    let output = tandem(&["recommend", "--queue", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("policy.model_caps[1].gpu_model"),
+        "{}",
+        stderr(&output)
+    );
+    write(json!([{"gpu_model": "K80", "max_jobs": 1}]));
+    let output = tandem(&["recommend", "--queue", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.contains("at most 3 job(s) per GPU, 1 on a K80"),
+        "{text}"
+    );
+}
+
+#[test]
 fn eval_utilization_beats_the_baselines_on_networks_it_never_saw() {
     let report = json_out(&["eval", "utilization", "--format", "json"]);
     assert_eq!(report["runs"], 49);

@@ -1,4 +1,4 @@
-//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.2.0` (`wit/v0.2.0/engine.wit`).
+//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.3.0` (`wit/v0.3.0/engine.wit`).
 //!
 //! Every host-facing crate speaks these types: the engine implements its logic on them, the
 //! component glue converts them to and from the canonical ABI, and `tandem-host` exposes them as
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The WIT package this crate mirrors.
 pub const WIT_PACKAGE: &str = "tandem:engine";
 /// The WIT version this crate mirrors.
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 
 /// Severity of a log line the engine sends to its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -255,11 +255,42 @@ pub struct Policy {
     /// Probability, 0..=1, of ignoring the low-uncertainty-first precedence (exploration).
     #[serde(default)]
     pub exploration: f32,
+    /// Caps for particular GPU models, overriding `max_jobs_per_gpu` there. At most one entry
+    /// per model.
+    #[serde(default)]
+    pub model_caps: Vec<ModelCap>,
+}
+
+/// A cap on jobs per GPU for one GPU model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCap {
+    /// The GPU model ([`GpuSpec::model`]).
+    pub gpu_model: String,
+    /// Most jobs, residents included, that may share one GPU of this model (at least 1).
+    pub max_jobs: u32,
 }
 
 impl Policy {
     /// Two jobs per GPU: the pairing the research this engine builds on measured.
     pub const DEFAULT_MAX_JOBS_PER_GPU: u32 = 2;
+
+    /// Most jobs that may share one GPU of `model`: its entry in `model_caps`, else
+    /// `max_jobs_per_gpu`.
+    pub fn max_jobs_on(&self, model: &str) -> u32 {
+        self.model_caps
+            .iter()
+            .find(|c| c.gpu_model == model)
+            .map_or(self.max_jobs_per_gpu, |c| c.max_jobs)
+    }
+
+    /// The largest cap on any GPU model (`max_jobs_per_gpu` or an entry of `model_caps`).
+    pub fn max_jobs_anywhere(&self) -> u32 {
+        self.model_caps
+            .iter()
+            .map(|c| c.max_jobs)
+            .fold(self.max_jobs_per_gpu, u32::max)
+    }
 
     fn default_max_jobs_per_gpu() -> u32 {
         Self::DEFAULT_MAX_JOBS_PER_GPU
@@ -272,6 +303,7 @@ impl Default for Policy {
             objective: Objective::default(),
             max_jobs_per_gpu: Self::DEFAULT_MAX_JOBS_PER_GPU,
             exploration: 0.0,
+            model_caps: Vec::new(),
         }
     }
 }
@@ -362,6 +394,10 @@ pub struct Estimate {
     pub cost: Option<f64>,
     /// Energy of that run time, in kJ ([`GpuSpec::power_watts`]); `None` without both.
     pub energy_kj: Option<f64>,
+    /// Peak GPU utilization alone, in percent: the job's profile when it has one, else
+    /// predicted from its declared model (trained on runs measured on one Tesla P100, so the
+    /// same on every model); `None` without either.
+    pub utilization_pct: Option<f32>,
 }
 
 /// Jobs the engine recommends placing together on one GPU.

@@ -69,13 +69,15 @@ macro_rules! mirror_contract {
         $crate::mirror!(struct wit_types::Job, $crate::Job { id, profile: option, declared: option, priority: option, submitted_at_s, work });
         $crate::mirror!(struct wit_types::Gpu, $crate::Gpu { id, node, spec: into, residents: vec });
         $crate::mirror!(enum wit_types::Objective, $crate::Objective { Balanced, MinSlowdown, MaxPacking });
-        $crate::mirror!(struct wit_types::Policy, $crate::Policy { objective: into, max_jobs_per_gpu, exploration });
+        $crate::mirror!(struct wit_types::Policy, $crate::Policy { objective: into, max_jobs_per_gpu, exploration, model_caps: vec });
+        $crate::mirror!(struct wit_types::ModelCap, $crate::ModelCap { gpu_model, max_jobs });
         $crate::mirror!(struct wit_types::Outcome, $crate::Outcome { gpu_model, jobs, solo_s, colocated_s });
         $crate::mirror!(struct wit_types::Assignment, $crate::Assignment { cluster, uncertainty });
         $crate::mirror!(struct wit_types::Prediction, $crate::Prediction { slowdown_pct, packing_saving_pct, uncertainty, peak_mem_mib });
         $crate::mirror!(enum wit_types::MemorySource, $crate::MemorySource { Observed, Transferred, Declared, Unknown });
         $crate::mirror!(struct wit_types::Estimate, $crate::Estimate {
             gpu_model, memory_source: into, peak_mem_mib, reserved_mib, fits_empty, speed, solo_s, cost, energy_kj,
+            utilization_pct,
         });
         $crate::mirror!(struct wit_types::Placement, $crate::Placement { jobs, residents, gpu, predicted: into, reason });
         $crate::mirror!(struct wit_types::Unplaced, $crate::Unplaced { job, reason });

@@ -1,6 +1,6 @@
 //! The Tandem engine as a WebAssembly component.
 //!
-//! This crate is glue only: it implements the `plugin` world of `wit/v0.2.0` by converting
+//! This crate is glue only: it implements the `plugin` world of `wit/v0.3.0` by converting
 //! the canonical-ABI types wit-bindgen generates to [`tandem_api`] types and calling
 //! [`tandem_engine`]. Built for `wasm32-unknown-unknown` (`cargo xtask component`) it becomes
 //! the component every Tandem host loads; it imports nothing but the host's `log` function.
@@ -19,7 +19,7 @@ use bindings::tandem::engine::types as wit;
 #[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
+        path: "../../wit/v0.3.0",
         world: "plugin",
     });
 

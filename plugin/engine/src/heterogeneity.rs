@@ -11,6 +11,9 @@
 //! another model times the ratio between the two models, learned as the geometric mean of that
 //! ratio over every workload reported on both (Gavel's throughputs show the ratio depends on
 //! the workload, so the estimate is an average, the better the more workloads taught it).
+//!
+//! Utilization (in `estimate`): the profile's, else predicted from the declared model
+//! ([`crate::utilization`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use tandem_api::{Estimate, GpuSpec, Job, MemorySource, Priority, Profile};
 
 use crate::knowledge::{Knowledge, workload_of};
 use crate::memory::{GpuTraits, MemoryModel, Row};
+use crate::utilization::UtilizationModel;
 
 /// Speeds reported per workload and GPU model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -188,6 +192,12 @@ impl Knowledge {
     pub(crate) fn estimate(&self, job: &Job, specs: &[GpuSpec]) -> Vec<Estimate> {
         let profile = job.profile.as_ref().or_else(|| self.profile(&job.id));
         let all: Vec<&GpuSpec> = specs.iter().collect();
+        // Measured beats predicted; the prediction does not depend on the GPU model.
+        let utilization_pct = profile.map(|p| p.gpu_util_pct).or_else(|| {
+            job.declared
+                .as_ref()
+                .map(|summary| UtilizationModel::bundled().predict(summary) as f32)
+        });
         specs
             .iter()
             .map(|spec| {
@@ -208,6 +218,7 @@ impl Knowledge {
                     energy_kj: solo_s
                         .zip(spec.power_watts)
                         .map(|(s, watts)| s * f64::from(watts) / 1000.0),
+                    utilization_pct,
                 }
             })
             .collect()

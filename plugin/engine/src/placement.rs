@@ -105,6 +105,8 @@ struct GpuState<'a> {
     unknown_memory: Option<&'a str>,
     /// Time the current members save by sharing, in solo-time units.
     time_saved: f64,
+    /// Most members it may hold: the policy's cap for its model.
+    cap: usize,
 }
 
 impl GpuState<'_> {
@@ -221,6 +223,7 @@ impl<'a> Planner<'a> {
                     used_mib: 0,
                     unknown_memory: None,
                     time_saved: 0.0,
+                    cap: policy.max_jobs_on(&gpu.spec.model) as usize,
                 };
                 for resident in &gpu.residents {
                     state.add(
@@ -374,7 +377,7 @@ impl<'a> Planner<'a> {
         let mut idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
         let mut jobs_left = order.len();
         let balanced = self.policy.objective == Objective::Balanced;
-        if balanced && self.policy.max_jobs_per_gpu >= 2 && jobs_left > idle_left {
+        if balanced && self.policy.max_jobs_anywhere() >= 2 && jobs_left > idle_left {
             order = self.place_matched_pairs(queue, order, &mut placed_on);
             idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
             jobs_left = order.len();
@@ -519,9 +522,11 @@ impl<'a> Planner<'a> {
     where
         'q: 'a,
     {
-        // The largest idle GPU of each model.
+        // Only an idle GPU whose cap admits two can take a pair.
+        let pairable = |s: &GpuState<'_>| s.is_idle() && s.cap >= 2;
+        // The largest such GPU of each model.
         let mut roomiest: SmallVec<[Option<u64>; 4]> = smallvec::smallvec![None; self.models.len()];
-        for s in self.gpus.iter().filter(|s| s.is_idle()) {
+        for s in self.gpus.iter().filter(|s| pairable(s)) {
             let room = &mut roomiest[s.model];
             *room = (*room).max(Some(s.capacity()));
         }
@@ -534,7 +539,7 @@ impl<'a> Planner<'a> {
         let mut idle_models: Vec<&str> = self
             .gpus
             .iter()
-            .filter(|s| s.is_idle())
+            .filter(|s| pairable(s))
             .map(|s| s.gpu.spec.model.as_str())
             .collect();
         idle_models.sort_unstable();
@@ -581,7 +586,7 @@ impl<'a> Planner<'a> {
                 .gpus
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.is_idle())
+                .filter(|(_, s)| pairable(s))
                 .filter_map(|(g, s)| {
                     let (va, vb) = (&ra.views[s.model], &rb.views[s.model]);
                     let left = match pair_memory(va, vb) {
@@ -658,7 +663,7 @@ impl<'a> Planner<'a> {
     /// Whether the job seen as `view` may join `state` now. Allocation-free: it runs for
     /// every job and GPU, and the reason is spelled out only when someone reads it.
     fn refusal(&self, state: &GpuState<'_>, view: &JobView) -> Option<Refusal> {
-        if state.jobs() >= self.policy.max_jobs_per_gpu as usize {
+        if state.jobs() >= state.cap {
             return Some(Refusal::Cap);
         }
         let model = &state.gpu.spec.model;
@@ -785,7 +790,6 @@ impl<'a> Planner<'a> {
         if self.gpus.is_empty() {
             return "no GPUs were offered".into();
         }
-        let cap = self.policy.max_jobs_per_gpu as usize;
         if resolved.views.iter().all(|v| v.memory_mib.is_none()) {
             return "it has no known profile and no declared model (unknown memory): it runs \
                     alone on an idle GPU or beside one job it was observed sharing that GPU \
@@ -796,7 +800,7 @@ impl<'a> Planner<'a> {
         let open = self
             .gpus
             .iter()
-            .filter(|s| s.jobs() < cap && s.unknown_memory.is_none())
+            .filter(|s| s.jobs() < s.cap && s.unknown_memory.is_none())
             .filter_map(|s| Some((s, u64::from(resolved.views[s.model].memory_mib?))));
         match open.min_by_key(|(s, needed)| needed.saturating_sub(s.free_mib())) {
             // Memory is not what stops it there: say what does.
@@ -811,10 +815,12 @@ impl<'a> Planner<'a> {
                 closest.free_mib(),
                 closest.gpu.id
             ),
-            None if self.gpus.iter().any(|s| s.jobs() < cap) => {
-                format!("every GPU under the job cap ({cap}) runs a resident of unknown memory")
+            None if self.gpus.iter().any(|s| s.jobs() < s.cap) => {
+                "every GPU under its job cap runs a resident of unknown memory".into()
             }
-            None => format!("every GPU already holds max-jobs-per-gpu ({cap}) jobs"),
+            None => "every GPU already holds as many jobs as its cap allows (max-jobs-per-gpu, \
+                     or policy.model-caps for its model)"
+                .into(),
         }
     }
 
@@ -893,9 +899,14 @@ impl Refusal {
         let model = &state.gpu.spec.model;
         match self {
             Self::Cap => format!(
-                "already holds {} job(s), the cap (max-jobs-per-gpu) is {}",
+                "already holds {} job(s), the cap for a {model} is {}{}",
                 state.jobs(),
-                policy.max_jobs_per_gpu
+                state.cap,
+                if policy.model_caps.iter().any(|c| &c.gpu_model == model) {
+                    " (policy.model-caps)"
+                } else {
+                    " (max-jobs-per-gpu)"
+                }
             ),
             Self::BesideUnknownMemory => format!(
                 "`{}` on it has no known profile (unknown memory), and the job was never \
@@ -979,7 +990,7 @@ fn queue_fingerprint(queue: &[Job]) -> u64 {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use tandem_api::{GpuSpec, Profile};
+    use tandem_api::{GpuSpec, ModelCap, Profile};
 
     use super::*;
     use crate::Recommender;
@@ -1032,11 +1043,25 @@ mod tests {
     }
 
     fn arb_policy() -> impl Strategy<Value = Policy> {
-        (0usize..3, 1u32..5, 0.0f32..=1.0).prop_map(|(o, cap, exploration)| Policy {
-            objective: Objective::ALL[o],
-            max_jobs_per_gpu: cap,
-            exploration,
-        })
+        (
+            0usize..3,
+            1u32..5,
+            0.0f32..=1.0,
+            proptest::option::of(1u32..4),
+        )
+            .prop_map(|(o, cap, exploration, test_cap)| Policy {
+                objective: Objective::ALL[o],
+                max_jobs_per_gpu: cap,
+                exploration,
+                // The test GPUs are all V100s: a cap of their own overrides `cap`.
+                model_caps: test_cap
+                    .map(|max_jobs| ModelCap {
+                        gpu_model: "V100".into(),
+                        max_jobs,
+                    })
+                    .into_iter()
+                    .collect(),
+            })
     }
 
     proptest! {
@@ -1044,7 +1069,7 @@ mod tests {
         fn no_placement_exceeds_gpu_memory_or_the_job_cap(
             queue in arb_queue(30), gpus in arb_gpus(12), policy in arb_policy(), seed in any::<u64>()
         ) {
-            let cap = policy.max_jobs_per_gpu as usize;
+            let cap = policy.max_jobs_on("V100") as usize;
             let answer = Recommender::new(policy, seed).unwrap().recommend(&queue, &gpus).unwrap();
             let mem_of = |id: &str| queue.iter().find(|j| j.id == id).and_then(|j| j.profile.as_ref()).map_or(0, |p| u64::from(p.mem_used_mib));
             for placement in &answer.placements {

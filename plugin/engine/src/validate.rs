@@ -21,6 +21,28 @@ pub(crate) fn policy(policy: &Policy) -> Result<()> {
             policy.exploration
         )));
     }
+    for (i, cap) in policy.model_caps.iter().enumerate() {
+        if cap.gpu_model.is_empty() {
+            return Err(invalid(format!(
+                "policy.model-caps[{i}].gpu-model is empty"
+            )));
+        }
+        if cap.max_jobs == 0 {
+            return Err(invalid(format!(
+                "policy.model-caps[{i}].max-jobs must be at least 1 (model {})",
+                cap.gpu_model
+            )));
+        }
+        if policy.model_caps[..i]
+            .iter()
+            .any(|c| c.gpu_model == cap.gpu_model)
+        {
+            return Err(invalid(format!(
+                "policy.model-caps[{i}]: a second cap for GPU model {}",
+                cap.gpu_model
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! Heterogeneous GPUs through the engine's public API: memory per model and the guard, speeds
 //! and run-time-aware placement, and user priorities.
 
-use tandem_api::{Gpu, GpuSpec, Job, MemorySource, ModelSummary, Priority, Profile};
+use tandem_api::{
+    Gpu, GpuSpec, Job, MemorySource, ModelCap, ModelSummary, Objective, Policy, Priority, Profile,
+};
 use tandem_engine::Recommender;
 
 /// VGG-19 at batch 64, as SchedTune's table describes it (its measured peak is 10-11 GiB on
@@ -26,7 +28,7 @@ fn gpu(id: &str, spec: GpuSpec, residents: Vec<Job>) -> Gpu {
 }
 
 fn engine() -> Recommender {
-    Recommender::bootstrap(tandem_api::Policy::default(), 1).unwrap()
+    Recommender::bootstrap(Policy::default(), 1).unwrap()
 }
 
 #[test]
@@ -301,4 +303,137 @@ fn a_declared_model_vouches_for_memory_not_for_interference() {
         answer.unplaced[0].reason.contains("never observed sharing"),
         "{answer:?}"
     );
+}
+
+#[test]
+fn each_gpu_model_holds_at_most_its_own_cap() {
+    let gpus = [
+        gpu("k80/0", GpuSpec::new("K80", 11441), vec![]),
+        gpu("v100/0", GpuSpec::new("V100", 16384), vec![]),
+    ];
+    let queue: Vec<Job> = (0..6)
+        .map(|i| {
+            Job::profiled(
+                format!("j{i}"),
+                Profile {
+                    gpu_util_pct: 15.0,
+                    mem_access_pct: 5.0,
+                    mem_used_mib: 1000,
+                    gpu_model: "V100".into(),
+                },
+            )
+        })
+        .collect();
+    let per_gpu = |policy: Policy| {
+        let answer = Recommender::bootstrap(policy, 1)
+            .unwrap()
+            .recommend(&queue, &gpus)
+            .unwrap();
+        let on = |id: &str| {
+            answer
+                .placements
+                .iter()
+                .find(|p| p.gpu == id)
+                .map_or(0, |p| p.jobs.len())
+        };
+        (on("k80/0"), on("v100/0"), answer)
+    };
+    let packing = Policy {
+        objective: Objective::MaxPacking,
+        max_jobs_per_gpu: 3,
+        ..Policy::default()
+    };
+    let (k80, v100, _) = per_gpu(packing.clone());
+    assert_eq!((k80, v100), (3, 3), "without a model cap both GPUs take 3");
+    let capped = Policy {
+        model_caps: vec![ModelCap {
+            gpu_model: "K80".into(),
+            max_jobs: 1,
+        }],
+        ..packing
+    };
+    let (k80, v100, answer) = per_gpu(capped);
+    assert_eq!((k80, v100), (1, 3), "{answer:?}");
+    assert_eq!(answer.unplaced.len(), 2);
+    assert!(answer.unplaced[0].reason.contains("cap"), "{answer:?}");
+}
+
+#[test]
+fn bad_model_caps_are_refused_naming_the_entry() {
+    let cap = |model: &str, max_jobs| ModelCap {
+        gpu_model: model.into(),
+        max_jobs,
+    };
+    for (caps, expected) in [
+        (vec![cap("K80", 0)], "policy.model-caps[0].max-jobs"),
+        (vec![cap("", 2)], "policy.model-caps[0].gpu-model"),
+        (
+            vec![cap("K80", 1), cap("K80", 2)],
+            "policy.model-caps[1]: a second cap for GPU model K80",
+        ),
+    ] {
+        let policy = Policy {
+            model_caps: caps,
+            ..Policy::default()
+        };
+        let err = Recommender::new(policy, 0).unwrap_err();
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+}
+
+#[test]
+fn utilization_is_measured_when_profiled_else_predicted_from_the_declared_model() {
+    let engine = engine();
+    let specs = [GpuSpec::new("V100", 16384), GpuSpec::new("K80", 11441)];
+    // ResNet-50 at batch 256 as `tandem declare` summarizes it (measured at 91.6% on a P100),
+    // and the DQN of TF-Agents' CartPole tutorial at batch 1024 (measured at 1.8%).
+    let resnet = ModelSummary {
+        params_mib: 89.81,
+        activations_mib: 25757.3,
+        input_mib: 147.0,
+        batch_size: 256,
+        gflops: 1978.5,
+        conv_layers: 53,
+        linear_layers: 1,
+        activation_layers: 49,
+        other_layers: 21,
+    };
+    let dqn = ModelSummary {
+        params_mib: 0.021,
+        activations_mib: 1.18,
+        input_mib: 0.016,
+        batch_size: 1024,
+        gflops: 0.0114,
+        conv_layers: 0,
+        linear_layers: 3,
+        activation_layers: 2,
+        other_layers: 0,
+    };
+    let utilization = |job: Job| {
+        let estimates = engine.estimate(&job, &specs).unwrap();
+        assert_eq!(estimates[0].utilization_pct, estimates[1].utilization_pct);
+        estimates[0].utilization_pct
+    };
+    let declared = |id: &str, summary: &ModelSummary| Job {
+        declared: Some(summary.clone()),
+        ..Job::new(id)
+    };
+    let big = utilization(declared("big", &resnet)).unwrap();
+    let tiny = utilization(declared("tiny", &dqn)).unwrap();
+    assert!((0.0..=100.0).contains(&big) && (0.0..=100.0).contains(&tiny));
+    assert!(big > 60.0 && tiny < 20.0, "ResNet-50 {big}%, DQN {tiny}%");
+    let profiled = Job {
+        declared: Some(dqn),
+        ..Job::profiled(
+            "p",
+            Profile {
+                gpu_util_pct: 42.0,
+                mem_access_pct: 10.0,
+                mem_used_mib: 900,
+                gpu_model: "V100".into(),
+            },
+        )
+    };
+    assert_eq!(utilization(profiled), Some(42.0));
+    assert_eq!(utilization(Job::new("nothing")), None);
 }

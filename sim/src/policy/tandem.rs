@@ -99,6 +99,7 @@ impl Tandem {
             objective,
             max_jobs_per_gpu: Self::MAX_JOBS_PER_GPU,
             exploration: 0.0,
+            model_caps: Vec::new(),
         };
         let engine = runtime
             .bootstrap(&policy, seed)

@@ -1,6 +1,6 @@
 //! A deliberately misbehaving engine component, for the host's sandbox tests.
 //!
-//! It implements the `plugin` world of `tandem:engine@0.2.0` and otherwise behaves: it
+//! It implements the `plugin` world of `tandem:engine@0.3.0` and otherwise behaves: it
 //! remembers the ids of observed profiles (its whole state, saved as one id per line) and
 //! `recommend` reports them back as unplaced jobs with the reason `known`, so a test can see
 //! whether state survived a rebuild; `synthesize` always answers `invalid-input`. A queued job
@@ -18,7 +18,7 @@ use bindings::tandem::engine::types as wit;
 #[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../../wit/v0.2.0",
+        path: "../../../wit/v0.3.0",
         world: "plugin",
     });
 
