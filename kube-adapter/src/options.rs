@@ -76,7 +76,8 @@ pub struct Options {
     pub max_jobs_per_gpu: u32,
 
     /// Most pods sharing one GPU of a given model, overriding --max-jobs-per-gpu there, as
-    /// `MODEL=N` (for example `K80=1`); repeat for several models.
+    /// `MODEL=N` (for example `K80=1`; MODEL is the short name read from the
+    /// nvidia.com/gpu.product label, such as K80 for Tesla-K80); repeat for several models.
     #[arg(long = "model-cap", value_name = "MODEL=N", value_parser = parse_model_cap)]
     pub model_caps: Vec<ModelCap>,
 
