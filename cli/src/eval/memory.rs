@@ -17,14 +17,12 @@
 //! engine does when it trains). A would-be OOM is a held-out row whose true peak exceeds the
 //! bare prediction; it is caught when the reservation covers the true peak.
 
-use rand::SeedableRng as _;
-use rand::seq::SliceRandom as _;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use smartcore::linalg::basic::matrix::DenseMatrix;
 use smartcore::linear::linear_regression::{
     LinearRegression, LinearRegressionParameters, LinearRegressionSolverName,
 };
+use tandem_engine::forest::groups;
 use tandem_engine::memory::{self, Forest, Labelled, MemoryError, Row};
 
 /// Folds of the random split.
@@ -61,29 +59,10 @@ impl Split {
     }
 
     fn folds(self, rows: &[Labelled], seed: u64) -> Vec<Vec<usize>> {
-        let group = |key: fn(&Labelled) -> usize| {
-            let groups = rows.iter().map(key).max().map_or(0, |m| m + 1);
-            (0..groups)
-                .map(|g| (0..rows.len()).filter(|&i| key(&rows[i]) == g).collect())
-                .collect()
-        };
         match self {
-            Split::Random => {
-                let mut order: Vec<usize> = (0..rows.len()).collect();
-                order.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
-                (0..RANDOM_FOLDS)
-                    .map(|k| {
-                        order
-                            .iter()
-                            .copied()
-                            .skip(k)
-                            .step_by(RANDOM_FOLDS)
-                            .collect()
-                    })
-                    .collect()
-            }
-            Split::LeaveOneGpuOut => group(|l| l.gpu),
-            Split::LeaveOneModelOut => group(|l| l.network),
+            Split::Random => super::random_folds(rows.len(), RANDOM_FOLDS, seed),
+            Split::LeaveOneGpuOut => groups(rows.iter().map(|l| l.gpu)),
+            Split::LeaveOneModelOut => groups(rows.iter().map(|l| l.network)),
         }
     }
 }
@@ -275,9 +254,10 @@ mod tests {
     fn every_split_predicts_every_row_once() {
         let rows = memory::bundled();
         for split in Split::ALL {
-            let mut seen: Vec<usize> = split.folds(&rows, 3).into_iter().flatten().collect();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..rows.len()).collect::<Vec<_>>(), "{split:?}");
+            assert!(
+                super::super::each_once(split.folds(&rows, 3), rows.len()),
+                "{split:?}"
+            );
         }
         assert_eq!(Split::LeaveOneGpuOut.folds(&rows, 3).len(), 5);
         assert_eq!(Split::LeaveOneModelOut.folds(&rows, 3).len(), 12);

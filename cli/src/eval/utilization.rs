@@ -17,9 +17,6 @@
 //! a fraction (`ln(1 + u)`, u in 0..1; Yeung et al.'s paper does not say which unit its 0.154
 //! is in, and the two differ a lot), and the mean absolute error in percentage points.
 
-use rand::SeedableRng as _;
-use rand::seq::SliceRandom as _;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use tandem_engine::forest::{groups, held_out};
 use tandem_engine::utilization::{self, Forest, Labelled, Row, UtilizationError};
@@ -61,20 +58,7 @@ impl Split {
         match self {
             Split::LeaveOneModelOut => groups(rows.iter().map(|l| l.network)),
             Split::LeaveOneFamilyOut => groups(rows.iter().map(|l| l.family)),
-            Split::Random => {
-                let mut order: Vec<usize> = (0..rows.len()).collect();
-                order.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
-                (0..RANDOM_FOLDS)
-                    .map(|k| {
-                        order
-                            .iter()
-                            .copied()
-                            .skip(k)
-                            .step_by(RANDOM_FOLDS)
-                            .collect()
-                    })
-                    .collect()
-            }
+            Split::Random => super::random_folds(rows.len(), RANDOM_FOLDS, seed),
         }
     }
 }
@@ -256,9 +240,10 @@ mod tests {
     fn every_split_predicts_every_run_once() {
         let rows = utilization::bundled();
         for split in Split::ALL {
-            let mut seen: Vec<usize> = split.folds(&rows, 3).into_iter().flatten().collect();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..rows.len()).collect::<Vec<_>>(), "{split:?}");
+            assert!(
+                super::super::each_once(split.folds(&rows, 3), rows.len()),
+                "{split:?}"
+            );
         }
         assert_eq!(Split::LeaveOneModelOut.folds(&rows, 3).len(), 15);
         assert_eq!(Split::LeaveOneFamilyOut.folds(&rows, 3).len(), 9);
