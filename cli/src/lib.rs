@@ -358,7 +358,8 @@ struct DeclareArgs {
     #[arg(value_name = "FILE")]
     onnx: PathBuf,
 
-    /// Training batch size; required when the graph's batch dimension is symbolic.
+    /// Training batch size: required when the graph's batch dimension is symbolic; with a
+    /// fixed batch, input, activations and FLOPs are scaled from it to this one.
     #[arg(long, value_name = "N")]
     batch_size: Option<u32>,
 
@@ -506,10 +507,11 @@ enum PredictCommand {
     Memory(PredictArgs),
     /// Speed, run time, cost and energy of each queued job on each GPU model.
     Runtime(PredictArgs),
-    /// Peak GPU utilization of each queued job alone: its profile's (from the queue file or
-    /// the knowledge base) when it has one, else predicted from its declared model by the
-    /// engine's forest (trained on runs measured on a Tesla P100; see `tandem eval
-    /// utilization`). The same on every GPU model.
+    /// Peak GPU utilization of each queued job alone.
+    ///
+    /// Its profile's (from the queue file or the knowledge base) when it has one, else
+    /// predicted from its declared model by the engine's forest (trained on runs measured on a
+    /// Tesla P100; see `tandem eval utilization`). The same on every GPU model.
     Utilization(PredictArgs),
 }
 
