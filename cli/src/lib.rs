@@ -336,7 +336,7 @@ enum EvalCommand {
     /// margin measured on the training folds only) catches, and how much memory it
     /// over-reserves. Needs no engine component: it runs the engine's own prediction code
     /// natively.
-    Memory(MemoryArgs),
+    Memory(EvalSeedArgs),
 
     /// Utilization prediction: the engine's forest against simpler estimates (Yeung et al.).
     ///
@@ -349,7 +349,7 @@ enum EvalCommand {
     /// the engine's random forest, the training mean and a FLOPs-only log-log line, then the
     /// forest's error per held-out network. Needs no engine component: it runs the engine's own
     /// prediction code natively.
-    Utilization(MemoryArgs),
+    Utilization(EvalSeedArgs),
 }
 
 #[derive(Debug, Args)]
@@ -368,8 +368,9 @@ struct DeclareArgs {
     format: Format,
 }
 
+/// Options of the evaluations on a bundled table: the random split's seed and the output format.
 #[derive(Debug, Args)]
-struct MemoryArgs {
+struct EvalSeedArgs {
     /// Seed of the random split.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -761,10 +762,9 @@ fn predict(engine: &EngineArgs, args: &PredictArgs, what: render::Estimates) -> 
             estimates,
         });
     }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-        Format::Table => print!("{}", render::estimates(&rows, &specs, what)),
-    }
+    print_as(args.format, &rows, || {
+        render::estimates(&rows, &specs, what)
+    })?;
     Ok(())
 }
 
@@ -798,10 +798,9 @@ fn recommend(engine: &EngineArgs, args: &RecommendArgs) -> anyhow::Result<()> {
     for unplaced in &mut answer.unplaced {
         unplaced.job = keys.original(&unplaced.job).to_owned();
     }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
-        Format::Table => print!("{}", render::recommendation(&answer, &request)),
-    }
+    print_as(args.format, &answer, || {
+        render::recommendation(&answer, &request)
+    })?;
     Ok(())
 }
 
@@ -854,19 +853,13 @@ fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()>
                 outcomes.as_deref(),
                 workloads,
             )?;
-            match format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&observed)?),
-                Format::Table => print!("{}", render::observed(&observed)),
-            }
+            print_as(format, &observed, || render::observed(&observed))?;
         }
         KbCommand::Show { kb, format } => {
             // Showing needs no secret: nothing is keyed.
             let mut recommender = kb::open_unkeyed(&runtime, &kb)?;
             let summary = recommender.describe()?;
-            match format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
-                Format::Table => print!("{}", render::knowledge(&summary)),
-            }
+            print_as(format, &summary, || render::knowledge(&summary))?;
         }
         KbCommand::Synthesize {
             data,
@@ -876,10 +869,9 @@ fn knowledge_base(engine: &EngineArgs, command: KbCommand) -> anyhow::Result<()>
         } => {
             let (report, written) =
                 synthesize::run(&runtime, &data, points_per_gap, out.as_deref())?;
-            match format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-                Format::Table => print!("{}", render::synthesis(&report, written.as_ref())),
-            }
+            print_as(format, &report, || {
+                render::synthesis(&report, written.as_ref())
+            })?;
         }
     }
     Ok(())
@@ -898,9 +890,19 @@ fn evaluate_pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
     let plan = eval::plan(settings)?;
     let runtime = engine.runtime()?;
     let report = eval::run(&runtime, &plan)?;
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => print!("{}", render::evaluation(&report)),
+    print_as(args.format, &report, || render::evaluation(&report))?;
+    Ok(())
+}
+
+/// Prints `value` as JSON for scripts, or as the table `table` makes for a person.
+fn print_as<T: serde::Serialize>(
+    format: Format,
+    value: &T,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Format::Table => print!("{}", table()),
     }
     Ok(())
 }
@@ -911,28 +913,21 @@ fn declare(args: &DeclareArgs) -> anyhow::Result<()> {
         .map_err(|e| InputError::usage(format!("cannot read {}: {e}", file.display())))?;
     let summary = tandem_declare::summarize(&bytes, args.batch_size)
         .map_err(|e| InputError::usage(format!("{}: {e}", file.display())))?;
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
-        Format::Table => print!("{}", render::summary(&summary)),
-    }
+    print_as(args.format, &summary, || render::summary(&summary))?;
     Ok(())
 }
 
-fn evaluate_memory(args: &MemoryArgs) -> anyhow::Result<()> {
+fn evaluate_memory(args: &EvalSeedArgs) -> anyhow::Result<()> {
     let report = eval::memory::run(args.seed)?;
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => print!("{}", render::memory_evaluation(&report)),
-    }
+    print_as(args.format, &report, || render::memory_evaluation(&report))?;
     Ok(())
 }
 
-fn evaluate_utilization(args: &MemoryArgs) -> anyhow::Result<()> {
+fn evaluate_utilization(args: &EvalSeedArgs) -> anyhow::Result<()> {
     let report = eval::utilization::run(args.seed)?;
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => print!("{}", render::utilization_evaluation(&report)),
-    }
+    print_as(args.format, &report, || {
+        render::utilization_evaluation(&report)
+    })?;
     Ok(())
 }
 
@@ -972,10 +967,7 @@ fn run_simulation(engine: &EngineArgs, args: SimulateArgs) -> anyhow::Result<()>
     if let Some(path) = &args.report {
         simulate::write(path, &tandem_sim::report::html(&report))?;
     }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => print!("{}", tandem_sim::report::table(&report)),
-    }
+    print_as(args.format, &report, || tandem_sim::report::table(&report))?;
     if let Some(path) = &args.report {
         eprintln!("report written to {}", path.display());
     }
