@@ -32,7 +32,7 @@ pub use runtime::{HostConfig, Runtime, SUPPORTED_WIT_VERSIONS};
 /// Host bindings generated from the WIT the host supports.
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit/v0.3.0",
+        path: "../wit/current",
         world: "plugin",
     });
 

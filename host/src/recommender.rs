@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use tandem_api::{
-    Assignment, Estimate, Fit, Gpu, GpuScore, GpuSpec, Job, KnowledgeSummary, ModelSummary,
-    Outcome, Policy, Prediction, Profile, Recommendation,
+    Assignment, Choice, ClusterChange, ClusterSummary, Estimate, Fit, Gpu, GpuScore, GpuSpec,
+    GpuTable, Job, KnowledgeSummary, ModelSummary, Outcome, Policy, Prediction, Profile,
+    Recommendation,
 };
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
@@ -21,6 +22,10 @@ use crate::{Error, Result};
 /// the knowledge base the host keeps a snapshot of the engine's state; when a call traps, the
 /// instance is thrown away and rebuilt from that snapshot before the error is returned, so no
 /// acknowledged observation is ever lost and the next call is served normally.
+///
+/// The cluster view (WIT 0.4.0) is not in the snapshot: the host keeps a mirror of it, applied
+/// with the same rules as the engine's ([`GpuTable`]) after each acknowledged
+/// `update-cluster`, and describes it again to a rebuilt instance.
 pub struct Recommender {
     shared: Arc<Shared>,
     store: Store<StoreState>,
@@ -28,6 +33,8 @@ pub struct Recommender {
     handle: ResourceAny,
     /// The engine's state after the last acknowledged change.
     snapshot: Vec<u8>,
+    /// The cluster view after the last acknowledged `update-cluster`.
+    view: GpuTable,
     /// Set when a rebuild failed: the next call tries again before anything else.
     broken: bool,
     rebuilds: u64,
@@ -93,6 +100,7 @@ impl Recommender {
             plugin,
             handle,
             snapshot: Vec::new(),
+            view: GpuTable::default(),
             broken: false,
             rebuilds: 0,
         };
@@ -201,6 +209,59 @@ impl Recommender {
         Ok(answer.into())
     }
 
+    /// Applies changes to the cluster view the engine keeps, in order, all or nothing.
+    pub fn update_cluster(&mut self, changes: &[ClusterChange]) -> Result<ClusterSummary> {
+        let wit_changes = to_wit(changes);
+        let summary = self.call("update-cluster", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_update_cluster(store, handle, &wit_changes)
+        })?;
+        // The engine accepted them, so the same rules accept them here.
+        self.view.apply(changes).map_err(Error::Engine)?;
+        Ok(summary.into())
+    }
+
+    /// The cluster view as the engine holds it (the host's mirror of it).
+    pub fn cluster(&self) -> &GpuTable {
+        &self.view
+    }
+
+    /// Scores `job` on every GPU of the view, by handle, 0..=100 (0 where it does not fit).
+    pub fn score_all(&mut self, job: &Job) -> Result<Vec<u8>> {
+        let job = wit::Job::from(job.clone());
+        self.call("score-all", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_score_all(store, handle, &job)
+        })
+    }
+
+    /// Why `job` may not be placed on each of `gpus` (handles of the view); empty where it fits.
+    pub fn explain(&mut self, job: &Job, gpus: &[u32]) -> Result<Vec<String>> {
+        let job = wit::Job::from(job.clone());
+        self.call("explain", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_explain(store, handle, &job, gpus)
+        })
+    }
+
+    /// The GPU of `node` that `job` should run on (best score, lowest handle), or why none fits.
+    pub fn choose_gpu(&mut self, job: &Job, node: &str) -> Result<Choice> {
+        let job = wit::Job::from(job.clone());
+        let choice = self.call("choose-gpu", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_choose_gpu(store, handle, &job, node)
+        })?;
+        Ok(choice.into())
+    }
+
     /// Judges, for each GPU, whether `job` may be placed on it now.
     pub fn filter(&mut self, job: &Job, gpus: &[Gpu]) -> Result<Vec<Fit>> {
         let job = wit::Job::from(job.clone());
@@ -299,22 +360,32 @@ impl Recommender {
         }
     }
 
-    /// Replaces the store and instance with fresh ones holding the last snapshot.
+    /// Replaces the store and instance with fresh ones holding the last snapshot and the
+    /// cluster view.
     fn rebuild(&mut self, call: &'static str) -> Result<()> {
-        let restore = |shared: &Shared, snapshot: &[u8]| -> Result<_> {
+        let restore = |shared: &Shared, snapshot: &[u8], view: &GpuTable| -> Result<_> {
             let (mut store, plugin) = shared.instantiate()?;
-            let loaded = plugin
-                .tandem_engine_engine()
-                .recommender()
-                .call_load(&mut store, snapshot);
-            match loaded {
-                Ok(Ok(handle)) => Ok((store, plugin, handle)),
-                Ok(Err(e)) => Err(Error::Engine(e.into())),
-                Err(trap) => Err(classify("load", trap, shared, store.data())),
+            let engine = plugin.tandem_engine_engine().recommender();
+            let handle = match engine.call_load(&mut store, snapshot) {
+                Ok(Ok(handle)) => handle,
+                Ok(Err(e)) => return Err(Error::Engine(e.into())),
+                Err(trap) => return Err(classify("load", trap, shared, store.data())),
+            };
+            if !view.is_empty() {
+                let replay = to_wit(&view.replay());
+                store.set_epoch_deadline(shared.deadline_ticks());
+                match engine.call_update_cluster(&mut store, handle, &replay) {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(Error::Engine(e.into())),
+                    Err(trap) => {
+                        return Err(classify("update-cluster", trap, shared, store.data()));
+                    }
+                }
             }
+            Ok((store, plugin, handle))
         };
         let (store, plugin, handle) =
-            restore(&self.shared, &self.snapshot).map_err(|source| Error::Restore {
+            restore(&self.shared, &self.snapshot, &self.view).map_err(|source| Error::Restore {
                 call,
                 source: Box::new(source),
             })?;

@@ -21,15 +21,15 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use tandem_adapter_core::identity::JOB_LABEL;
+use tandem_adapter_core::serve::serve_listener;
+use tandem_adapter_core::{
+    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Leadership, Limits, Shutdown,
+};
 use tandem_api::{Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_adapter::app::{App, ClusterFile, Source};
 use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_LABEL, PRODUCT_LABEL};
-use tandem_kube_adapter::engine::Engine;
-use tandem_kube_adapter::http::Limits;
-use tandem_kube_adapter::identity::JobKeys;
-use tandem_kube_adapter::leader::Leadership;
-use tandem_kube_adapter::{EMBEDDED_ENGINE, Shutdown, serve_fixed};
 
 const NODES: usize = 1_000;
 const GPUS_PER_NODE: u32 = 4;
@@ -61,10 +61,7 @@ fn node(i: usize) -> Node {
 fn pod(name: &str, bound: Option<(String, String)>) -> Pod {
     let mut pod = Pod::default();
     pod.metadata.name = Some(name.to_owned());
-    pod.metadata.labels = Some(BTreeMap::from([(
-        tandem_kube_adapter::identity::JOB_LABEL.to_owned(),
-        name.to_owned(),
-    )]));
+    pod.metadata.labels = Some(BTreeMap::from([(JOB_LABEL.to_owned(), name.to_owned())]));
     pod.metadata.namespace = Some("bench".to_owned());
     pod.metadata.uid = Some(format!("uid-{name}"));
     pod.spec = Some(PodSpec {
@@ -105,7 +102,6 @@ fn main() -> anyhow::Result<()> {
     let mut pods = Vec::new();
     let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default())?;
     let mut recommender = runtime.bootstrap(&Policy::default(), 1)?;
-    let mut profiles = std::collections::HashMap::new();
     for n in 0..NODES {
         for g in (0..GPUS_PER_NODE).step_by(2) {
             let i = pods.len();
@@ -114,24 +110,30 @@ fn main() -> anyhow::Result<()> {
             pods.push(pod(&name, Some((node.clone(), format!("{node}/{g}")))));
             let mut p = profile(n);
             p.mem_used_mib = 1_000 + ((i * 733) % 6_000) as u32;
-            let key = keys.key("bench", &name);
-            recommender.observe_profile(&key, &p)?;
-            profiles.insert(key, p);
+            recommender.observe_profile(&keys.key("bench", &name), &p)?;
         }
     }
     let pending = pod("pending", None);
-    let pending_key = keys.key("bench", "pending");
-    recommender.observe_profile(&pending_key, &profile(0))?;
-    profiles.insert(pending_key, profile(0));
-    let app = Arc::new(App::new(
-        Engine::new(runtime, recommender, profiles),
+    recommender.observe_profile(&keys.key("bench", "pending"), &profile(0))?;
+    let limits = Limits {
+        request_timeout: Duration::from_secs(4),
+        ..Limits::default()
+    };
+    let core = Arc::new(Core::start(CoreConfig {
+        engine: EngineState::new(runtime, recommender),
         keys,
+        leadership: Arc::new(Leadership::alone()),
+        intake_token: None,
+        store: None,
+        stored: None,
+        limits,
+        queue: 1024,
+    })?);
+    let app = Arc::new(App::new(
+        Arc::clone(&core),
         RESOURCE.to_owned(),
-        Arc::new(Leadership::alone()),
-        None,
-        None,
+        Duration::from_secs(2),
         Source::Fixed(ClusterFile { nodes, pods }),
-        None,
     ));
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -146,8 +148,8 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         let (stop, shutdown) = Shutdown::new();
-        let limits = Limits { max_body_bytes: 64 << 20, timeout: Duration::from_secs(4) };
-        let server = tokio::spawn(serve_fixed(app, listener, limits, shutdown));
+        let router = tandem_adapter_core::http::router(core, app);
+        let server = tokio::spawn(serve_listener(router, listener, shutdown));
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
         let base = format!("http://{addr}");
         // Warm up (the first request builds the view; connections get pooled).

@@ -1,7 +1,8 @@
-//! The adapter's shared state: the engine, the cluster view, the knowledge store and what
-//! ties them together (bind assumptions, observations, finished pods).
+//! The kube-scheduler front-end's state: where its view of the cluster comes from, what `bind`
+//! placed before the watchers confirm it, and the scores kept from `filter` for `prioritize`.
+//! The engine, the knowledge base, the intake and the metrics are the core's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -9,16 +10,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::Store;
 use serde::Deserialize;
-use tandem_api::Outcome;
+use tandem_adapter_core::outcomes::Run;
+use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState};
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
-use crate::engine::{Engine, EngineFailure};
-use crate::extender::{GpuScores, score_gpus};
-use crate::identity::JobKeys;
-use crate::leader::Leadership;
-use crate::metrics::{Metrics, Reason};
-use crate::outcomes::{Learned, Ledger, Run};
-use crate::store::{AdapterState, KnowledgeStore, StoreError};
+use crate::extender::NodeScores;
 
 /// How long a GPU choice made by `bind` is assumed before the pod watcher must confirm it.
 const ASSUME_FOR: Duration = Duration::from_secs(60);
@@ -27,7 +23,7 @@ const ASSUME_FOR: Duration = Duration::from_secs(60);
 pub enum Source {
     /// Watchers on the API server (the normal case).
     Kubernetes {
-        /// Client for `bind` and the store.
+        /// Client for `bind`.
         client: kube::Client,
         /// Nodes, kept by a reflector.
         nodes: Store<Node>,
@@ -64,46 +60,32 @@ struct Assumed {
 #[derive(Debug)]
 struct ScoreCache {
     pod: String,
-    epoch: u64,
-    nodes: std::collections::HashSet<String>,
-    scores: Arc<GpuScores>,
+    /// The view and the knowledge they were computed against.
+    epochs: (u64, u64),
+    scores: Arc<NodeScores>,
 }
 
-/// The persisted part of the adapter's state, with the store version it matches.
-#[derive(Debug, Default)]
-struct Persisted {
-    version: Option<String>,
-    ledger: Ledger,
-}
-
-/// Everything a request handler needs.
+/// Everything the extender's handlers need beside the core.
 pub struct App {
-    /// The engine.
-    pub engine: Engine,
-    /// Keys pod identities.
-    pub keys: JobKeys,
+    /// The shared core: engine, knowledge base, intake, metrics.
+    pub core: Arc<Core>,
     /// The extended resource Tandem manages (for example `nvidia.com/gpu`).
     pub resource: String,
-    /// Metrics.
-    pub metrics: Metrics,
-    /// Leadership of this replica.
-    pub leadership: Arc<Leadership>,
-    /// Bearer token the intake endpoints require; intake is off without one.
-    pub intake_token: Option<String>,
-    /// Where the knowledge base is stored, if anywhere.
-    pub store: Option<KnowledgeStore>,
+    /// kube-scheduler's `httpTimeout` for this extender: a bind answered later may have been
+    /// given up on (and bound by the scheduler itself), so `bind` stops before it.
+    pub scheduler_timeout: Duration,
     source: Source,
     view: RwLock<Arc<ClusterView>>,
     dirty: AtomicBool,
+    /// Bumped at each rebuild of `view`.
+    view_epoch: AtomicU64,
+    /// The view epoch the engine was last told (engine-thread tasks compare and update it).
+    synced: Arc<AtomicU64>,
     assumed: Mutex<HashMap<String, Assumed>>,
     ready: AtomicBool,
-    persisted: tokio::sync::Mutex<Persisted>,
-    /// Bumped whenever the view or the engine's knowledge changes: cached scores are only as
-    /// good as the epoch they were computed in.
-    epoch: AtomicU64,
     scores: Mutex<Option<ScoreCache>>,
-    /// Serializes binds, so two pods never take the last place on one GPU at once.
-    pub bind_lock: tokio::sync::Mutex<()>,
+    /// Pods already counted as bound without Tandem's record.
+    unrecorded: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for App {
@@ -115,43 +97,29 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// Assembles the state. `stored` is the knowledge base version and ledger the engine was
-    /// loaded from, if any.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "a constructor of the whole state"
-    )]
+    /// The front-end over `core`, fed by `source`.
     pub fn new(
-        engine: Engine,
-        keys: JobKeys,
+        core: Arc<Core>,
         resource: String,
-        leadership: Arc<Leadership>,
-        intake_token: Option<String>,
-        store: Option<KnowledgeStore>,
+        scheduler_timeout: Duration,
         source: Source,
-        stored: Option<(String, Ledger)>,
     ) -> Self {
-        let (version, ledger) = stored.map_or((None, Ledger::default()), |(v, l)| (Some(v), l));
         let app = Self {
-            engine,
-            keys,
+            core,
             resource,
-            metrics: Metrics::default(),
-            leadership,
-            intake_token,
-            store,
+            scheduler_timeout,
             source,
             view: RwLock::new(Arc::new(ClusterView::default())),
             dirty: AtomicBool::new(true),
+            view_epoch: AtomicU64::new(0),
+            synced: Arc::new(AtomicU64::new(0)),
             assumed: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
-            persisted: tokio::sync::Mutex::new(Persisted { version, ledger }),
-            epoch: AtomicU64::new(0),
             scores: Mutex::new(None),
-            bind_lock: tokio::sync::Mutex::new(()),
+            unrecorded: Mutex::new(HashSet::new()),
         };
         if matches!(app.source, Source::Fixed(_)) {
-            app.ready.store(true, Ordering::Release);
+            app.set_ready();
         }
         app
     }
@@ -164,43 +132,56 @@ impl App {
         }
     }
 
+    /// The pod `namespace/name` as the watcher last saw it, if it did.
+    pub fn cached_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        match &self.source {
+            Source::Kubernetes { pods, .. } => {
+                pods.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+            }
+            Source::Fixed(_) => None,
+        }
+    }
+
     /// Marks the view stale (a watcher saw a change).
     pub fn touch(&self) {
         self.dirty.store(true, Ordering::Release);
     }
 
-    /// Marks the adapter ready (watchers synced).
+    /// Marks the front-end ready (watchers synced).
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);
+        self.core.set_ready();
     }
 
-    /// Whether the adapter can answer with a current view.
+    /// Whether the front-end can answer with a current view.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
     /// The pod's view, if it requests managed GPUs.
     pub fn gpu_pod(&self, pod: &Pod) -> Option<GpuPod> {
-        gpu_pod(pod, &self.keys, &self.resource)
+        gpu_pod(pod, &self.core.keys, &self.resource)
     }
 
-    /// The current cluster view, rebuilt first if a watcher saw a change since the last one.
-    pub fn view(&self) -> Arc<ClusterView> {
+    /// The current cluster view and its epoch, rebuilt first if a watcher saw a change.
+    pub fn view(&self) -> (Arc<ClusterView>, u64) {
         if self.dirty.swap(false, Ordering::AcqRel) {
             let fresh = Arc::new(self.build_view());
-            self.epoch.fetch_add(1, Ordering::AcqRel);
-            *self
+            let mut slot = self
                 .view
                 .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&fresh);
-            return fresh;
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *slot = Arc::clone(&fresh);
+            let epoch = self.view_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+            return (fresh, epoch);
         }
-        Arc::clone(
+        let view = Arc::clone(
             &self
                 .view
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        );
+        (view, self.view_epoch.load(Ordering::Acquire))
     }
 
     fn build_view(&self) -> ClusterView {
@@ -237,39 +218,59 @@ impl App {
         }
     }
 
-    /// The engine's scores of a one-GPU `pod` on the GPUs of `candidates` in `view`: from the
-    /// last `filter` of the same pod when nothing changed since (kube-scheduler sends
-    /// `prioritize` right after `filter`, over the nodes that passed), else from the engine.
-    pub fn scores(
+    /// Runs `work` on the engine thread against a view at least as new as `view` (epoch
+    /// `epoch`): the engine is told what changed first, if the view was rebuilt since.
+    pub async fn decide<T: Send + 'static>(
         &self,
-        pod: &GpuPod,
-        view: &ClusterView,
-        candidates: &[String],
-    ) -> Result<Arc<GpuScores>, EngineFailure> {
-        let epoch = self.epoch.load(Ordering::Acquire);
-        let mut cache = self
+        call: &'static str,
+        (view, epoch): (Arc<ClusterView>, u64),
+        work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<Result<T, EngineFailure>, CallError> {
+        let synced = Arc::clone(&self.synced);
+        let metrics = Arc::clone(&self.core.metrics);
+        self.core
+            .decide(call, move |state| {
+                if epoch > synced.load(Ordering::Acquire) {
+                    let summary = state.sync(view.gpus().cloned())?;
+                    metrics.observe_view(&summary);
+                    synced.store(epoch, Ordering::Release);
+                }
+                work(state, &view)
+            })
+            .await
+    }
+
+    /// The engine's scores of a one-GPU `pod` on `candidates`: from the last `filter` of the
+    /// same pod when nothing changed since (kube-scheduler sends `prioritize` right after
+    /// `filter`, over the nodes that passed), else from the engine.
+    pub fn cached_scores(&self, pod: &GpuPod, epoch: u64) -> Option<Arc<NodeScores>> {
+        let cache = self
             .scores
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(hit) = cache.as_ref()
-            && !pod.uid.is_empty()
-            && hit.pod == pod.uid
-            && hit.epoch == epoch
-            && candidates.iter().all(|n| hit.nodes.contains(n))
-        {
-            return Ok(Arc::clone(&hit.scores));
-        }
-        let scores = Arc::new(score_gpus(&self.engine, view, pod, candidates)?);
-        *cache = Some(ScoreCache {
-            pod: pod.uid.clone(),
-            epoch,
-            nodes: candidates.iter().cloned().collect(),
-            scores: Arc::clone(&scores),
-        });
-        Ok(scores)
+        cache
+            .as_ref()
+            .filter(|hit| {
+                !pod.uid.is_empty()
+                    && hit.pod == pod.uid
+                    && hit.epochs == (epoch, self.core.epoch())
+            })
+            .map(|hit| Arc::clone(&hit.scores))
     }
 
-    /// Records `bind`'s choice so the next decision sees it before the watcher does.
+    /// Keeps `scores` of `pod` for its `prioritize`.
+    pub fn keep_scores(&self, pod: &GpuPod, epoch: u64, scores: Arc<NodeScores>) {
+        *self
+            .scores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ScoreCache {
+            pod: pod.uid.clone(),
+            epochs: (epoch, self.core.epoch()),
+            scores,
+        });
+    }
+
+    /// Records `bind`'s choice so view rebuilds keep it until the watcher shows the annotation.
     pub fn assume(&self, uid: &str, node: &str, gpus: Vec<String>) {
         self.assumed
             .lock()
@@ -282,91 +283,50 @@ impl App {
                     at: Instant::now(),
                 },
             );
-        self.touch();
     }
 
-    /// Applies observations to the engine and stores the result before returning: what this
-    /// returns `Ok` for is acknowledged and survives a crash.
-    pub async fn observe<T>(
-        &self,
-        apply: impl FnOnce(&Engine, &mut Ledger) -> Result<T, EngineFailure>,
-    ) -> Result<T, ObserveError> {
-        if !self.leadership.is_leader() {
-            return Err(ObserveError::NotLeader(self.leadership.holder()));
+    /// Forgets an assumption (its bind failed).
+    pub fn forget(&self, uid: &str) {
+        self.assumed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
+    }
+
+    /// Counts, once per pod, a pod that requests managed GPUs and was bound without Tandem's
+    /// record of its GPU: the scheduler's fallback placed it (Tandem failed open, or was too
+    /// slow), or another scheduler did.
+    pub fn check_recorded(&self, pod: &Pod) {
+        let Some(gp) = self.gpu_pod(pod) else {
+            return;
+        };
+        if !gp.active || gp.node.is_none() || !gp.assigned.is_empty() {
+            return;
         }
-        let mut persisted = self.persisted.lock().await;
-        let answer = apply(&self.engine, &mut persisted.ledger);
-        // Even a failed batch may have applied its first observations.
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        let answer = answer.inspect_err(|_| {
-            self.metrics.engine_errors.inc();
-        })?;
-        self.write(&mut persisted).await?;
-        Ok(answer)
-    }
-
-    async fn write(&self, persisted: &mut Persisted) -> Result<(), ObserveError> {
-        let Some(store) = &self.store else {
-            return Ok(());
-        };
-        let (engine, profiles) = self.engine.snapshot();
-        let adapter = AdapterState {
-            profiles: profiles.into_iter().collect(),
-            ledger: persisted.ledger.clone(),
-        };
-        match store
-            .save(persisted.version.as_deref(), &engine, &adapter)
-            .await
-        {
-            Ok(version) => {
-                persisted.version = Some(version);
-                Ok(())
-            }
-            Err(error) => {
-                self.metrics.store_errors.inc();
-                if matches!(error, StoreError::Conflict(_)) {
-                    // Someone else wrote: take their state, so ours matches the store again.
-                    if let Err(reload) = self.reload_locked(persisted).await {
-                        tracing::error!(%reload, "cannot reload the knowledge base after a conflict");
-                    }
-                }
-                Err(error.into())
-            }
+        let first = self
+            .unrecorded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(gp.uid.clone());
+        let assumed = self
+            .assumed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(&gp.uid);
+        if first && !assumed {
+            self.core.metrics.binds_without_tandem.inc();
+            tracing::warn!(
+                "a GPU pod was bound without Tandem's GPU record (fail-open or another scheduler)"
+            );
         }
     }
 
-    /// Loads the stored knowledge base if it changed since we last read or wrote it. Returns
-    /// whether it changed.
-    pub async fn reload(&self) -> Result<bool, ObserveError> {
-        let mut persisted = self.persisted.lock().await;
-        self.reload_locked(&mut persisted).await
-    }
-
-    async fn reload_locked(&self, persisted: &mut Persisted) -> Result<bool, ObserveError> {
-        let Some(store) = &self.store else {
-            return Ok(false);
-        };
-        let Some(stored) = store.load().await? else {
-            return Ok(false);
-        };
-        if persisted.version.as_deref() == Some(stored.version.as_str()) {
-            return Ok(false);
-        }
-        self.engine
-            .replace(&stored.engine, stored.adapter.profile_map())?;
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        persisted.version = Some(stored.version);
-        persisted.ledger = stored.adapter.ledger;
-        Ok(true)
-    }
-
-    /// Learns from a pod that finished (leader only): a solo sample, or an outcome once both
-    /// pods of a shared GPU are done. See [`crate::outcomes`].
+    /// Learns from a pod that finished (leader only): see [`Core::run_finished`].
     pub async fn pod_finished(&self, pod: &Pod) {
         let Source::Kubernetes { pods, .. } = &self.source else {
             return;
         };
-        if !self.leadership.is_leader() {
+        if !self.core.leadership.is_leader() {
             return;
         }
         let Some(finished) = self.gpu_pod(pod) else {
@@ -375,8 +335,8 @@ impl App {
         let [gpu] = finished.assigned.as_slice() else {
             return;
         };
-        let model = self
-            .view()
+        let (view, _) = self.view();
+        let model = view
             .node(finished.node.as_deref().unwrap_or_default())
             .and_then(|entry| entry.as_ref().ok())
             .and_then(|gpus| gpus.iter().find(|g| &g.id == gpu))
@@ -385,7 +345,7 @@ impl App {
             return;
         };
         let Some(run) = run_of(pod, &finished, &model) else {
-            self.skipped("no start or finish time");
+            self.core.skipped("no start or finish time");
             return;
         };
         let others: Vec<Run> = pods
@@ -399,37 +359,19 @@ impl App {
             })
             .collect();
         let now = k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
-        let mut learned = Learned::Skipped("already counted");
-        let result = self
-            .observe(|engine, ledger| {
-                learned = ledger.learn(&run, &others, now);
-                if let Learned::Outcome(outcome) = &learned {
-                    engine.observe_outcome(outcome)?;
-                }
-                Ok(())
-            })
-            .await;
-        match (&learned, result) {
-            (_, Err(error)) => tracing::warn!(%error, "could not record a finished pod"),
-            (Learned::Outcome(Outcome { gpu_model, .. }), Ok(())) => {
-                self.metrics.outcomes_learned.inc();
-                tracing::info!(
-                    gpu_model,
-                    "learned a co-location outcome from finished pods"
-                );
-            }
-            (Learned::Solo, Ok(())) => tracing::debug!("recorded a solo run"),
-            (Learned::Skipped(reason), Ok(())) => self.skipped(reason),
-        }
+        self.core.run_finished(run, others, now).await;
+    }
+}
+
+impl tandem_adapter_core::Frontend for App {
+    const TYPE: &'static str = "kube-scheduler extender";
+
+    fn routes(self: Arc<Self>) -> axum::Router {
+        crate::http::routes(self)
     }
 
-    fn skipped(&self, reason: &str) {
-        self.metrics
-            .outcomes_skipped
-            .get_or_create(&Reason {
-                reason: reason.to_owned(),
-            })
-            .inc();
+    fn is_ready(&self) -> bool {
+        App::is_ready(self)
     }
 }
 
@@ -464,18 +406,4 @@ fn run_of(pod: &Pod, gp: &GpuPod, model: &str) -> Option<Run> {
         start: start?,
         end: if finished { Some(end?) } else { None },
     })
-}
-
-/// Why an observation was not acknowledged.
-#[derive(Debug, thiserror::Error)]
-pub enum ObserveError {
-    /// Another replica leads; observations go there.
-    #[error("this replica does not lead (leader: {}); send observations to the leader", .0.as_deref().unwrap_or("unknown"))]
-    NotLeader(Option<String>),
-    /// The engine refused or failed.
-    #[error(transparent)]
-    Engine(#[from] EngineFailure),
-    /// The knowledge base could not be stored.
-    #[error("not stored: {0}")]
-    Store(#[from] StoreError),
 }

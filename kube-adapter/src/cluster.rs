@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use tandem_api::{Gpu, GpuSpec, Job};
 
-use crate::identity::{JOB_LABEL, JobKeys};
+use tandem_adapter_core::JobKeys;
+use tandem_adapter_core::identity::JOB_LABEL;
 
 /// Pod annotation naming the GPUs Tandem bound the pod to: `<node>/<index>`, comma-separated
 /// for a pod that needs several.
@@ -255,7 +256,26 @@ impl ClusterView {
                 }
             }
         }
+        // A canonical order, so a GPU whose pods did not change compares equal to what the
+        // engine holds (the watchers list pods in no particular order).
+        for gpus in view
+            .nodes
+            .values_mut()
+            .flat_map(|entry| entry.as_mut().ok())
+        {
+            for gpu in gpus {
+                gpu.residents.sort_by(|a, b| a.id.cmp(&b.id));
+            }
+        }
         view
+    }
+
+    /// Every GPU Tandem can use, node by node.
+    pub fn gpus(&self) -> impl Iterator<Item = &Gpu> {
+        self.nodes
+            .values()
+            .filter_map(|entry| entry.as_ref().ok())
+            .flatten()
     }
 
     /// The node's GPUs, or why it has none Tandem can use.
@@ -271,18 +291,6 @@ impl ClusterView {
     /// Whether the view has no node at all.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
-    }
-
-    /// Records that `job` now runs on `gpus` (an assumption made by `bind`, before the
-    /// watcher sees the annotation).
-    pub fn assume(&mut self, node: &str, gpus: &[String], job: &str) {
-        if let Some(Ok(list)) = self.nodes.get_mut(node) {
-            for gpu in list.iter_mut().filter(|g| gpus.contains(&g.id)) {
-                if !gpu.residents.iter().any(|r| r.id == job) {
-                    gpu.residents.push(Job::new(job.to_owned()));
-                }
-            }
-        }
     }
 }
 

@@ -5,17 +5,19 @@
 //! decodes keys case-insensitively; these types accept the PascalCase kube-scheduler sends and
 //! answer in it.
 //!
-//! The decisions are pure functions of the engine and a [`ClusterView`]; the HTTP layer in
-//! [`crate::http`] parses, times and counts them, and `bind` talks to the API server there.
+//! The decisions run on the engine thread ([`EngineState`]) against the engine's view of the
+//! cluster, with the front-end's [`ClusterView`] for what the protocol needs beyond it (nodes
+//! Tandem cannot use, idle GPUs for multi-GPU pods); the HTTP layer in [`crate::http`] parses,
+//! times and counts them, and `bind` talks to the API server there.
 
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
-use tandem_api::{Gpu, Job};
+use tandem_adapter_core::{EngineFailure, EngineState};
+use tandem_api::Job;
 
 use crate::cluster::{ClusterView, GpuPod};
-use crate::engine::{Engine, EngineFailure};
 
 /// Highest score an extender may give (`extenderv1.MaxExtenderPriority`).
 pub const MAX_PRIORITY: i64 = 10;
@@ -108,19 +110,7 @@ pub struct BindingResult {
     pub error: String,
 }
 
-/// GPUs of the candidate nodes, in candidate order.
-fn candidate_gpus<'v>(view: &'v ClusterView, candidates: &[String]) -> Vec<&'v Gpu> {
-    candidates
-        .iter()
-        .filter_map(|name| match view.node(name) {
-            Some(Ok(gpus)) => Some(gpus.iter()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
-/// The engine's job for a pod: its keyed id, with the profile the engine observed under it.
+/// The engine's job for a pod: its keyed id (the engine knows its profile by it).
 pub fn job_of(pod: &GpuPod) -> Job {
     Job::new(pod.job.clone())
 }
@@ -134,24 +124,22 @@ fn unusable(view: &ClusterView, name: &str) -> String {
     }
 }
 
-/// The engine's score (0..=100) of a one-GPU pod on GPUs of the candidate nodes, by GPU id.
-/// A GPU scores 0 exactly when the pod does not fit it (the engine's contract), so one `score`
-/// call serves both `filter` and `prioritize`.
-pub type GpuScores = HashMap<String, u8>;
+/// The engine's best score (0..=100) of a one-GPU pod on each candidate node, by node name.
+/// A node scores 0 exactly when no GPU of it fits the pod, so one `score-all` over the
+/// engine's view serves both `filter` and `prioritize`.
+pub type NodeScores = HashMap<String, u8>;
 
-/// Scores `pod` on every GPU of `candidates` with one engine call.
-pub fn score_gpus(
-    engine: &Engine,
-    view: &ClusterView,
+/// Scores `pod` on the candidate nodes with one `score-all` over the engine's view.
+pub fn score_nodes(
+    engine: &mut EngineState,
     pod: &GpuPod,
     candidates: &[String],
-) -> Result<GpuScores, EngineFailure> {
-    let gpus = candidate_gpus(view, candidates);
-    let scores = engine.score(&job_of(pod), &gpus)?;
-    Ok(gpus
+) -> Result<NodeScores, EngineFailure> {
+    let scores = engine.node_scores(&job_of(pod), candidates)?;
+    Ok(candidates
         .iter()
         .zip(scores)
-        .map(|(g, score)| (g.id.clone(), score))
+        .map(|(node, best)| (node.clone(), best.score))
         .collect())
 }
 
@@ -167,17 +155,16 @@ pub struct Filtered {
 }
 
 /// Judges where `pod` may go: the OOM guard and sharing cap of the engine for one-GPU pods
-/// (from `scores`, see [`score_gpus`]; the engine is asked why only about GPUs of nodes that
-/// fail); enough idle GPUs for a pod that needs several (those never share).
+/// (from `scores`, see [`score_nodes`]; the engine is asked why only about nodes that fail);
+/// enough idle GPUs for a pod that needs several (those never share).
 pub fn filter(
-    engine: &Engine,
+    engine: &mut EngineState,
     view: &ClusterView,
     pod: &GpuPod,
     candidates: &[String],
-    scores: &GpuScores,
+    scores: &NodeScores,
 ) -> Result<Filtered, EngineFailure> {
     let mut out = Filtered::default();
-    let mut refused: Vec<(&String, &Gpu)> = Vec::new();
     for name in candidates {
         let gpus = match view.node(name) {
             Some(Ok(gpus)) => gpus,
@@ -213,31 +200,13 @@ pub fn filter(
             }
             continue;
         }
-        if gpus
-            .iter()
-            .any(|g| scores.get(&g.id).is_some_and(|&s| s > 0))
-        {
+        if scores.get(name).is_some_and(|&s| s > 0) {
             out.passed.push(name.clone());
         } else {
-            refused.extend(gpus.iter().map(|g| (name, g)));
-        }
-    }
-    if !refused.is_empty() {
-        // Only failing nodes need the engine's words.
-        let gpus: Vec<&Gpu> = refused.iter().map(|(_, g)| *g).collect();
-        let fits = engine.filter(&job_of(pod), &gpus)?;
-        let mut reasons: BTreeMap<&String, Vec<String>> = BTreeMap::new();
-        for ((name, gpu), fit) in refused.iter().zip(fits) {
-            reasons
-                .entry(name)
-                .or_default()
-                .push(format!("GPU {}: {}", gpu.id, fit.reason));
-        }
-        for (name, why) in reasons {
-            out.failed.insert(
-                name.clone(),
-                format!("Tandem: no GPU fits: {}", why.join("; ")),
-            );
+            // Only failing nodes need the engine's words.
+            let why = engine.why_not(&job_of(pod), name)?;
+            out.failed
+                .insert(name.clone(), format!("Tandem: no GPU fits: {why}"));
         }
     }
     Ok(out)
@@ -250,7 +219,7 @@ pub fn prioritize(
     view: &ClusterView,
     pod: &GpuPod,
     candidates: &[String],
-    scores: &GpuScores,
+    scores: &NodeScores,
 ) -> Vec<HostPriority> {
     let best: Vec<u32> = candidates
         .iter()
@@ -267,11 +236,7 @@ pub fn prioritize(
                     0
                 };
             }
-            gpus.iter()
-                .filter_map(|g| scores.get(&g.id))
-                .map(|&s| u32::from(s))
-                .max()
-                .unwrap_or(0)
+            scores.get(name).copied().map_or(0, u32::from)
         })
         .collect();
     let top = best.iter().copied().max().unwrap_or(0);
@@ -289,62 +254,12 @@ pub fn prioritize(
         .collect()
 }
 
-/// The GPUs of `node` that `pod` should run on: the engine's best-scored fitting GPU for a
-/// one-GPU pod; the first idle ones for a pod that needs several. `Err` says why none.
-pub fn choose_gpus(
-    engine: &Engine,
-    view: &ClusterView,
-    pod: &GpuPod,
-    node: &str,
-) -> Result<Result<Vec<String>, String>, EngineFailure> {
-    let gpus = match view.node(node) {
-        Some(Ok(gpus)) => gpus,
-        _ => return Ok(Err(unusable(view, node))),
-    };
-    if pod.gpus > 1 {
-        let idle: Vec<String> = gpus
-            .iter()
-            .filter(|g| g.residents.is_empty())
-            .take(pod.gpus as usize)
-            .map(|g| g.id.clone())
-            .collect();
-        return Ok(if idle.len() == pod.gpus as usize {
-            Ok(idle)
-        } else {
-            Err(format!(
-                "the pod needs {} idle GPUs, {} are idle",
-                pod.gpus,
-                idle.len()
-            ))
-        });
-    }
-    let list: Vec<&Gpu> = gpus.iter().collect();
-    let job = job_of(pod);
-    let fits = engine.filter(&job, &list)?;
-    let scores = engine.score(&job, &list)?;
-    let best = fits
-        .iter()
-        .zip(&scores)
-        .enumerate()
-        .filter(|(_, (fit, _))| fit.fits)
-        // Highest score; the lowest index among equals (max_by_key keeps the last maximum).
-        .max_by_key(|(i, (_, score))| (**score, std::cmp::Reverse(*i)))
-        .map(|(i, _)| gpus[i].id.clone());
-    Ok(best.map(|gpu| vec![gpu]).ok_or_else(|| {
-        let reasons: Vec<String> = fits
-            .iter()
-            .map(|f| format!("GPU {}: {}", f.gpu, f.reason))
-            .collect();
-        format!("no GPU on the node fits any more: {}", reasons.join("; "))
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::gpu_pod;
     use crate::cluster::tests::{node, pod};
-    use crate::identity::JobKeys;
+    use tandem_adapter_core::{EMBEDDED_ENGINE, JobKeys};
     use tandem_api::{Outcome, Policy, Profile};
     use tandem_host::{HostConfig, Runtime};
 
@@ -364,11 +279,10 @@ mod tests {
     }
 
     /// The real engine component, with profiles for jobs `x`, `y`, `p`, `big` and outcomes
-    /// saying `p` suffers little beside `x` and a lot beside `y`.
-    fn engine() -> Engine {
-        let runtime = Runtime::from_bytes(crate::EMBEDDED_ENGINE, HostConfig::default()).unwrap();
-        let recommender = runtime.bootstrap(&Policy::default(), 1).unwrap();
-        let engine = Engine::new(runtime, recommender, HashMap::new());
+    /// saying `p` suffers little beside `x` and a lot beside `y`, told the cluster `view`.
+    fn engine(view: &ClusterView) -> EngineState {
+        let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()).unwrap();
+        let mut recommender = runtime.bootstrap(&Policy::default(), 1).unwrap();
         let k = keys();
         for (job, p) in [
             ("x", profile(35.0, 12.0, 4_000)),
@@ -376,11 +290,13 @@ mod tests {
             ("p", profile(45.0, 20.0, 4_500)),
             ("big", profile(60.0, 30.0, 20_000)),
         ] {
-            engine.observe_profile(&k.key("default", job), &p).unwrap();
+            recommender
+                .observe_profile(&k.key("default", job), &p)
+                .unwrap();
         }
         for _ in 0..3 {
             for (partner, colocated) in [("x", [112.0, 110.0]), ("y", [195.0, 160.0])] {
-                engine
+                recommender
                     .observe_outcome(&Outcome {
                         gpu_model: "V100".into(),
                         jobs: vec![k.key("default", "p"), k.key("default", partner)],
@@ -390,6 +306,8 @@ mod tests {
                     .unwrap();
             }
         }
+        let mut engine = EngineState::new(runtime, recommender);
+        engine.sync(view.gpus().cloned()).unwrap();
         engine
     }
 
@@ -417,74 +335,75 @@ mod tests {
 
     #[test]
     fn filter_gives_the_memory_reason_and_separates_unresolvable_nodes() {
-        let engine = engine();
         let view = view(&[]);
+        let mut engine = engine(&view);
         let candidates = names(&["a", "cpu", "ghost"]);
         let big = pending("big", 1);
-        let scores = score_gpus(&engine, &view, &big, &candidates).unwrap();
-        let out = filter(&engine, &view, &big, &candidates, &scores).unwrap();
+        let scores = score_nodes(&mut engine, &big, &candidates).unwrap();
+        let out = filter(&mut engine, &view, &big, &candidates, &scores).unwrap();
         assert!(out.passed.is_empty());
         assert!(
             out.failed["a"].contains("needs 20000 MiB"),
             "{:?}",
             out.failed
         );
+        assert!(out.failed["a"].contains("GPU a/0:"), "{:?}", out.failed);
         assert!(out.unresolvable["cpu"].contains("no nvidia.com/gpu"));
         assert!(out.unresolvable["ghost"].contains("not seen this node"));
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
-        let scores = score_gpus(&engine, &view, &p, &candidates).unwrap();
-        let fits = filter(&engine, &view, &p, &candidates, &scores).unwrap();
+        let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
+        let fits = filter(&mut engine, &view, &p, &candidates, &scores).unwrap();
         assert_eq!(fits.passed, ["a", "b"]);
     }
 
     #[test]
     fn prioritize_prefers_the_co_runner_the_engine_predicts_better() {
-        let engine = engine();
         let view = view(&[
             pod("x", 1, Some("a"), Some("a/0")),
             pod("y", 1, Some("b"), Some("b/0")),
         ]);
+        let mut engine = engine(&view);
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
-        let gpu_scores = score_gpus(&engine, &view, &p, &candidates).unwrap();
-        let scores = prioritize(&view, &p, &candidates, &gpu_scores);
+        let node_scores = score_nodes(&mut engine, &p, &candidates).unwrap();
+        let scores = prioritize(&view, &p, &candidates, &node_scores);
         assert_eq!(scores[0].host, "a");
         assert_eq!(scores[0].score, MAX_PRIORITY);
         assert!(scores[1].score < scores[0].score, "{scores:?}");
-        let chosen = choose_gpus(&engine, &view, &pending("p", 1), "a").unwrap();
+        let chosen = engine.place(&job_of(&p), "a", 1).unwrap();
         assert_eq!(chosen, Ok(vec!["a/0".to_owned()]));
     }
 
     #[test]
     fn multi_gpu_pods_need_idle_gpus() {
-        let engine = engine();
         let view = view(&[]);
+        let mut engine = engine(&view);
         let out = filter(
-            &engine,
+            &mut engine,
             &view,
             &pending("p", 2),
             &names(&["a"]),
-            &GpuScores::new(),
+            &NodeScores::new(),
         )
         .unwrap();
         assert!(out.unresolvable["a"].contains("needs 2 GPUs, the node has 1"));
-        let chosen = choose_gpus(&engine, &view, &pending("p", 2), "a").unwrap();
+        let chosen = engine.place(&job_of(&pending("p", 2)), "a", 2).unwrap();
         assert!(chosen.unwrap_err().contains("needs 2 idle GPUs"));
     }
 
     #[test]
-    fn several_runs_of_one_job_do_not_break_the_engine_call() {
-        let engine = engine();
-        // Two runs of `x` hold GPUs on two nodes, and a third is pending: the contract wants
-        // unique ids per call, so repeats go under aliases with x's profile.
+    fn several_runs_of_one_job_share_what_the_engine_knows_of_it() {
+        // Two runs of `x` hold GPUs on two nodes, and a third is pending: the view holds one
+        // id on several GPUs, and the engine judges each beside its profile.
         let mut second = pod("x-2", 1, Some("b"), Some("b/0"));
         second.metadata.labels = Some(BTreeMap::from([(
-            crate::identity::JOB_LABEL.to_owned(),
+            tandem_adapter_core::identity::JOB_LABEL.to_owned(),
             "x".to_owned(),
         )]));
         let view = view(&[pod("x", 1, Some("a"), Some("a/0")), second]);
+        let mut engine = engine(&view);
         let (x, candidates) = (pending("x", 1), names(&["a", "b"]));
-        let scores = score_gpus(&engine, &view, &x, &candidates).unwrap();
-        let out = filter(&engine, &view, &x, &candidates, &scores).unwrap();
+        let scores = score_nodes(&mut engine, &x, &candidates).unwrap();
+        let out = filter(&mut engine, &view, &x, &candidates, &scores).unwrap();
         assert_eq!(out.passed, ["a", "b"], "{out:?}");
     }
 }

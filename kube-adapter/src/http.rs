@@ -1,204 +1,109 @@
-//! The HTTP surface: extender verbs, the observation intake and the operations endpoints.
+//! The extender verbs kube-scheduler calls: `POST /filter`, `/prioritize` and `/bind`.
 //!
-//! | path | method | what |
-//! |---|---|---|
-//! | `/filter`, `/prioritize`, `/bind` | POST | kube-scheduler extender verbs |
-//! | `/v1/profiles` | POST | node profilers post profiles (bearer token) |
-//! | `/v1/outcomes` | POST | measured co-location outcomes (bearer token) |
-//! | `/v1/predict` | POST | the engine's prediction for a group on a GPU model (bearer token) |
-//! | `/v1/knowledge` | GET | what the knowledge base holds (bearer token) |
-//! | `/healthz`, `/readyz`, `/metrics` | GET | liveness, readiness, Prometheus |
-//!
-//! Every body is size-bounded and every request time-bounded by layers set up in
-//! [`router`]. A body that does not parse gets `400` with the offending field named; the
-//! process never panics on input.
+//! The core serves everything else (the intake, `/v1/knowledge`, health and metrics) and sets
+//! the limits every request runs under ([`tandem_adapter_core::http::router`]). A body that does
+//! not parse gets `400` with the offending field named; an engine that fails or does not answer
+//! in time makes the verb fail open, as the scheduler's `ignorable` expects.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::post;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use tandem_api::{Assignment, GpuSpec, Job, Outcome, Profile};
-use tower_http::timeout::TimeoutLayer;
+use kube::api::{ObjectMeta, PostParams};
+use tandem_adapter_core::http::{parse, timed};
 
-use crate::app::{App, ObserveError};
+use crate::app::App;
 use crate::cluster::GPU_ANNOTATION;
 use crate::extender::{
     self, BindingArgs, BindingResult, ExtenderArgs, FilterResult, HostPriority, NodeList,
+    NodeScores, job_of,
 };
-use crate::identity::is_keyed;
 
-/// Limits on requests.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Largest body accepted, in bytes.
-    pub max_body_bytes: usize,
-    /// Longest a request may take.
-    pub timeout: Duration,
-}
-
-/// The router, with its limits.
-pub fn router(app: Arc<App>, limits: Limits) -> Router {
+/// The extender's routes, for the core's router.
+pub fn routes(app: Arc<App>) -> Router {
     Router::new()
         .route("/filter", post(filter))
         .route("/prioritize", post(prioritize))
         .route("/bind", post(bind))
-        .route("/v1/profiles", post(profiles))
-        .route("/v1/outcomes", post(outcomes))
-        .route("/v1/predict", post(predict))
-        .route("/v1/knowledge", get(knowledge))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
-            limits.timeout,
-        ))
         .with_state(app)
 }
 
-/// An answer that is not the verb's normal result.
-#[derive(Debug)]
-struct Failure {
-    status: StatusCode,
-    message: String,
-}
-
-impl Failure {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        (
-            self.status,
-            axum::Json(serde_json::json!({ "error": self.message })),
-        )
-            .into_response()
-    }
-}
-
-impl From<ObserveError> for Failure {
-    fn from(error: ObserveError) -> Self {
-        let status = match &error {
-            ObserveError::NotLeader(_) | ObserveError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ObserveError::Engine(e) if matches!(e.source, tandem_host::Error::Engine(_)) => {
-                StatusCode::BAD_REQUEST
-            }
-            ObserveError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Self::new(status, error.to_string())
-    }
-}
-
-/// Parses a JSON body, naming the field that is wrong.
-fn parse<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Failure> {
-    let mut json = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut json).map_err(|e| {
-        let path = e.path().to_string();
-        let at = if path == "." {
-            String::new()
-        } else {
-            format!(" at `{path}`")
-        };
-        Failure::new(
-            StatusCode::BAD_REQUEST,
-            format!("invalid {what} request{at}: {}", e.into_inner()),
-        )
-    })
-}
-
-/// Times and counts one verb; `Err` answers are counted as `rejected` (4xx) or `error`.
-async fn timed<T: IntoResponse>(
-    app: &App,
-    verb: &str,
-    work: impl Future<Output = Result<T, Failure>>,
-) -> Response {
-    let started = Instant::now();
-    let answer = work.await;
-    let result = match &answer {
-        Ok(_) => "ok",
-        Err(f) if f.status.is_client_error() => "rejected",
-        Err(_) => "error",
-    };
-    if let Err(f) = &answer {
-        // The message goes to the caller only: a rejected body may quote what it was sent,
-        // and logs must never carry names (DESIGN §6).
-        tracing::warn!(verb, status = %f.status, "request failed");
-    }
-    app.metrics
-        .record(verb, result, started.elapsed().as_secs_f64());
-    match answer {
-        Ok(body) => body.into_response(),
-        Err(f) => f.into_response(),
-    }
-}
-
 async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "filter", async move {
+    let core = Arc::clone(&app.core);
+    timed(&core, "filter", async move {
         let args: ExtenderArgs = parse("filter", &body)?;
         let candidates = args.candidates();
-        let Some(pod) = app2.gpu_pod(&args.pod) else {
+        let Some(pod) = app.gpu_pod(&args.pod) else {
             // Not a pod Tandem manages: every node passes.
             return Ok(axum::Json(pass_all(&args, candidates)));
         };
-        if !app2.is_ready() {
-            app2.metrics.fail_open("filter");
+        if !app.is_ready() {
+            app.core.metrics.fail_open("filter");
             return Ok(axum::Json(FilterResult {
                 error: "Tandem is starting: its view of the cluster is not synced yet".into(),
                 ..FilterResult::default()
             }));
         }
-        let view = app2.view();
-        let judged = if pod.gpus == 1 {
-            app2.scores(&pod, &view, &candidates)
-        } else {
-            Ok(Default::default())
-        }
-        .and_then(|scores| extender::filter(&app2.engine, &view, &pod, &candidates, &scores));
-        match judged {
-            Ok(extender::Filtered {
-                passed,
-                failed,
-                unresolvable,
-            }) => {
-                tracing::debug!(pod = %pod.job, passed = passed.len(), failed = failed.len() + unresolvable.len(), "filter");
-                let mut result = FilterResult {
-                    failed_nodes: failed,
-                    failed_and_unresolvable_nodes: unresolvable,
-                    ..FilterResult::default()
+        let view = app.view();
+        let epoch = view.1;
+        let judged = {
+            let (pod, candidates) = (pod.clone(), candidates.clone());
+            app.decide("filter", view, move |engine, view| {
+                let scores = if pod.gpus == 1 {
+                    extender::score_nodes(engine, &pod, &candidates)?
+                } else {
+                    NodeScores::new()
                 };
-                answer_nodes(&mut result, &args, passed);
-                Ok(axum::Json(result))
-            }
-            Err(error) => {
+                let filtered = extender::filter(engine, view, &pod, &candidates, &scores)?;
+                Ok((scores, filtered))
+            })
+            .await
+        };
+        let (scores, filtered) = match judged {
+            Ok(Ok(answer)) => answer,
+            failure => {
                 // The scheduler skips an ignorable extender that reports an error, and retries
                 // the pod otherwise: either way nothing is placed on a guess.
-                app2.metrics.engine_errors.inc();
-                app2.metrics.fail_open("filter");
-                tracing::error!(%error, "filter: engine failed");
-                Ok(axum::Json(FilterResult {
+                let error = match failure {
+                    Ok(Err(engine)) => engine.to_string(),
+                    Err(call) => call.to_string(),
+                    Ok(Ok(_)) => unreachable!("matched above"),
+                };
+                app.core.metrics.engine_errors.inc();
+                app.core.metrics.fail_open("filter");
+                tracing::error!(%error, "filter: the engine failed; failing open");
+                return Ok(axum::Json(FilterResult {
                     error: format!("Tandem: {error}"),
                     ..FilterResult::default()
-                }))
+                }));
             }
+        };
+        if pod.gpus == 1 {
+            app.keep_scores(&pod, epoch, Arc::new(scores));
         }
+        let extender::Filtered {
+            passed,
+            failed,
+            unresolvable,
+        } = filtered;
+        tracing::debug!(
+            passed = passed.len(),
+            failed = failed.len() + unresolvable.len(),
+            "filter"
+        );
+        let mut result = FilterResult {
+            failed_nodes: failed,
+            failed_and_unresolvable_nodes: unresolvable,
+            ..FilterResult::default()
+        };
+        answer_nodes(&mut result, &args, passed);
+        Ok(axum::Json(result))
     })
     .await
 }
@@ -218,7 +123,7 @@ fn answer_nodes(result: &mut FilterResult, args: &ExtenderArgs, passed: Vec<Stri
                 })
                 .cloned()
                 .collect();
-            result.nodes = Some(serde_json::to_value(NodeList { items }).expect("nodes serialize"));
+            result.nodes = Some(serde_json::to_value(NodeList { items }).unwrap_or_default());
         }
         _ => result.node_names = Some(passed),
     }
@@ -231,11 +136,11 @@ fn pass_all(args: &ExtenderArgs, candidates: Vec<String>) -> FilterResult {
 }
 
 async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "prioritize", async move {
+    let core = Arc::clone(&app.core);
+    timed(&core, "prioritize", async move {
         let args: ExtenderArgs = parse("prioritize", &body)?;
         let candidates = args.candidates();
-        let zeros = || -> Vec<HostPriority> {
+        let zeros = |candidates: &[String]| -> Vec<HostPriority> {
             candidates
                 .iter()
                 .map(|host| HostPriority {
@@ -244,14 +149,28 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 })
                 .collect()
         };
-        let Some(pod) = app2.gpu_pod(&args.pod) else {
-            return Ok(axum::Json(zeros()));
+        let Some(pod) = app.gpu_pod(&args.pod) else {
+            return Ok(axum::Json(zeros(&candidates)));
         };
-        let view = app2.view();
-        let scores = if pod.gpus == 1 {
-            app2.scores(&pod, &view, &candidates)
-        } else {
-            Ok(Default::default())
+        let (view, epoch) = app.view();
+        let scores = match app.cached_scores(&pod, epoch) {
+            Some(scores) if candidates.iter().all(|n| scores.contains_key(n)) => Ok(scores),
+            _ if pod.gpus > 1 => Ok(Arc::new(NodeScores::new())),
+            _ => {
+                let (pod, names) = (pod.clone(), candidates.clone());
+                match app
+                    .decide(
+                        "prioritize",
+                        (Arc::clone(&view), epoch),
+                        move |engine, _| extender::score_nodes(engine, &pod, &names),
+                    )
+                    .await
+                {
+                    Ok(Ok(scores)) => Ok(Arc::new(scores)),
+                    Ok(Err(engine)) => Err(engine.to_string()),
+                    Err(call) => Err(call.to_string()),
+                }
+            }
         };
         match scores {
             Ok(scores) => Ok(axum::Json(extender::prioritize(
@@ -262,10 +181,10 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
             ))),
             Err(error) => {
                 // Equal scores leave the choice to the scheduler's own plugins.
-                app2.metrics.engine_errors.inc();
-                app2.metrics.fail_open("prioritize");
-                tracing::error!(%error, "prioritize: engine failed; all nodes score 0");
-                Ok(axum::Json(zeros()))
+                app.core.metrics.engine_errors.inc();
+                app.core.metrics.fail_open("prioritize");
+                tracing::error!(%error, "prioritize: the engine failed; all nodes score 0");
+                Ok(axum::Json(zeros(&candidates)))
             }
         }
     })
@@ -273,10 +192,11 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
 }
 
 async fn bind(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "bind", async move {
+    let core = Arc::clone(&app.core);
+    timed(&core, "bind", async move {
+        let started = Instant::now();
         let args: BindingArgs = parse("bind", &body)?;
-        let error = match bind_pod(&app2, &args).await {
+        let error = match bind_pod(&app, &args, started).await {
             Ok(gpus) => {
                 tracing::info!(node = %args.node, gpus = %gpus.join(","), "bound");
                 String::new()
@@ -286,6 +206,9 @@ async fn bind(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 message
             }
         };
+        if started.elapsed() > app.scheduler_timeout {
+            app.core.metrics.binds_late.inc();
+        }
         Ok(axum::Json(BindingResult { error }))
     })
     .await
@@ -295,58 +218,73 @@ async fn bind(State(app): State<Arc<App>>, body: Bytes) -> Response {
 /// for the scheduler (which knows the pod anyway).
 type BindFailure = (&'static str, String);
 
-/// Chooses the GPU(s), records them on the pod, then binds it. Returns the GPUs.
-async fn bind_pod(app: &App, args: &BindingArgs) -> Result<Vec<String>, BindFailure> {
+/// Chooses the GPU(s) and records them in the engine at once (so concurrent binds see each
+/// other's choices without waiting for one another), then binds the pod with its GPU
+/// annotation in one API call: the API server applies a Binding's annotations to the pod, so
+/// the two can never disagree. A bind that could no longer finish before the scheduler gives
+/// up on it is abandoned, and the engine's record undone.
+async fn bind_pod(
+    app: &App,
+    args: &BindingArgs,
+    started: Instant,
+) -> Result<Vec<String>, BindFailure> {
     let client = app.client().ok_or((
         "fixed cluster",
         "this adapter runs on a fixed cluster file and cannot bind".to_owned(),
     ))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &args.pod_namespace);
-    let pod = pods
-        .get(&args.pod_name)
-        .await
-        .map_err(|e| ("cannot read the pod", format!("cannot read the pod: {e}")))?;
+    // The watcher's copy saves an API round trip; a pod too new for it is read.
+    let pod = match app.cached_pod(&args.pod_namespace, &args.pod_name) {
+        Some(pod) => pod,
+        None => Arc::new(
+            pods.get(&args.pod_name)
+                .await
+                .map_err(|e| ("cannot read the pod", format!("cannot read the pod: {e}")))?,
+        ),
+    };
     if pod.metadata.uid.as_deref() != Some(args.pod_uid.as_str()) {
         return Err((
             "pod replaced",
             "the pod was replaced since it was scheduled (UID differs)".into(),
         ));
     }
-    // One bind at a time: the choice below must see the previous bind's GPU.
-    let _guard = app.bind_lock.lock().await;
     let mut gpus = Vec::new();
-    if let Some(gp) = app.gpu_pod(&pod) {
-        let view = app.view();
-        gpus = extender::choose_gpus(&app.engine, &view, &gp, &args.node)
-            .map_err(|e| {
-                app.metrics.engine_errors.inc();
-                ("engine failed", format!("Tandem: {e}"))
-            })?
-            .map_err(|why| ("no GPU fits any more", format!("Tandem: {why}")))?;
-        let patch = serde_json::json!({
-            "metadata": { "annotations": { GPU_ANNOTATION: gpus.join(",") } }
-        });
-        pods.patch(
-            &args.pod_name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(|e| {
-            (
-                "cannot annotate the pod",
-                format!("cannot annotate the pod with its GPU: {e}"),
-            )
-        })?;
-        app.assume(&args.pod_uid, &args.node, gpus.clone());
+    let placed = app.gpu_pod(&pod);
+    if let Some(gp) = &placed {
+        let (job, node, count) = (job_of(gp), args.node.clone(), gp.gpus);
+        gpus = match app
+            .decide("bind", app.view(), move |engine, _| {
+                engine.place(&job, &node, count)
+            })
+            .await
+        {
+            Ok(Ok(Ok(gpus))) => gpus,
+            Ok(Ok(Err(why))) => {
+                return Err(("no GPU fits any more", format!("Tandem: {why}")));
+            }
+            Ok(Err(engine)) => {
+                app.core.metrics.engine_errors.inc();
+                return Err(("engine failed", format!("Tandem: {engine}")));
+            }
+            Err(call) => return Err(("engine did not answer", format!("Tandem: {call}"))),
+        };
+        app.assume(&gp.uid, &args.node, gpus.clone());
+    }
+    let mut metadata = ObjectMeta {
+        name: Some(args.pod_name.clone()),
+        namespace: Some(args.pod_namespace.clone()),
+        uid: Some(args.pod_uid.clone()),
+        ..ObjectMeta::default()
+    };
+    if !gpus.is_empty() {
+        metadata.annotations = Some(
+            [(GPU_ANNOTATION.to_owned(), gpus.join(","))]
+                .into_iter()
+                .collect(),
+        );
     }
     let binding = Binding {
-        metadata: ObjectMeta {
-            name: Some(args.pod_name.clone()),
-            namespace: Some(args.pod_namespace.clone()),
-            uid: Some(args.pod_uid.clone()),
-            ..ObjectMeta::default()
-        },
+        metadata,
         target: ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
@@ -354,201 +292,45 @@ async fn bind_pod(app: &App, args: &BindingArgs) -> Result<Vec<String>, BindFail
             ..ObjectReference::default()
         },
     };
-    pods.create_subresource::<Binding, serde_json::Value>(
-        "binding",
-        &args.pod_name,
-        &PostParams::default(),
-        &binding,
-    )
-    .await
-    .map_err(|e| ("cannot bind", format!("cannot bind: {e}")))?;
-    Ok(gpus)
-}
-
-/// Checks the intake's bearer token.
-fn authorize(app: &App, headers: &HeaderMap) -> Result<(), Failure> {
-    let Some(expected) = &app.intake_token else {
-        return Err(Failure::new(
-            StatusCode::FORBIDDEN,
-            "the intake is disabled: start the adapter with --intake-token-file",
-        ));
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    // Compare without an early exit, so timing does not reveal a matching prefix.
-    let same = given.len() == expected.len()
-        && given
-            .bytes()
-            .zip(expected.bytes())
-            .fold(0_u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if same {
-        Ok(())
-    } else {
-        Err(Failure::new(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token",
+    let left = app.scheduler_timeout.saturating_sub(started.elapsed());
+    let bound = if left.is_zero() {
+        Err((
+            "scheduler gave up",
+            "Tandem could not bind before the scheduler's time limit".to_owned(),
         ))
-    }
-}
-
-/// One profile posted by a node profiler.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfileRecord {
-    /// Keyed job id (32 hex digits; see [`crate::identity`]).
-    pub job: String,
-    /// The measured profile.
-    pub profile: Profile,
-}
-
-/// Body of `POST /v1/profiles`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfilesRequest {
-    /// The profiles.
-    pub profiles: Vec<ProfileRecord>,
-}
-
-/// Answer of `POST /v1/profiles`: where each profile was filed, in order.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProfilesAnswer {
-    /// Cluster and uncertainty per profile.
-    pub assignments: Vec<Assignment>,
-}
-
-fn check_keyed<'a>(ids: impl IntoIterator<Item = (String, &'a str)>) -> Result<(), Failure> {
-    for (field, id) in ids {
-        if !is_keyed(id) {
-            return Err(Failure::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "{field} must be a keyed id (32 lower-case hex digits of HMAC-SHA256 with the cluster's secret), got {} characters; names never reach the engine",
-                    id.len()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-async fn profiles(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "profiles", async move {
-        authorize(&app2, &headers)?;
-        let request: ProfilesRequest = parse("profiles", &body)?;
-        check_keyed(
-            request
-                .profiles
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (format!("profiles[{i}].job"), r.job.as_str())),
-        )?;
-        let assignments = app2
-            .observe(|engine, _| {
-                request
-                    .profiles
-                    .iter()
-                    .map(|r| engine.observe_profile(&r.job, &r.profile))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .await?;
-        Ok(axum::Json(ProfilesAnswer { assignments }))
-    })
-    .await
-}
-
-/// Body of `POST /v1/outcomes`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutcomesRequest {
-    /// The outcomes, with keyed job ids.
-    pub outcomes: Vec<Outcome>,
-}
-
-async fn outcomes(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "outcomes", async move {
-        authorize(&app2, &headers)?;
-        let request: OutcomesRequest = parse("outcomes", &body)?;
-        check_keyed(request.outcomes.iter().enumerate().flat_map(|(i, o)| {
-            o.jobs
-                .iter()
-                .enumerate()
-                .map(move |(j, id)| (format!("outcomes[{i}].jobs[{j}]"), id.as_str()))
-        }))?;
-        let count = request.outcomes.len();
-        app2.observe(|engine, _| {
-            request
-                .outcomes
-                .iter()
-                .try_for_each(|o| engine.observe_outcome(o))
-        })
-        .await?;
-        Ok(axum::Json(serde_json::json!({ "observed": count })))
-    })
-    .await
-}
-
-/// Body of `POST /v1/predict`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PredictRequest {
-    /// Keyed ids of the jobs sharing the GPU.
-    pub jobs: Vec<String>,
-    /// The GPU.
-    pub gpu: GpuSpec,
-}
-
-async fn predict(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "predict", async move {
-        authorize(&app2, &headers)?;
-        let request: PredictRequest = parse("predict", &body)?;
-        let group: Vec<Job> = request.jobs.iter().map(Job::new).collect();
-        let prediction = app2
-            .engine
-            .predict(&group, &request.gpu)
-            .map_err(|e| Failure::from(ObserveError::from(e)))?;
-        Ok(axum::Json(prediction))
-    })
-    .await
-}
-
-async fn knowledge(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let app2 = Arc::clone(&app);
-    timed(&app, "knowledge", async move {
-        authorize(&app2, &headers)?;
-        let summary = app2
-            .engine
-            .describe()
-            .map_err(|e| Failure::from(ObserveError::from(e)))?;
-        Ok(axum::Json(summary))
-    })
-    .await
-}
-
-async fn readyz(State(app): State<Arc<App>>) -> Response {
-    if app.is_ready() {
-        (StatusCode::OK, "ready").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "watchers not synced").into_response()
+        match tokio::time::timeout(
+            left,
+            pods.create_subresource::<Binding, serde_json::Value>(
+                "binding",
+                &args.pod_name,
+                &PostParams::default(),
+                &binding,
+            ),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(("cannot bind", format!("cannot bind: {e}"))),
+            // The API server may still apply it: the watcher will show where the pod went.
+            Err(_) => {
+                return Err((
+                    "bind timed out",
+                    "Tandem: the binding did not complete before the scheduler's time limit".into(),
+                ));
+            }
+        }
+    };
+    if let Err(failure) = bound {
+        if let Some(gp) = &placed {
+            app.forget(&gp.uid);
+            let (job, undo) = (gp.job.clone(), gpus.clone());
+            let _ = app
+                .core
+                .decide("unbind", move |engine| engine.unplace(&job, &undo))
+                .await;
+        }
+        return Err(failure);
     }
-}
-
-async fn metrics(State(app): State<Arc<App>>) -> Response {
-    app.metrics
-        .leader
-        .set(i64::from(app.leadership.is_leader()));
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        app.metrics.encode(),
-    )
-        .into_response()
+    Ok(gpus)
 }

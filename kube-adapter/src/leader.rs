@@ -7,60 +7,22 @@
 //! container keeps its pod name, so it resumes leading at once); every write of the Lease is
 //! conditional on its `resourceVersion`, so two replicas can never both win.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Shutdown;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
+pub use tandem_adapter_core::Leadership;
+use tandem_adapter_core::Shutdown;
 
 /// How long a Lease holds without renewal.
 pub const LEASE_SECONDS: i32 = 15;
 
 /// How often the holder renews and the others retry.
 pub const RETRY: Duration = Duration::from_secs(3);
-
-/// Who leads, as this replica knows it.
-#[derive(Debug, Default)]
-pub struct Leadership {
-    leading: AtomicBool,
-    holder: Mutex<Option<String>>,
-}
-
-impl Leadership {
-    /// Leadership that is always this replica's (no Lease: a single replica, or tests).
-    pub fn alone() -> Self {
-        Self {
-            leading: AtomicBool::new(true),
-            holder: Mutex::new(None),
-        }
-    }
-
-    /// Whether this replica leads.
-    pub fn is_leader(&self) -> bool {
-        self.leading.load(Ordering::Acquire)
-    }
-
-    /// The current holder of the Lease, if known.
-    pub fn holder(&self) -> Option<String> {
-        self.holder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set(&self, leading: bool, holder: Option<String>) -> bool {
-        *self
-            .holder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = holder;
-        self.leading.swap(leading, Ordering::AcqRel) != leading
-    }
-}
 
 /// Runs the election until `shutdown`; calls `on_gain` each time this replica becomes leader
 /// (before it acts as one) so it can reload what the previous leader wrote.

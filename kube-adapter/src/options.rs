@@ -92,6 +92,22 @@ pub struct Options {
     /// Longest a request may take before it is answered 503, e.g. `2s`, `500ms`.
     #[arg(long, default_value = "4s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+
+    /// Longest `filter`, `prioritize` or `bind` waits for the engine before failing open; keep
+    /// it well under the scheduler's `httpTimeout`.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub decision_timeout: Duration,
+
+    /// Longest one engine call may run before the sandbox interrupts it (the engine is then
+    /// rebuilt from its last snapshot); keep it under --decision-timeout.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub engine_deadline: Duration,
+
+    /// kube-scheduler's `httpTimeout` for this extender (see the scheduler configuration): a
+    /// bind that cannot finish before it is abandoned, since the scheduler will have bound the
+    /// pod itself (`ignorable`), and binds answered later are counted (`tandem_binds_late_total`).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub scheduler_timeout: Duration,
 }
 
 fn parse_model_cap(text: &str) -> Result<ModelCap, String> {

@@ -6,20 +6,19 @@ use std::time::Duration;
 use anyhow::Context as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
+use tandem_adapter_core::store::KnowledgeStore;
+use tandem_adapter_core::{
+    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Leadership, Limits, Shutdown,
+};
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
 
+use crate::Options;
 use crate::app::{App, ClusterFile, Source};
-use crate::engine::Engine;
-use crate::http::{Limits, router};
-use crate::identity::JobKeys;
-use crate::leader::{self, Leadership};
-use crate::store::KnowledgeStore;
+use crate::leader;
+use crate::store::ConfigMapStore;
 use crate::watch::{self, spawn_until};
-use crate::{Options, Shutdown};
-
-/// The engine component this binary was built with.
-pub static EMBEDDED_ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
 
 /// Seed of a new knowledge base (exploration draws from it; the engine has no entropy).
 const SEED: u64 = 0x7a4d_656d;
@@ -27,15 +26,47 @@ const SEED: u64 = 0x7a4d_656d;
 /// How often a follower checks whether the leader stored new knowledge.
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 
-/// How long in-flight requests may finish after a shutdown signal.
-const DRAIN: Duration = Duration::from_secs(10);
+/// Engine calls that may wait for the engine before more are refused (and fail open).
+const ENGINE_QUEUE: usize = 1024;
 
-/// Runs the adapter until SIGTERM or Ctrl-C.
-pub async fn run(options: Options) -> anyhow::Result<()> {
-    // kube's client and the TLS server share rustls; pick its crypto once for the process.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let keys = JobKeys::from_file(&options.id_secret_file)?;
-    let intake_token = options
+impl Options {
+    /// The limits requests and engine calls run under.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_body_bytes: self.max_body_bytes,
+            request_timeout: self.request_timeout,
+            decision_wait: self.decision_timeout,
+            observation_wait: self.request_timeout,
+        }
+    }
+
+    /// The engine's policy.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            objective: self.objective,
+            max_jobs_per_gpu: self.max_jobs_per_gpu,
+            exploration: 0.0,
+            model_caps: self.model_caps.clone(),
+        }
+    }
+
+    /// The engine component (embedded, or `--engine`) under the sandbox's limits.
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        let config = HostConfig {
+            call_deadline: self.engine_deadline,
+            ..HostConfig::default()
+        };
+        match &self.engine {
+            Some(path) => Runtime::from_file(path, config),
+            None => Runtime::from_bytes(EMBEDDED_ENGINE, config),
+        }
+        .context("cannot load the engine component")
+    }
+}
+
+/// Reads the intake token file, if one is given.
+fn intake_token(options: &Options) -> anyhow::Result<Option<String>> {
+    options
         .intake_token_file
         .as_deref()
         .map(|path| {
@@ -49,28 +80,25 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             );
             Ok(token)
         })
-        .transpose()?;
-    let runtime = match &options.engine {
-        Some(path) => Runtime::from_file(path, HostConfig::default()),
-        None => Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()),
-    }
-    .context("cannot load the engine component")?;
-    let policy = Policy {
-        objective: options.objective,
-        max_jobs_per_gpu: options.max_jobs_per_gpu,
-        exploration: 0.0,
-        model_caps: options.model_caps.clone(),
-    };
-    let limits = Limits {
-        max_body_bytes: options.max_body_bytes,
-        timeout: options.request_timeout,
-    };
+        .transpose()
+}
+
+/// Runs the adapter until SIGTERM or Ctrl-C.
+pub async fn run(options: Options) -> anyhow::Result<()> {
+    // kube's client and the TLS server share rustls; pick its crypto once for the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let keys = JobKeys::from_file(&options.id_secret_file)?;
+    let intake_token = intake_token(&options)?;
+    let runtime = options.runtime()?;
+    let policy = options.policy();
     let (trigger, shutdown) = Shutdown::new();
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutting down");
         let _ = trigger.send(true);
     });
+    let tls = options.tls_cert.clone().zip(options.tls_key.clone());
+    let tls = tls.map(|(cert, key)| Tls { cert, key });
 
     if let Some(path) = &options.cluster_file {
         let text = std::fs::read_to_string(path)
@@ -79,17 +107,24 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             .with_context(|| format!("{}: not a cluster file", path.display()))?;
         let mut recommender = runtime.bootstrap(&policy, SEED)?;
         recommender.set_policy(&policy)?;
-        let app = App::new(
-            Engine::new(runtime, recommender, Default::default()),
+        let core = Core::start(CoreConfig {
+            engine: EngineState::new(runtime, recommender),
             keys,
-            options.resource.clone(),
-            Arc::new(Leadership::alone()),
+            leadership: Arc::new(Leadership::alone()),
             intake_token,
-            None,
+            store: None,
+            stored: None,
+            limits: options.limits(),
+            queue: ENGINE_QUEUE,
+        })?;
+        let app = App::new(
+            Arc::new(core),
+            options.resource.clone(),
+            options.scheduler_timeout,
             Source::Fixed(file),
-            None,
         );
-        return serve(Arc::new(app), &options, limits, shutdown).await;
+        let router = tandem_adapter_core::http::router(Arc::clone(&app.core), Arc::new(app));
+        return serve(router, options.listen, tls, shutdown).await;
     }
 
     let config = match &options.kubeconfig {
@@ -103,7 +138,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             .context("no kubeconfig given and not running in a cluster")?,
     };
     let client = kube::Client::try_from(config)?;
-    let store = KnowledgeStore::new(
+    let store = ConfigMapStore::new(
         client.clone(),
         &options.namespace,
         &options.knowledge_configmap,
@@ -112,42 +147,46 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         .load()
         .await
         .context("cannot read the knowledge base from the cluster")?;
-    let (mut recommender, profiles, resumed) = match &stored {
+    let (mut recommender, resumed) = match stored {
         Some(s) => {
             tracing::info!(
                 configmap = %options.knowledge_configmap,
                 version = %s.version,
-                profiles = s.adapter.profiles.len(),
                 "resuming from the stored knowledge base"
             );
             (
                 runtime.load(&s.engine)?,
-                s.adapter.profile_map(),
-                Some((s.version.clone(), s.adapter.ledger.clone())),
+                Some((s.version, s.adapter.ledger)),
             )
         }
         None => {
             tracing::info!("no stored knowledge base; starting from the bundled seed profiles");
-            (runtime.bootstrap(&policy, SEED)?, Default::default(), None)
+            (runtime.bootstrap(&policy, SEED)?, None)
         }
     };
     recommender.set_policy(&policy)?;
     let identity = options.identity.clone().unwrap_or_else(default_identity);
     let leadership = Arc::new(Leadership::default());
+    let core = Arc::new(Core::start(CoreConfig {
+        engine: EngineState::new(runtime, recommender),
+        keys,
+        leadership: Arc::clone(&leadership),
+        intake_token,
+        store: Some(Box::new(store)),
+        stored: resumed,
+        limits: options.limits(),
+        queue: ENGINE_QUEUE,
+    })?);
     let stores = watch::Stores::new();
     let app = Arc::new(App::new(
-        Engine::new(runtime, recommender, profiles),
-        keys,
+        Arc::clone(&core),
         options.resource.clone(),
-        Arc::clone(&leadership),
-        intake_token,
-        Some(store),
+        options.scheduler_timeout,
         Source::Kubernetes {
             client: client.clone(),
             nodes: stores.nodes.0.clone(),
             pods: stores.pods.0.clone(),
         },
-        resumed,
     ));
     watch::spawn(
         Arc::clone(&app),
@@ -157,15 +196,15 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         shutdown.clone(),
     );
 
-    let election_app = Arc::clone(&app);
+    let election_core = Arc::clone(&core);
     let leases: Api<Lease> = Api::namespaced(client, &options.namespace);
     let lease = options.lease.clone();
     let election_shutdown = shutdown.clone();
     let election = tokio::spawn(async move {
         leader::run(leases, lease, identity, leadership, election_shutdown, || {
-            let app = Arc::clone(&election_app);
+            let core = Arc::clone(&election_core);
             async move {
-                if let Err(error) = app.reload().await {
+                if let Err(error) = core.reload().await {
                     tracing::error!(%error, "cannot reload the knowledge base on becoming leader");
                 }
             }
@@ -173,7 +212,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         .await;
     });
 
-    let follower = Arc::clone(&app);
+    let follower = Arc::clone(&core);
     spawn_until(shutdown.clone(), async move {
         loop {
             tokio::time::sleep(FOLLOW_EVERY).await;
@@ -187,69 +226,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         }
     });
 
-    let served = serve(app, &options, limits, shutdown).await;
+    let router = tandem_adapter_core::http::router(core, app);
+    let served = serve(router, options.listen, tls, shutdown).await;
     // Let the election release the Lease, so a successor need not wait for it to expire.
     let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
     served
-}
-
-/// Serves a fixed cluster on an already bound listener until `shutdown` (benchmarks and
-/// tests start the adapter in-process this way).
-pub async fn serve_fixed(
-    app: Arc<App>,
-    listener: std::net::TcpListener,
-    limits: Limits,
-    mut shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    listener.set_nonblocking(true)?;
-    let handle = axum_server::Handle::new();
-    let drain = handle.clone();
-    tokio::spawn(async move {
-        shutdown.wait().await;
-        drain.graceful_shutdown(Some(DRAIN));
-    });
-    axum_server::from_tcp(listener)?
-        .handle(handle)
-        .serve(router(app, limits).into_make_service())
-        .await?;
-    Ok(())
-}
-
-async fn serve(
-    app: Arc<App>,
-    options: &Options,
-    limits: Limits,
-    mut shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let handle = axum_server::Handle::new();
-    let drain = handle.clone();
-    tokio::spawn(async move {
-        shutdown.wait().await;
-        drain.graceful_shutdown(Some(DRAIN));
-    });
-    let service = router(app, limits).into_make_service();
-    match (&options.tls_cert, &options.tls_key) {
-        (Some(cert), Some(key)) => {
-            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
-                .await
-                .with_context(|| format!("cannot load TLS certificate {}", cert.display()))?;
-            tracing::info!(listen = %options.listen, "serving HTTPS");
-            axum_server::bind_rustls(options.listen, tls)
-                .handle(handle)
-                .serve(service)
-                .await
-        }
-        _ => {
-            tracing::info!(listen = %options.listen, "serving HTTP");
-            axum_server::bind(options.listen)
-                .handle(handle)
-                .serve(service)
-                .await
-        }
-    }
-    .with_context(|| format!("cannot serve on {}", options.listen))?;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// The host name, as a replica identity outside a pod.
@@ -259,21 +240,4 @@ fn default_identity() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "tandem-kube-adapter".to_owned())
-}
-
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

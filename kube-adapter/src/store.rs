@@ -1,26 +1,24 @@
-//! The knowledge base, kept in the cluster.
+//! The knowledge base, kept in the cluster: the core's [`KnowledgeStore`] on a ConfigMap.
 //!
-//! One ConfigMap holds the engine's snapshot (`binaryData.engine`) and what the adapter keeps
-//! beside it (`data["adapter.json"]`: profiles per keyed id and the outcome [`Ledger`]). Every
-//! write is conditional on the `resourceVersion` last read or written, so a writer that missed
-//! someone else's change gets a conflict instead of silently overwriting it; only the leader
-//! (see [`crate::leader`]) writes at all. A restarted or second replica reads it at start, so it
-//! resumes with everything acknowledged.
+//! One ConfigMap holds the engine's snapshot (`binaryData.engine`) and what the core keeps
+//! beside it (`data["adapter.json"]`: the outcome ledger). Every write is conditional on the
+//! `resourceVersion` last read or written, so a writer that missed someone else's change gets
+//! a conflict instead of silently overwriting it; only the leader (see [`crate::leader`])
+//! writes at all. A restarted or second replica reads it at start, so it resumes with
+//! everything acknowledged.
 //!
 //! A ConfigMap holds at most 1 MiB; a write that would exceed it fails loudly (and the
 //! observation is not acknowledged). The engine snapshot of a knowledge base with thousands of
 //! profiles and outcomes stays well under that.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use futures::future::BoxFuture;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use serde::{Deserialize, Serialize};
-use tandem_api::Profile;
-
-use crate::outcomes::Ledger;
+use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Stored};
 
 /// Format tag of the stored knowledge base.
 pub const FORMAT: &str = "tandem-kube-kb/1";
@@ -28,74 +26,26 @@ pub const FORMAT: &str = "tandem-kube-kb/1";
 /// Largest object the API server stores.
 const MAX_BYTES: usize = 1 << 20;
 
-/// What the adapter stores beside the engine's snapshot.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AdapterState {
-    /// Last profile observed per keyed id.
-    pub profiles: BTreeMap<String, Profile>,
-    /// Solo history and processed pods, for outcome estimation.
-    pub ledger: Ledger,
-}
-
-impl AdapterState {
-    /// The profiles as the engine wrapper keeps them.
-    pub fn profile_map(&self) -> HashMap<String, Profile> {
-        self.profiles
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-}
-
-/// A stored knowledge base and the version it was read at.
-#[derive(Debug, Clone)]
-pub struct Stored {
-    /// The engine's snapshot.
-    pub engine: Vec<u8>,
-    /// The adapter's state.
-    pub adapter: AdapterState,
-    /// `resourceVersion` of the ConfigMap.
-    pub version: String,
-}
-
-/// Why the store could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Someone else wrote since our last read.
-    #[error("the knowledge base ConfigMap {0} changed since it was last read (another writer?)")]
-    Conflict(String),
-    /// The stored object is not a knowledge base this adapter can read.
-    #[error("ConfigMap {name} is not a Tandem knowledge base: {why}")]
-    Malformed {
-        /// The ConfigMap.
-        name: String,
-        /// What is wrong with it.
-        why: String,
-    },
-    /// The state does not fit in a ConfigMap.
-    #[error("the knowledge base is {0} bytes, more than a ConfigMap holds (1 MiB)")]
-    TooLarge(usize),
-    /// The API server failed.
-    #[error("Kubernetes API: {0}")]
-    Api(#[from] kube::Error),
+fn api_error(error: kube::Error) -> StoreError {
+    StoreError::Backend(Box::new(error))
 }
 
 /// The ConfigMap the knowledge base lives in.
 #[derive(Clone)]
-pub struct KnowledgeStore {
+pub struct ConfigMapStore {
     api: Api<ConfigMap>,
     name: String,
 }
 
-impl std::fmt::Debug for KnowledgeStore {
+impl std::fmt::Debug for ConfigMapStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KnowledgeStore")
+        f.debug_struct("ConfigMapStore")
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
-impl KnowledgeStore {
+impl ConfigMapStore {
     /// The ConfigMap `name` in `namespace`.
     pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
         Self {
@@ -105,12 +55,12 @@ impl KnowledgeStore {
     }
 
     /// Reads the knowledge base; `None` if none was stored yet.
-    pub async fn load(&self) -> Result<Option<Stored>, StoreError> {
-        let Some(map) = self.api.get_opt(&self.name).await? else {
+    pub async fn read(&self) -> Result<Option<Stored>, StoreError> {
+        let Some(map) = self.api.get_opt(&self.name).await.map_err(api_error)? else {
             return Ok(None);
         };
         let malformed = |why: String| StoreError::Malformed {
-            name: self.name.clone(),
+            name: format!("ConfigMap {}", self.name),
             why,
         };
         let data = map.data.unwrap_or_default();
@@ -142,16 +92,21 @@ impl KnowledgeStore {
 
     /// Writes the knowledge base: creates it when `version` is `None`, else replaces the one
     /// at that `resourceVersion`. Returns the new version.
-    pub async fn save(
+    pub async fn write(
         &self,
         version: Option<&str>,
         engine: &[u8],
         adapter: &AdapterState,
     ) -> Result<String, StoreError> {
-        let adapter_json = serde_json::to_string(adapter).expect("adapter state serializes");
+        let adapter_json =
+            serde_json::to_string(adapter).map_err(|e| StoreError::Backend(Box::new(e)))?;
         let size = engine.len() + adapter_json.len();
         if size > MAX_BYTES - 4096 {
-            return Err(StoreError::TooLarge(size));
+            return Err(StoreError::TooLarge {
+                size,
+                backend: "a ConfigMap",
+                limit: MAX_BYTES,
+            });
         }
         let map = ConfigMap {
             metadata: ObjectMeta {
@@ -181,9 +136,24 @@ impl KnowledgeStore {
         match written {
             Ok(map) => Ok(map.metadata.resource_version.unwrap_or_default()),
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                Err(StoreError::Conflict(self.name.clone()))
+                Err(StoreError::Conflict(format!("ConfigMap {}", self.name)))
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(api_error(e)),
         }
+    }
+}
+
+impl KnowledgeStore for ConfigMapStore {
+    fn load(&self) -> BoxFuture<'_, Result<Option<Stored>, StoreError>> {
+        Box::pin(self.read())
+    }
+
+    fn save<'a>(
+        &'a self,
+        version: Option<&'a str>,
+        engine: &'a [u8],
+        adapter: &'a AdapterState,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(self.write(version, engine, adapter))
     }
 }

@@ -1,9 +1,11 @@
 //! Watchers: nodes and pods from the API server into the adapter's view.
 //!
 //! Two kube-rs reflectors keep every Node and Pod in memory. Any change marks the view stale
-//! (it is rebuilt on the next request, not on every event), and a pod seen finished is handed
-//! to [`App::pod_finished`] to learn from. Watch errors are retried with kube-rs' default
-//! backoff; the adapter reports ready once both initial lists are in.
+//! (it is rebuilt on the next request, not on every event, and only what changed is sent to
+//! the engine), a pod seen finished is handed to [`App::pod_finished`] to learn from, and a GPU
+//! pod bound without Tandem's GPU record is counted ([`App::check_recorded`]). Watch errors are
+//! retried with kube-rs' default backoff; the adapter reports ready once both initial lists are
+//! in.
 
 use std::sync::Arc;
 
@@ -13,7 +15,8 @@ use kube::Api;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
-use crate::Shutdown;
+use tandem_adapter_core::Shutdown;
+
 use crate::app::App;
 
 /// Stores the watchers fill, and their writers.
@@ -77,7 +80,15 @@ pub fn spawn(
         futures::pin_mut!(pod_events);
         while let Some(event) = pod_events.next().await {
             match event {
-                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                Ok(watcher::Event::Apply(pod)) => {
+                    pod_app.touch();
+                    pod_app.check_recorded(&pod);
+                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                    if matches!(phase, Some("Succeeded" | "Failed")) {
+                        pod_app.pod_finished(&pod).await;
+                    }
+                }
+                Ok(watcher::Event::InitApply(pod)) => {
                     pod_app.touch();
                     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                     if matches!(phase, Some("Succeeded" | "Failed")) {

@@ -34,6 +34,40 @@ fn component_and_native_engine_agree_on_every_objective() {
 }
 
 #[test]
+fn component_and_native_engine_agree_on_the_cluster_view() {
+    let runtime = super::engine_runtime();
+    let (profiles, changes) = tandem_tests::busy_cluster(400, 12, 5);
+    let mut component = runtime.bootstrap(&Policy::default(), 2).unwrap();
+    let mut native = tandem_engine::Recommender::bootstrap(Policy::default(), 2).unwrap();
+    for (id, profile) in &profiles {
+        component.observe_profile(id, profile).unwrap();
+        native.observe_profile(id, profile.clone()).unwrap();
+    }
+    let summary = component.update_cluster(&changes).unwrap();
+    assert_eq!(summary, native.update_cluster(&changes).unwrap());
+    assert!(summary.states < summary.gpus / 2, "{summary:?}");
+    let job = &tandem_tests::queue(1, 9)[0];
+    let scores = component.score_all(job).unwrap();
+    assert_eq!(scores, native.score_all(job).unwrap());
+    assert_eq!(scores.len(), 400);
+    let bind = [tandem_api::ClusterChange::Bind(tandem_api::Binding {
+        gpu: 1,
+        job: job.clone(),
+    })];
+    component.update_cluster(&bind).unwrap();
+    native.update_cluster(&bind).unwrap();
+    assert_eq!(
+        component.choose_gpu(job, "node-0").unwrap(),
+        native.choose_gpu(job, "node-0").unwrap()
+    );
+    assert_eq!(
+        component.explain(job, &[0, 1, 2]).unwrap(),
+        native.explain(job, &[0, 1, 2]).unwrap()
+    );
+    assert_eq!(component.cluster().len(), 400);
+}
+
+#[test]
 fn engine_errors_arrive_as_values_not_faults() {
     let runtime = super::engine_runtime();
     let bad = Policy {

@@ -1,5 +1,6 @@
 //! Which files the host accepts as an engine, and what it says about the others.
 
+use tandem_api::WIT_VERSION;
 use tandem_host::{Error, HostConfig, Runtime, SUPPORTED_WIT_VERSIONS};
 
 fn load_wat(text: &str) -> Result<Runtime, Error> {
@@ -10,7 +11,7 @@ fn load_wat(text: &str) -> Result<Runtime, Error> {
 #[test]
 fn the_engine_component_loads_and_reports_its_versions() {
     let runtime = super::engine_runtime();
-    assert_eq!(runtime.wit_version(), "0.3.0");
+    assert_eq!(runtime.wit_version(), WIT_VERSION);
     assert!(SUPPORTED_WIT_VERSIONS.contains(&runtime.wit_version()));
     assert_eq!(runtime.engine_version().unwrap(), env!("CARGO_PKG_VERSION"));
 }
@@ -40,17 +41,18 @@ fn another_wit_version_is_rejected_naming_both_versions() {
     );
     let message = err.to_string();
     assert!(
-        message.contains("tandem:engine@9.9.9") && message.contains("0.3.0"),
+        message.contains("tandem:engine@9.9.9") && message.contains(WIT_VERSION),
         "{message}"
     );
 }
 
 #[test]
 fn components_of_earlier_contracts_are_rejected_naming_the_supported_one() {
-    // 0.2.0 added calls (estimate, observe-memory, observe-speed) and 0.3.0 fields
-    // (estimate.utilization-pct, policy.model-caps); an older engine cannot serve this host,
-    // and the host says so instead of failing a call later.
-    for old in ["0.1.0", "0.2.0"] {
+    // 0.2.0 added calls (estimate, observe-memory, observe-speed), 0.3.0 fields
+    // (estimate.utilization-pct, policy.model-caps), 0.4.0 the cluster view (update-cluster,
+    // score-all, explain, choose-gpu); an older engine cannot serve this host, and the host
+    // says so instead of failing a call later.
+    for old in ["0.1.0", "0.2.0", "0.3.0"] {
         let err = load_wat(&format!(
             r#"(component (instance $i) (export "tandem:engine/engine@{old}" (instance $i)))"#
         ))
@@ -59,7 +61,7 @@ fn components_of_earlier_contracts_are_rejected_naming_the_supported_one() {
             matches!(&err, Error::UnsupportedVersion { found, .. } if found == old),
             "{err}"
         );
-        assert!(err.to_string().contains("0.3.0"), "{err}");
+        assert!(err.to_string().contains(WIT_VERSION), "{err}");
     }
 }
 
@@ -78,7 +80,7 @@ fn a_component_importing_wasi_is_rejected() {
         r#"(component
              (import "wasi:cli/environment@0.2.0" (instance))
              (instance $i)
-             (export "tandem:engine/engine@0.3.0" (instance $i)))"#,
+             (export "tandem:engine/engine@0.4.0" (instance $i)))"#,
     )
     .unwrap_err();
     assert!(
@@ -90,7 +92,7 @@ fn a_component_importing_wasi_is_rejected() {
 #[test]
 fn a_component_with_the_right_name_but_the_wrong_shape_fails_the_type_check() {
     let err = load_wat(
-        r#"(component (instance $i) (export "tandem:engine/engine@0.3.0" (instance $i)))"#,
+        r#"(component (instance $i) (export "tandem:engine/engine@0.4.0" (instance $i)))"#,
     )
     .unwrap_err();
     assert!(
@@ -102,5 +104,20 @@ fn a_component_with_the_right_name_but_the_wrong_shape_fails_the_type_check() {
             }
         ),
         "{err}"
+    );
+}
+
+/// One constant names the contract: `tandem_api::WIT_VERSION`. Every binding generator reads
+/// `wit/current`, which must point at that version's frozen directory, and that directory's
+/// package line must carry the same version.
+#[test]
+fn wit_current_is_the_version_the_api_mirrors() {
+    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let target = std::fs::read_link(wit.join("current")).expect("wit/current is a link");
+    assert_eq!(target, std::path::Path::new(&format!("v{WIT_VERSION}")));
+    let text = std::fs::read_to_string(wit.join("current/engine.wit")).unwrap();
+    assert!(
+        text.contains(&format!("package tandem:engine@{WIT_VERSION};")),
+        "wit/current/engine.wit does not declare {WIT_VERSION}"
     );
 }

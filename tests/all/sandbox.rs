@@ -55,6 +55,32 @@ fn an_endless_loop_is_interrupted_at_the_deadline_and_the_next_call_is_served() 
 }
 
 #[test]
+fn the_cluster_view_survives_a_rebuild() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    let (_, changes) = tandem_tests::busy_cluster(40, 4, 1);
+    recommender.update_cluster(&changes).unwrap();
+    let err = recommender.score_all(&Job::new("loop")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DeadlineExceeded {
+                call: "score-all",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(recommender.rebuilds(), 1);
+    // The rebuilt instance was told the view again: it scores all 40 GPUs.
+    assert_eq!(
+        recommender.score_all(&Job::new("ordinary")).unwrap().len(),
+        40
+    );
+    assert_eq!(recommender.cluster().len(), 40);
+}
+
+#[test]
 fn unbounded_allocation_stops_at_the_memory_cap() {
     let runtime = super::misbehaving_runtime();
     let mut recommender = runtime.create(&Policy::default(), 1).unwrap();

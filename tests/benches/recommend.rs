@@ -4,12 +4,18 @@
 //! the median, p99 and mean of many calls each way and the component/native ratio. The ratio
 //! is the price of the sandbox: argument copying across the canonical ABI plus wasm code
 //! generation. No assertion is made on time; the numbers are for people.
+//!
+//! The cluster view cases (WIT 0.4.0) score one job over 5,000 GPUs that the engine keeps,
+//! half of them running one or two instances of 64 profiled workloads: for a job class whose
+//! answers are kept (`warm`), for a new class every call (`cold`: every state judged), and
+//! after one GPU changed state (`after a bind`: one state judged). `score` over the same GPUs
+//! sent as records (the WIT 0.3.0 way) runs beside them, so the speed-up prints as a ratio.
 
 use std::time::{Duration, Instant};
 
-use tandem_api::Policy;
+use tandem_api::{Binding, ClusterChange, Gpu, Job, Policy, Unbinding};
 use tandem_host::{HostConfig, Runtime};
-use tandem_tests::{cluster, components, queue};
+use tandem_tests::{busy_cluster, cluster, components, queue};
 
 /// Latency statistics of one way of calling.
 struct Stats {
@@ -87,5 +93,105 @@ fn main() {
     let n = measure(budget, 50, || {
         native.score(job, &gpus_list).expect("score");
     });
-    report("score 1 job x 5000 GPUs", &c, &n);
+    report("score 1 job x 5000 idle GPUs (records)", &c, &n);
+
+    view_cases(&runtime, budget);
+}
+
+/// The cluster view: 5,000 GPUs, half busy, kept by the engine.
+fn view_cases(runtime: &Runtime, budget: Duration) {
+    let (profiles, changes) = busy_cluster(5_000, 64, 7);
+    let mut component = runtime
+        .bootstrap(&Policy::default(), 42)
+        .expect("bootstrap");
+    let mut native =
+        tandem_engine::Recommender::bootstrap(Policy::default(), 42).expect("bootstrap");
+    for (id, profile) in &profiles {
+        component.observe_profile(id, profile).expect("observe");
+        native
+            .observe_profile(id, profile.clone())
+            .expect("observe");
+    }
+    let summary = component.update_cluster(&changes).expect("update-cluster");
+    native.update_cluster(&changes).expect("update-cluster");
+    println!(
+        "cluster view: {} GPUs on {} nodes, {} distinct states",
+        summary.gpus, summary.nodes, summary.states
+    );
+    let gpus: Vec<Gpu> = changes
+        .iter()
+        .filter_map(|c| match c {
+            ClusterChange::SetGpu(entry) => Some(entry.gpu.clone()),
+            _ => None,
+        })
+        .collect();
+    let job = queue(1, 2).remove(0);
+    assert_eq!(
+        component.score_all(&job).expect("score-all"),
+        native.score_all(&job).expect("score-all"),
+        "both ways give the same answer"
+    );
+    // The same job through the stateless call, GPUs sent as records (WIT 0.3.0's way).
+    let c = measure(budget, 20, || {
+        component.score(&job, &gpus).expect("score");
+    });
+    let n = measure(budget, 20, || {
+        native.score(&job, &gpus).expect("score");
+    });
+    report("score 1 job x 5000 busy GPUs (records)", &c, &n);
+    let c = measure(budget, 50, || {
+        component.score_all(&job).expect("score-all");
+    });
+    let n = measure(budget, 50, || {
+        native.score_all(&job).expect("score-all");
+    });
+    report("score-all 5000 busy GPUs, warm class", &c, &n);
+    // A job class never seen: every state is judged. Classes differ by profile.
+    let fresh = |i: &mut u32| {
+        *i += 1;
+        let mut job = job.clone();
+        if let Some(p) = &mut job.profile {
+            p.gpu_util_pct = 5.0 + (*i % 8_000) as f32 / 100.0;
+        }
+        job
+    };
+    let (mut ci, mut ni) = (0, 0);
+    let c = measure(budget, 50, || {
+        component.score_all(&fresh(&mut ci)).expect("score-all");
+    });
+    let n = measure(budget, 50, || {
+        native.score_all(&fresh(&mut ni)).expect("score-all");
+    });
+    report("score-all 5000 busy GPUs, cold class", &c, &n);
+    // A scheduler's loop: a job binds to a GPU (one state changes), the next pod of the same
+    // class is scored; then it leaves again.
+    let resident = Job::new("w0~bench");
+    let toggle = |bound: &mut bool| {
+        *bound = !*bound;
+        if *bound {
+            ClusterChange::Bind(Binding {
+                gpu: 1,
+                job: resident.clone(),
+            })
+        } else {
+            ClusterChange::Unbind(Unbinding {
+                gpu: 1,
+                job: resident.id.clone(),
+            })
+        }
+    };
+    let (mut cb, mut nb) = (false, false);
+    let c = measure(budget, 50, || {
+        component
+            .update_cluster(&[toggle(&mut cb)])
+            .expect("update-cluster");
+        component.score_all(&job).expect("score-all");
+    });
+    let n = measure(budget, 50, || {
+        native
+            .update_cluster(&[toggle(&mut nb)])
+            .expect("update-cluster");
+        native.score_all(&job).expect("score-all");
+    });
+    report("bind + score-all 5000 busy GPUs, warm", &c, &n);
 }

@@ -3,7 +3,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use tandem_api::{Gpu, GpuSpec, Job, Profile};
+use tandem_api::{ClusterChange, Gpu, GpuSpec, Job, Profile, ViewGpu};
 
 /// Paths of the components built by this crate's build script.
 pub mod components {
@@ -46,4 +46,43 @@ pub fn queue(jobs: usize, seed: u64) -> Vec<Job> {
             )
         })
         .collect()
+}
+
+/// A busy cluster for the view calls (WIT 0.4.0): `workloads` recurring workloads `w0`…
+/// with profiles drawn from `seed` (to observe first), and changes describing `gpus` GPUs as
+/// [`cluster`] lays them out, every other one running one or two instances of those
+/// workloads (`w<k>~<n>`, known to the engine by their workload's profile only).
+pub fn busy_cluster(
+    gpus: usize,
+    workloads: usize,
+    seed: u64,
+) -> (Vec<(String, Profile)>, Vec<ClusterChange>) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let profiles: Vec<(String, Profile)> = queue(workloads, seed ^ 0x5eed)
+        .into_iter()
+        .enumerate()
+        .map(|(w, job)| {
+            let mut profile = job.profile.expect("queue jobs are profiled");
+            // Residents share a GPU: keep each under half of the smallest GPU.
+            profile.mem_used_mib = profile.mem_used_mib.min(5_000);
+            (format!("w{w}"), profile)
+        })
+        .collect();
+    let changes = cluster(gpus)
+        .into_iter()
+        .enumerate()
+        .map(|(g, mut gpu)| {
+            if g % 2 == 0 {
+                let residents = rng.gen_range(1..=2);
+                gpu.residents = (0..residents)
+                    .map(|r| Job::new(format!("w{}~{g}-{r}", rng.gen_range(0..workloads))))
+                    .collect();
+            }
+            ClusterChange::SetGpu(ViewGpu {
+                handle: g as u32,
+                gpu,
+            })
+        })
+        .collect();
+    (profiles, changes)
 }

@@ -23,7 +23,7 @@ use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tandem_kube_adapter::identity::JobKeys;
+use tandem_adapter_core::JobKeys;
 
 use crate::cluster::{
     ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, spawn_logged,

@@ -1,4 +1,5 @@
-//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.3.0` (`wit/v0.3.0/engine.wit`).
+//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.4.0` (`wit/v0.4.0/engine.wit`,
+//! which `wit/current` points to: the one path every binding generator reads).
 //!
 //! Every host-facing crate speaks these types: the engine implements its logic on them, the
 //! component glue converts them to and from the canonical ABI, and `tandem-host` exposes them as
@@ -9,13 +10,16 @@
 //! Each item's documentation is the WIT's; keep the two in step.
 
 mod mirror;
+mod view;
+
+pub use view::{Binding, Choice, ClusterChange, ClusterSummary, GpuTable, Unbinding, ViewGpu};
 
 use serde::{Deserialize, Serialize};
 
 /// The WIT package this crate mirrors.
 pub const WIT_PACKAGE: &str = "tandem:engine";
 /// The WIT version this crate mirrors.
-pub const WIT_VERSION: &str = "0.3.0";
+pub const WIT_VERSION: &str = "0.4.0";
 
 /// Severity of a log line the engine sends to its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -48,8 +48,8 @@ macro_rules! mirror {
 }
 
 /// Invokes [`mirror!`] for every type of the contract. `$wit` is the path of the generated
-/// `types` interface module and `$error` the generated error variant type, which converts by
-/// hand because it carries data. Anonymous types (`option<tuple<f64, f64>>`, the bounds of
+/// `types` interface module; the variants that carry data (`error`, `cluster-change`) convert
+/// by hand. Anonymous types (`option<tuple<f64, f64>>`, the bounds of
 /// `synthesize`) are plain Rust on every side and need no conversion.
 #[macro_export]
 macro_rules! mirror_contract {
@@ -100,6 +100,34 @@ macro_rules! mirror_contract {
         $crate::mirror!(struct wit_types::MethodScore, $crate::MethodScore { workload, method: into, rmse, mae, predictions });
         $crate::mirror!(struct wit_types::BestMethod, $crate::BestMethod { workload, method: into });
         $crate::mirror!(struct wit_types::Synthesis, $crate::Synthesis { scores: vec, best: vec, generated: vec });
+        $crate::mirror!(struct wit_types::ViewGpu, $crate::ViewGpu { handle, gpu: into });
+        $crate::mirror!(struct wit_types::Binding, $crate::Binding { gpu, job: into });
+        $crate::mirror!(struct wit_types::Unbinding, $crate::Unbinding { gpu, job });
+        $crate::mirror!(struct wit_types::ClusterSummary, $crate::ClusterSummary { gpus, nodes, states, handles });
+        $crate::mirror!(struct wit_types::Choice, $crate::Choice { gpu, score, reason });
+
+        impl ::core::convert::From<wit_types::ClusterChange> for $crate::ClusterChange {
+            fn from(value: wit_types::ClusterChange) -> Self {
+                match value {
+                    wit_types::ClusterChange::SetGpu(g) => Self::SetGpu(g.into()),
+                    wit_types::ClusterChange::RemoveGpu(h) => Self::RemoveGpu(h),
+                    wit_types::ClusterChange::Bind(b) => Self::Bind(b.into()),
+                    wit_types::ClusterChange::Unbind(u) => Self::Unbind(u.into()),
+                    wit_types::ClusterChange::Clear => Self::Clear,
+                }
+            }
+        }
+        impl ::core::convert::From<$crate::ClusterChange> for wit_types::ClusterChange {
+            fn from(value: $crate::ClusterChange) -> Self {
+                match value {
+                    $crate::ClusterChange::SetGpu(g) => Self::SetGpu(g.into()),
+                    $crate::ClusterChange::RemoveGpu(h) => Self::RemoveGpu(h),
+                    $crate::ClusterChange::Bind(b) => Self::Bind(b.into()),
+                    $crate::ClusterChange::Unbind(u) => Self::Unbind(u.into()),
+                    $crate::ClusterChange::Clear => Self::Clear,
+                }
+            }
+        }
 
         impl ::core::convert::From<wit_types::Error> for $crate::EngineError {
             fn from(value: wit_types::Error) -> Self {

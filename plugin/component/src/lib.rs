@@ -1,6 +1,6 @@
 //! The Tandem engine as a WebAssembly component.
 //!
-//! This crate is glue only: it implements the `plugin` world of `wit/v0.3.0` by converting
+//! This crate is glue only: it implements the `plugin` world of `wit/current` by converting
 //! the canonical-ABI types wit-bindgen generates to [`tandem_api`] types and calling
 //! [`tandem_engine`]. Built for `wasm32-unknown-unknown` (`cargo xtask component`) it becomes
 //! the component every Tandem host loads; it imports nothing but the host's `log` function.
@@ -19,7 +19,7 @@ use bindings::tandem::engine::types as wit;
 #[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/v0.3.0",
+        path: "../../wit/current",
         world: "plugin",
     });
 
@@ -169,6 +169,23 @@ impl GuestRecommender for Recommender {
     fn score(&self, job: wit::Job, gpus: Vec<wit::Gpu>) -> WitResult<Vec<wit::GpuScore>> {
         let scores = self.0.borrow().score(&job.into(), &convert::all(gpus))?;
         Ok(convert::all(scores))
+    }
+
+    fn update_cluster(&self, changes: Vec<wit::ClusterChange>) -> WitResult<wit::ClusterSummary> {
+        let changes = convert::all(changes);
+        Ok(self.0.borrow_mut().update_cluster(&changes)?.into())
+    }
+
+    fn score_all(&self, job: wit::Job) -> WitResult<Vec<u8>> {
+        Ok(self.0.borrow_mut().score_all(&job.into())?)
+    }
+
+    fn explain(&self, job: wit::Job, gpus: Vec<u32>) -> WitResult<Vec<String>> {
+        Ok(self.0.borrow_mut().explain(&job.into(), &gpus)?)
+    }
+
+    fn choose_gpu(&self, job: wit::Job, node: String) -> WitResult<wit::Choice> {
+        Ok(self.0.borrow_mut().choose_gpu(&job.into(), &node)?.into())
     }
 
     fn save(&self) -> Vec<u8> {

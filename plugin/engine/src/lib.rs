@@ -45,14 +45,17 @@ mod snapshot;
 pub mod synthesize;
 pub mod utilization;
 mod validate;
+mod view;
 mod workloads;
 
 use tandem_api::{
-    Assignment, EngineError, Estimate, Fit, Gpu, GpuScore, GpuSpec, Job, KnowledgeSummary,
-    ModelSummary, Outcome, Policy, Prediction, Profile, Recommendation, Series, Synthesis,
+    Assignment, Choice, ClusterChange, ClusterSummary, EngineError, Estimate, Fit, Gpu, GpuScore,
+    GpuSpec, Job, KnowledgeSummary, ModelSummary, Outcome, Policy, Prediction, Profile,
+    Recommendation, Series, Synthesis,
 };
 
 use crate::knowledge::Knowledge;
+use crate::view::View;
 
 /// Result of an engine call: errors are values the caller can act on, never panics.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -74,12 +77,15 @@ pub fn synthesize(
     Ok(synthesize::synthesize(ground_truth, points_per_gap, bounds)?.into())
 }
 
-/// One knowledge base plus the policy that uses it (the WIT `recommender` resource).
+/// One knowledge base plus the policy that uses it, and the cluster view its host keeps it
+/// told about (the WIT `recommender` resource).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recommender {
     policy: Policy,
     seed: u64,
     knowledge: Knowledge,
+    /// Not saved: hosts describe the cluster again after `load`.
+    view: View,
 }
 
 impl Recommender {
@@ -90,6 +96,7 @@ impl Recommender {
             policy,
             seed,
             knowledge: Knowledge::default(),
+            view: View::default(),
         })
     }
 
@@ -101,6 +108,7 @@ impl Recommender {
             policy,
             seed,
             knowledge: Knowledge::bootstrapped(seed),
+            view: View::default(),
         })
     }
 
@@ -119,6 +127,7 @@ impl Recommender {
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         validate::policy(&policy)?;
         self.policy = policy;
+        self.view.invalidate();
         Ok(())
     }
 
@@ -136,12 +145,14 @@ impl Recommender {
     pub fn observe_profile(&mut self, job: &str, profile: Profile) -> Result<Assignment> {
         validate::job_id(job, "job")?;
         validate::profile(&profile, "profile")?;
+        self.view.invalidate();
         Ok(self.knowledge.observe_profile(job, profile, self.seed))
     }
 
     /// Learns interference from a finished co-location. On error nothing is learned.
     pub fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
         validate::outcome(outcome)?;
+        self.view.invalidate();
         self.knowledge.observe_outcome(outcome)
     }
 
@@ -173,6 +184,7 @@ impl Recommender {
             peak_mib: f64::from(peak_mem_mib),
             ..memory::Row::declared(declared, traits)
         };
+        self.view.invalidate();
         self.knowledge.observe_memory(row)
     }
 
@@ -182,6 +194,7 @@ impl Recommender {
         validate::job_id(job, "job")?;
         validate::job_id(gpu_model, "gpu-model")?;
         validate::speed(work_per_s, "work-per-s")?;
+        self.view.invalidate();
         self.knowledge.speeds.observe(job, gpu_model, work_per_s);
         Ok(())
     }
@@ -216,12 +229,51 @@ impl Recommender {
         placement::Planner::new(&self.policy, &self.knowledge, self.seed, gpus).score(job)
     }
 
-    /// Serializes the whole state (policy, seed, knowledge base).
+    /// Applies changes to the cluster view, in order, all or nothing (the WIT
+    /// `update-cluster`).
+    pub fn update_cluster(&mut self, changes: &[ClusterChange]) -> Result<ClusterSummary> {
+        self.view.update(changes, &self.knowledge, validate::change)
+    }
+
+    /// What the cluster view holds.
+    pub fn cluster_summary(&mut self) -> ClusterSummary {
+        self.view.summary(&self.knowledge)
+    }
+
+    /// Scores `job` on every GPU of the view, by handle, 0..=100; 0 where it does not fit and
+    /// for handles without a GPU. The same rules as [`Recommender::score`].
+    ///
+    /// Takes `&mut self` because answers are kept per job class and GPU state;
+    /// the knowledge base does not change.
+    pub fn score_all(&mut self, job: &Job) -> Result<Vec<u8>> {
+        validate::job(job, "job")?;
+        Ok(self
+            .view
+            .score_all(job, &self.policy, &self.knowledge, self.seed))
+    }
+
+    /// Why `job` may not be placed on each of `gpus` (handles of the view): one entry per
+    /// handle, empty where it fits.
+    pub fn explain(&mut self, job: &Job, gpus: &[u32]) -> Result<Vec<String>> {
+        validate::job(job, "job")?;
+        self.view
+            .explain(job, gpus, &self.policy, &self.knowledge, self.seed)
+    }
+
+    /// The GPU of `node` that `job` should run on, or why none fits.
+    pub fn choose_gpu(&mut self, job: &Job, node: &str) -> Result<Choice> {
+        validate::job(job, "job")?;
+        self.view
+            .choose(job, node, &self.policy, &self.knowledge, self.seed)
+    }
+
+    /// Serializes the whole state (policy, seed, knowledge base), not the cluster view.
     pub fn save(&self) -> Vec<u8> {
         snapshot::save(self)
     }
 
-    /// Rebuilds a recommender from bytes produced by [`Recommender::save`].
+    /// Rebuilds a recommender from bytes produced by [`Recommender::save`], with an empty
+    /// cluster view.
     pub fn load(state: &[u8]) -> Result<Self> {
         snapshot::load(state)
     }

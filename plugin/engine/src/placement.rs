@@ -208,8 +208,22 @@ impl<'a> Planner<'a> {
                 models.push(&gpu.spec);
             }
         }
+        Self::over(policy, knowledge, seed, gpus.iter().collect(), models)
+    }
+
+    /// A planner over `gpus` that resolves jobs on `models` (the first spec of each GPU model
+    /// in the cluster, which may hold more GPUs than `gpus`): a job's slowness on a model is
+    /// relative to its best model among these, so the same job gets the same answer on a GPU
+    /// whichever other GPUs are judged with it.
+    pub(crate) fn over(
+        policy: &'a Policy,
+        knowledge: &'a Knowledge,
+        seed: u64,
+        gpus: Vec<&'a Gpu>,
+        models: Vec<&'a GpuSpec>,
+    ) -> Self {
         let gpus: Vec<GpuState<'a>> = gpus
-            .iter()
+            .into_iter()
             .map(|gpu| {
                 let model = models
                     .iter()
@@ -621,35 +635,47 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn filter(&self, job: &Job) -> Result<Vec<Fit>> {
-        let resolved = self.resolve(job);
         Ok(self
             .gpus
             .iter()
-            .map(|state| {
-                let verdict = self.fits(state, &resolved.views[state.model]);
-                Fit {
-                    gpu: state.gpu.id.clone(),
-                    fits: verdict.is_ok(),
-                    reason: verdict.err().unwrap_or_default(),
-                }
+            .zip(self.refusals(job))
+            .map(|(state, reason)| Fit {
+                gpu: state.gpu.id.clone(),
+                fits: reason.is_none(),
+                reason: reason.unwrap_or_default(),
             })
             .collect())
     }
 
-    pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
+    /// Why the job may not join each GPU now, in order: `None` where it may.
+    pub(crate) fn refusals(&self, job: &Job) -> Vec<Option<String>> {
         let resolved = self.resolve(job);
-        let mut scores: Vec<GpuScore> = self
+        self.gpus
+            .iter()
+            .map(|state| self.fits(state, &resolved.views[state.model]).err())
+            .collect()
+    }
+
+    pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
+        Ok(self
             .gpus
             .iter()
-            .map(|state| GpuScore {
+            .zip(self.scores(job))
+            .map(|(state, score)| GpuScore {
                 gpu: state.gpu.id.clone(),
-                score: 0,
+                score,
             })
-            .collect();
+            .collect())
+    }
+
+    /// The job's score on each GPU, in order: 0 where it does not fit.
+    pub(crate) fn scores(&self, job: &Job) -> Vec<u8> {
+        let resolved = self.resolve(job);
+        let mut scores = vec![0; self.gpus.len()];
         for candidate in self.candidates(&resolved) {
-            scores[candidate.gpu].score = candidate.score;
+            scores[candidate.gpu] = candidate.score;
         }
-        Ok(scores)
+        scores
     }
 
     /// Why the job seen as `view` may not join `state` now, if it may not, for a person.

@@ -58,5 +58,6 @@ pub(crate) fn load(state: &[u8]) -> Result<Recommender> {
         policy: snapshot.policy,
         seed: snapshot.seed,
         knowledge,
+        view: crate::view::View::default(),
     })
 }

@@ -3,7 +3,9 @@
 
 use std::collections::HashSet;
 
-use tandem_api::{EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile};
+use tandem_api::{
+    ClusterChange, EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile,
+};
 
 use crate::Result;
 
@@ -180,6 +182,34 @@ pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
                 )));
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks the records one change to the cluster view carries (`changes[i]`). Unlike a
+/// request, the view may hold one job id on several GPUs (a job of several GPUs, or runs of
+/// one recurring job).
+pub(crate) fn change(change: &ClusterChange, i: usize) -> Result<()> {
+    match change {
+        ClusterChange::SetGpu(entry) => {
+            let field = format!("changes[{i}].set-gpu.gpu");
+            let gpu = &entry.gpu;
+            if gpu.id.is_empty() {
+                return Err(invalid(format!("{field}.id is empty")));
+            }
+            if gpu.node.is_empty() {
+                return Err(invalid(format!("{field}.node is empty")));
+            }
+            gpu_spec(&gpu.spec, &format!("{field}.spec"))?;
+            for (r, resident) in gpu.residents.iter().enumerate() {
+                job(resident, &format!("{field}.residents[{r}]"))?;
+            }
+        }
+        ClusterChange::Bind(binding) => job(&binding.job, &format!("changes[{i}].bind.job"))?,
+        ClusterChange::Unbind(unbinding) => {
+            job_id(&unbinding.job, &format!("changes[{i}].unbind.job"))?;
+        }
+        ClusterChange::RemoveGpu(_) | ClusterChange::Clear => {}
     }
     Ok(())
 }

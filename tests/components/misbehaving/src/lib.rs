@@ -1,13 +1,17 @@
 //! A deliberately misbehaving engine component, for the host's sandbox tests.
 //!
-//! It implements the `plugin` world of `tandem:engine@0.3.0` and otherwise behaves: it
-//! remembers the ids of observed profiles (its whole state, saved as one id per line) and
-//! `recommend` reports them back as unplaced jobs with the reason `known`, so a test can see
-//! whether state survived a rebuild; `synthesize` always answers `invalid-input`. A queued job
-//! id triggers misbehaviour in `recommend`:
+//! It implements the `plugin` world of `wit/current` and otherwise behaves: it remembers the
+//! ids of observed profiles (its whole state, saved as one id per line) and `recommend` reports
+//! them back as unplaced jobs with the reason `known`, so a test can see whether state
+//! survived a rebuild; `synthesize` always answers `invalid-input`; its cluster view is only
+//! counted (`update-cluster` answers how many GPUs it holds, `score-all` scores each 50). A job
+//! id triggers misbehaviour in `recommend`, `score-all` and `choose-gpu`:
 //! - `loop`: spins forever (the host's deadline must interrupt it);
 //! - `alloc`: allocates without bound (the host's memory cap must stop it);
 //! - `panic`: panics (the host must report a typed panic with the message).
+//!
+//! A job observed with a profile measured on GPU model `loop` spins too (in `score-all` and
+//! `choose-gpu`): adapters key job ids, so their tests reach the loop through the intake.
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -18,7 +22,7 @@ use bindings::tandem::engine::types as wit;
 #[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../../../wit/v0.3.0",
+        path: "../../../wit/current",
         world: "plugin",
     });
 
@@ -46,13 +50,44 @@ impl wit_engine::Guest for Component {
     }
 }
 
-struct Recommender(RefCell<Vec<String>>);
+struct Recommender(RefCell<Vec<String>>, RefCell<u32>);
 
 fn wrap(ids: Vec<String>) -> wit_engine::Recommender {
     std::panic::set_hook(Box::new(|info| {
         bindings::log(wit::LogLevel::Error, &format!("guest panicked: {info}"));
     }));
-    wit_engine::Recommender::new(Recommender(RefCell::new(ids)))
+    wit_engine::Recommender::new(Recommender(RefCell::new(ids), RefCell::new(0)))
+}
+
+/// Misbehaves as the module docs say for `job`.
+fn misbehave(job: &str) {
+    match job {
+        "loop" => {
+            let mut spins = 0_u64;
+            loop {
+                spins = black_box(spins.wrapping_add(1));
+            }
+        }
+        "alloc" => {
+            let mut hoard = Vec::new();
+            loop {
+                hoard.push(black_box(vec![1_u8; 1 << 20]));
+            }
+        }
+        "panic" => panic!("deliberate panic for the sandbox tests"),
+        _ => {}
+    }
+}
+
+impl Recommender {
+    /// Misbehaves for `job` by its id, or spins if it was observed on GPU model `loop`.
+    fn judge(&self, job: &str) {
+        misbehave(job);
+        let looping = format!("loop:{job}");
+        if self.0.borrow().contains(&looping) {
+            misbehave("loop");
+        }
+    }
 }
 
 impl GuestRecommender for Recommender {
@@ -92,12 +127,13 @@ impl GuestRecommender for Recommender {
         Ok(())
     }
 
-    fn observe_profile(
-        &self,
-        job: String,
-        _p: wit::Profile,
-    ) -> Result<wit::Assignment, wit::Error> {
-        self.0.borrow_mut().push(job);
+    fn observe_profile(&self, job: String, p: wit::Profile) -> Result<wit::Assignment, wit::Error> {
+        let entry = if p.gpu_model == "loop" {
+            format!("loop:{job}")
+        } else {
+            job
+        };
+        self.0.borrow_mut().push(entry);
         Ok(wit::Assignment {
             cluster: 0,
             uncertainty: 0.0,
@@ -114,22 +150,7 @@ impl GuestRecommender for Recommender {
         _gpus: Vec<wit::Gpu>,
     ) -> Result<wit::Recommendation, wit::Error> {
         for job in &queue {
-            match job.id.as_str() {
-                "loop" => {
-                    let mut spins = 0_u64;
-                    loop {
-                        spins = black_box(spins.wrapping_add(1));
-                    }
-                }
-                "alloc" => {
-                    let mut hoard = Vec::new();
-                    loop {
-                        hoard.push(black_box(vec![1_u8; 1 << 20]));
-                    }
-                }
-                "panic" => panic!("deliberate panic for the sandbox tests"),
-                _ => {}
-            }
+            misbehave(&job.id);
         }
         Ok(wit::Recommendation {
             placements: Vec::new(),
@@ -182,6 +203,47 @@ impl GuestRecommender for Recommender {
         _gpus: Vec<wit::Gpu>,
     ) -> Result<Vec<wit::GpuScore>, wit::Error> {
         Ok(Vec::new())
+    }
+
+    fn update_cluster(
+        &self,
+        changes: Vec<wit::ClusterChange>,
+    ) -> Result<wit::ClusterSummary, wit::Error> {
+        let mut gpus = *self.1.borrow();
+        for change in changes {
+            match change {
+                wit::ClusterChange::SetGpu(_) => gpus += 1,
+                wit::ClusterChange::RemoveGpu(_) => gpus = gpus.saturating_sub(1),
+                wit::ClusterChange::Clear => gpus = 0,
+                wit::ClusterChange::Bind(_) | wit::ClusterChange::Unbind(_) => {}
+            }
+        }
+        *self.1.borrow_mut() = gpus;
+        Ok(wit::ClusterSummary {
+            gpus,
+            nodes: 0,
+            states: 0,
+            handles: gpus,
+        })
+    }
+
+    fn score_all(&self, job: wit::Job) -> Result<Vec<u8>, wit::Error> {
+        self.judge(&job.id);
+        Ok(vec![50; *self.1.borrow() as usize])
+    }
+
+    fn explain(&self, job: wit::Job, gpus: Vec<u32>) -> Result<Vec<String>, wit::Error> {
+        self.judge(&job.id);
+        Ok(vec![String::new(); gpus.len()])
+    }
+
+    fn choose_gpu(&self, job: wit::Job, _node: String) -> Result<wit::Choice, wit::Error> {
+        self.judge(&job.id);
+        Ok(wit::Choice {
+            gpu: Some(0),
+            score: 50,
+            reason: String::new(),
+        })
     }
 
     fn save(&self) -> Vec<u8> {

@@ -1,4 +1,5 @@
-//! Prometheus metrics, served at `/metrics`.
+//! Prometheus metrics, served at `/metrics`: the same families for every adapter, so one
+//! dashboard reads them all.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -21,6 +22,13 @@ pub struct Decision {
     pub verb: String,
     /// `ok`, `rejected` (bad request), `error` (engine or API failure) or `fail_open`.
     pub result: String,
+}
+
+/// Labels of an engine call.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Call {
+    /// The engine call, as the core names it (`filter`, `bind`, `observe`, ...).
+    pub call: String,
 }
 
 /// Labels of a skipped outcome.
@@ -50,6 +58,24 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Knowledge-base writes that failed.
     pub store_errors: Counter,
+    /// Time the engine thread spent on one task, per call.
+    pub engine_call: Family<Call, Histogram>,
+    /// Engine calls whose caller stopped waiting (its time limit passed).
+    pub engine_timeouts: Counter,
+    /// Engine calls refused because the queue in front of the engine was full.
+    pub engine_overloaded: Counter,
+    /// Queued engine calls dropped unrun because their caller had stopped waiting.
+    pub engine_abandoned: Counter,
+    /// GPUs in the engine's cluster view.
+    pub view_gpus: Gauge,
+    /// Distinct GPU states among them (what a decision over the whole view costs).
+    pub view_states: Gauge,
+    /// Binds finished after the scheduler's own time limit had passed: the scheduler may have
+    /// given up on them (and bound the pod itself).
+    pub binds_late: Counter,
+    /// Pods seen bound to a node without Tandem's record of their GPU: placed by the
+    /// scheduler's fallback (fail-open) or by another scheduler.
+    pub binds_without_tandem: Counter,
 }
 
 impl Default for Metrics {
@@ -66,13 +92,24 @@ impl Default for Metrics {
         let outcomes_skipped = Family::<Reason, Counter>::default();
         let leader = Gauge::default();
         let store_errors = Counter::default();
+        let engine_call = Family::<Call, Histogram>::new_with_constructor(|| {
+            // 10 µs .. ~5 s.
+            Histogram::new(exponential_buckets(0.00001, 2.0, 20))
+        });
+        let engine_timeouts = Counter::default();
+        let engine_overloaded = Counter::default();
+        let engine_abandoned = Counter::default();
+        let view_gpus = Gauge::default();
+        let view_states = Gauge::default();
+        let binds_late = Counter::default();
+        let binds_without_tandem = Counter::default();
         registry.register(
-            "extender_decisions",
+            "decisions",
             "Requests answered, per verb and result",
             decisions.clone(),
         );
         registry.register(
-            "extender_latency_seconds",
+            "request_latency_seconds",
             "Time to answer a request, per verb",
             latency.clone(),
         );
@@ -102,6 +139,46 @@ impl Default for Metrics {
             "Knowledge-base writes that failed",
             store_errors.clone(),
         );
+        registry.register(
+            "engine_call_seconds",
+            "Time the engine thread spent on one call, per call",
+            engine_call.clone(),
+        );
+        registry.register(
+            "engine_timeouts",
+            "Engine calls whose caller stopped waiting",
+            engine_timeouts.clone(),
+        );
+        registry.register(
+            "engine_overloaded",
+            "Engine calls refused because the engine's queue was full",
+            engine_overloaded.clone(),
+        );
+        registry.register(
+            "engine_abandoned",
+            "Queued engine calls dropped unrun because their caller had stopped waiting",
+            engine_abandoned.clone(),
+        );
+        registry.register(
+            "view_gpus",
+            "GPUs in the engine's cluster view",
+            view_gpus.clone(),
+        );
+        registry.register(
+            "view_states",
+            "Distinct GPU states in the engine's cluster view",
+            view_states.clone(),
+        );
+        registry.register(
+            "binds_late",
+            "Binds finished after the scheduler's own time limit had passed",
+            binds_late.clone(),
+        );
+        registry.register(
+            "binds_without_tandem",
+            "Pods seen bound without Tandem's record of their GPU (fail-open or another scheduler)",
+            binds_without_tandem.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -112,6 +189,14 @@ impl Default for Metrics {
             outcomes_skipped,
             leader,
             store_errors,
+            engine_call,
+            engine_timeouts,
+            engine_overloaded,
+            engine_abandoned,
+            view_gpus,
+            view_states,
+            binds_late,
+            binds_without_tandem,
         }
     }
 }
@@ -130,6 +215,21 @@ impl Metrics {
                 verb: verb.to_owned(),
             })
             .observe(seconds);
+    }
+
+    /// Records the time the engine thread spent on one `call`.
+    pub fn observe_engine_call(&self, call: &str, seconds: f64) {
+        self.engine_call
+            .get_or_create(&Call {
+                call: call.to_owned(),
+            })
+            .observe(seconds);
+    }
+
+    /// Records the size of the engine's cluster view.
+    pub fn observe_view(&self, summary: &tandem_api::ClusterSummary) {
+        self.view_gpus.set(i64::from(summary.gpus));
+        self.view_states.set(i64::from(summary.states));
     }
 
     /// Counts a fail-open answer of `verb`.

@@ -1,0 +1,570 @@
+//! The engine on its own thread, behind a channel.
+//!
+//! A [`tandem_host::Recommender`] is one wasm store: its calls take `&mut` and may run for
+//! milliseconds. Held behind a lock inside async handlers it would block the runtime's workers
+//! and no request time limit could fire while it ran. Here it lives on a thread of its own
+//! that runs one task at a time from a bounded queue; handlers send a task and `await` its
+//! answer under a time limit ([`Engine::call`]), so a slow or looping engine call costs the
+//! caller its answer, never a worker. A task whose caller stopped waiting is dropped unrun. A
+//! full queue is refused at once ([`CallError::Overloaded`]): a scheduler is better served by a
+//! fast fail-open than by a queue that only grows.
+//!
+//! The thread owns [`EngineState`]: the recommender and the [`Handles`] that name the cluster
+//! view's GPUs, so a decision and the view it is made on are always consistent (a `bind` that
+//! chooses a GPU and records the job there is one task).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
+
+use tandem_api::{Binding, ClusterChange, ClusterSummary, Gpu, Job, Unbinding, ViewGpu};
+use tandem_host::{Recommender, Runtime};
+use tokio::sync::oneshot;
+
+use crate::metrics::Metrics;
+
+/// A task for the engine thread.
+type Task = Box<dyn FnOnce(&mut EngineState) + Send>;
+
+/// Why an engine call was not answered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The queue in front of the engine is full.
+    #[error("the engine is overloaded ({0} calls queued); try again")]
+    Overloaded(usize),
+    /// The answer did not come within the caller's time limit.
+    #[error("the engine did not answer within {0:?}")]
+    TimedOut(Duration),
+    /// The engine thread is gone (the process is stopping).
+    #[error("the engine thread stopped")]
+    Stopped,
+}
+
+/// An engine call failed inside the engine or the host.
+#[derive(Debug, thiserror::Error)]
+#[error("engine {call} failed: {source}")]
+pub struct EngineFailure {
+    /// The call.
+    pub call: &'static str,
+    /// What the host said.
+    #[source]
+    pub source: tandem_host::Error,
+}
+
+impl EngineFailure {
+    /// Whether the engine refused the input (a client's mistake), rather than failing.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.source, tandem_host::Error::Engine(_))
+    }
+}
+
+/// The error of engine call `call`, for `map_err`.
+pub fn failed(call: &'static str) -> impl FnOnce(tandem_host::Error) -> EngineFailure {
+    move |source| EngineFailure { call, source }
+}
+
+/// The engine thread's handle: cheap to clone, shared by every request.
+#[derive(Clone)]
+pub struct Engine {
+    tasks: SyncSender<Task>,
+    queue: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts the engine thread with `state` and a queue of `queue` tasks.
+    pub fn start(state: EngineState, queue: usize, metrics: Arc<Metrics>) -> std::io::Result<Self> {
+        let (tasks, inbox) = sync_channel::<Task>(queue);
+        let mut state = state;
+        std::thread::Builder::new()
+            .name("tandem-engine".into())
+            .spawn(move || {
+                // Ends when every handle is dropped.
+                while let Ok(task) = inbox.recv() {
+                    task(&mut state);
+                }
+            })?;
+        Ok(Self {
+            tasks,
+            queue,
+            metrics,
+        })
+    }
+
+    /// Runs `work` on the engine thread and waits for its answer at most `wait`. `call` names
+    /// it in metrics. The task is not run if its caller stopped waiting before its turn.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        call: &'static str,
+        wait: Duration,
+        work: impl FnOnce(&mut EngineState) -> T + Send + 'static,
+    ) -> Result<T, CallError> {
+        let (answer, waiting) = oneshot::channel();
+        let metrics = Arc::clone(&self.metrics);
+        let task: Task = Box::new(move |state| {
+            if answer.is_closed() {
+                metrics.engine_abandoned.inc();
+                return;
+            }
+            let started = Instant::now();
+            let value = work(state);
+            metrics.observe_engine_call(call, started.elapsed().as_secs_f64());
+            let _ = answer.send(value);
+        });
+        match self.tasks.try_send(task) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.metrics.engine_overloaded.inc();
+                return Err(CallError::Overloaded(self.queue));
+            }
+            Err(TrySendError::Disconnected(_)) => return Err(CallError::Stopped),
+        }
+        match tokio::time::timeout(wait, waiting).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(_)) => Err(CallError::Stopped),
+            Err(_) => {
+                self.metrics.engine_timeouts.inc();
+                Err(CallError::TimedOut(wait))
+            }
+        }
+    }
+
+    /// [`Engine::call`] from a thread that is not a tokio worker (start-up, tests): blocks.
+    pub fn call_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut EngineState) -> T + Send + 'static,
+    ) -> Result<T, CallError> {
+        let (answer, waiting) = oneshot::channel();
+        let task: Task = Box::new(move |state| {
+            let _ = answer.send(work(state));
+        });
+        self.tasks.send(task).map_err(|_| CallError::Stopped)?;
+        waiting.blocking_recv().map_err(|_| CallError::Stopped)
+    }
+}
+
+/// The best GPU of one node for a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeScore {
+    /// The engine's best score on the node's GPUs, 0..=100; 0 when none fits.
+    pub score: u8,
+    /// The GPU with that score; `None` when none fits (or the node has no GPU in the view).
+    pub gpu: Option<u32>,
+}
+
+/// Compact handles for the cluster view's GPUs: GPU id to handle, each node's handles, and the
+/// freed handles to reuse (lowest first, so the view stays dense).
+#[derive(Debug, Clone, Default)]
+pub struct Handles {
+    ids: HashMap<String, u32>,
+    nodes: HashMap<String, Vec<u32>>,
+    free: std::collections::BTreeSet<u32>,
+    next: u32,
+}
+
+impl Handles {
+    /// The handle of GPU `id`, if it is in the view.
+    pub fn of(&self, id: &str) -> Option<u32> {
+        self.ids.get(id).copied()
+    }
+
+    /// The handles of `node`'s GPUs (empty for a node without GPUs in the view).
+    pub fn of_node(&self, node: &str) -> &[u32] {
+        self.nodes.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    fn take(&mut self) -> u32 {
+        match self.free.pop_first() {
+            Some(handle) => handle,
+            None => {
+                self.next += 1;
+                self.next - 1
+            }
+        }
+    }
+}
+
+/// What the engine thread owns.
+pub struct EngineState {
+    runtime: Runtime,
+    recommender: Recommender,
+    handles: Handles,
+    /// What outcome estimation remembers; stored with the engine's snapshot.
+    pub(crate) ledger: crate::outcomes::Ledger,
+}
+
+impl std::fmt::Debug for EngineState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineState").finish_non_exhaustive()
+    }
+}
+
+impl EngineState {
+    /// The engine `runtime` made, with an empty cluster view.
+    pub fn new(runtime: Runtime, recommender: Recommender) -> Self {
+        Self {
+            runtime,
+            recommender,
+            handles: Handles::default(),
+            ledger: crate::outcomes::Ledger::default(),
+        }
+    }
+
+    /// The recommender, for the calls that do not concern the view.
+    pub fn recommender(&mut self) -> &mut Recommender {
+        &mut self.recommender
+    }
+
+    /// The handles of the view's GPUs.
+    pub fn handles(&self) -> &Handles {
+        &self.handles
+    }
+
+    /// The GPU under `handle` as the engine holds it.
+    pub fn gpu(&self, handle: u32) -> Option<&Gpu> {
+        self.recommender.cluster().get(handle)
+    }
+
+    /// Replaces the engine's knowledge with a stored snapshot (another replica wrote it),
+    /// keeping the cluster view.
+    pub fn replace(&mut self, snapshot: &[u8]) -> Result<(), EngineFailure> {
+        let mut fresh = self.runtime.load(snapshot).map_err(failed("load"))?;
+        let replay = self.recommender.cluster().replay();
+        if replay.len() > 1 {
+            fresh
+                .update_cluster(&replay)
+                .map_err(failed("update-cluster"))?;
+        }
+        self.recommender = fresh;
+        Ok(())
+    }
+
+    /// Brings the engine's view to `gpus`, the cluster as the scheduler sees it now: GPUs that
+    /// are new or changed are set, GPUs no longer there removed. Only the difference crosses
+    /// into the engine; nothing changes if the engine refuses it.
+    pub fn sync(
+        &mut self,
+        gpus: impl IntoIterator<Item = Gpu>,
+    ) -> Result<ClusterSummary, EngineFailure> {
+        let gpus: Vec<Gpu> = gpus.into_iter().collect();
+        let mut handles = self.handles.clone();
+        let seen: HashSet<&str> = gpus.iter().map(|g| g.id.as_str()).collect();
+        let mut changes = Vec::new();
+        // Free the handles of GPUs that are gone first, so new GPUs reuse them.
+        let gone: Vec<(String, u32)> = handles
+            .ids
+            .iter()
+            .filter(|(id, _)| !seen.contains(id.as_str()))
+            .map(|(id, &h)| (id.clone(), h))
+            .collect();
+        for (id, handle) in gone {
+            handles.ids.remove(&id);
+            handles.free.insert(handle);
+            changes.push(ClusterChange::RemoveGpu(handle));
+        }
+        for gpu in gpus {
+            let handle = match handles.ids.get(&gpu.id) {
+                Some(&handle) => {
+                    if self.recommender.cluster().get(handle) == Some(&gpu) {
+                        continue;
+                    }
+                    handle
+                }
+                None => {
+                    let handle = handles.take();
+                    handles.ids.insert(gpu.id.clone(), handle);
+                    handle
+                }
+            };
+            changes.push(ClusterChange::SetGpu(ViewGpu { handle, gpu }));
+        }
+        if changes.is_empty() {
+            return self
+                .recommender
+                .update_cluster(&[])
+                .map_err(failed("update-cluster"));
+        }
+        let summary = self
+            .recommender
+            .update_cluster(&changes)
+            .map_err(failed("update-cluster"))?;
+        handles.nodes.clear();
+        for (handle, gpu) in self.recommender.cluster().iter() {
+            handles
+                .nodes
+                .entry(gpu.node.clone())
+                .or_default()
+                .push(handle);
+        }
+        self.handles = handles;
+        Ok(summary)
+    }
+
+    /// The job's best GPU on each of `nodes`, from one `score-all` over the view.
+    pub fn node_scores(
+        &mut self,
+        job: &Job,
+        nodes: &[String],
+    ) -> Result<Vec<NodeScore>, EngineFailure> {
+        let scores = self
+            .recommender
+            .score_all(job)
+            .map_err(failed("score-all"))?;
+        Ok(nodes
+            .iter()
+            .map(|node| {
+                let best = self
+                    .handles
+                    .of_node(node)
+                    .iter()
+                    .map(|&h| (scores.get(h as usize).copied().unwrap_or(0), h))
+                    .filter(|&(score, _)| score > 0)
+                    // Highest score, lowest handle among equals.
+                    .max_by_key(|&(score, h)| (score, std::cmp::Reverse(h)));
+                NodeScore {
+                    score: best.map_or(0, |(score, _)| score),
+                    gpu: best.map(|(_, h)| h),
+                }
+            })
+            .collect())
+    }
+
+    /// Why `job` fits no GPU of `node`, one line per GPU, for a person.
+    pub fn why_not(&mut self, job: &Job, node: &str) -> Result<String, EngineFailure> {
+        let handles = self.handles.of_node(node).to_vec();
+        let reasons = self
+            .recommender
+            .explain(job, &handles)
+            .map_err(failed("explain"))?;
+        let cluster = self.recommender.cluster();
+        Ok(handles
+            .iter()
+            .zip(reasons)
+            .map(|(&h, why)| {
+                let id = cluster.get(h).map_or("?", |g| g.id.as_str());
+                format!("GPU {id}: {why}")
+            })
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
+
+    /// Chooses where `job` runs on `node` and records it there at once, so the next decision
+    /// sees it: the engine's best GPU for a one-GPU job; for a job of `gpus` GPUs (which
+    /// never share), the first idle ones. Returns the GPU ids, or why the node cannot take it.
+    pub fn place(
+        &mut self,
+        job: &Job,
+        node: &str,
+        gpus: u32,
+    ) -> Result<Result<Vec<String>, String>, EngineFailure> {
+        let chosen: Vec<u32> = if gpus == 1 {
+            let choice = self
+                .recommender
+                .choose_gpu(job, node)
+                .map_err(failed("choose-gpu"))?;
+            match choice.gpu {
+                Some(handle) => vec![handle],
+                None => return Ok(Err(choice.reason)),
+            }
+        } else {
+            let cluster = self.recommender.cluster();
+            let idle: Vec<u32> = self
+                .handles
+                .of_node(node)
+                .iter()
+                .copied()
+                .filter(|&h| cluster.get(h).is_some_and(|g| g.residents.is_empty()))
+                .take(gpus as usize)
+                .collect();
+            if idle.len() < gpus as usize {
+                return Ok(Err(format!(
+                    "the job needs {gpus} idle GPUs, {} are idle",
+                    idle.len()
+                )));
+            }
+            idle
+        };
+        let binds: Vec<ClusterChange> = chosen
+            .iter()
+            .map(|&gpu| {
+                ClusterChange::Bind(Binding {
+                    gpu,
+                    job: job.clone(),
+                })
+            })
+            .collect();
+        self.recommender
+            .update_cluster(&binds)
+            .map_err(failed("update-cluster"))?;
+        let cluster = self.recommender.cluster();
+        Ok(Ok(chosen
+            .iter()
+            .filter_map(|&h| cluster.get(h).map(|g| g.id.clone()))
+            .collect()))
+    }
+
+    /// Takes `job` off the GPUs `gpu_ids` (a placement undone); GPUs it is not on are skipped.
+    pub fn unplace(&mut self, job: &str, gpu_ids: &[String]) -> Result<(), EngineFailure> {
+        let cluster = self.recommender.cluster();
+        let changes: Vec<ClusterChange> = gpu_ids
+            .iter()
+            .filter_map(|id| self.handles.of(id))
+            .filter(|&h| {
+                cluster
+                    .get(h)
+                    .is_some_and(|g| g.residents.iter().any(|r| r.id == job))
+            })
+            .map(|gpu| {
+                ClusterChange::Unbind(Unbinding {
+                    gpu,
+                    job: job.to_owned(),
+                })
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.recommender
+            .update_cluster(&changes)
+            .map(|_| ())
+            .map_err(failed("update-cluster"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tandem_api::{GpuSpec, Policy, Profile};
+    use tandem_host::HostConfig;
+
+    use super::*;
+
+    fn gpu(node: &str, index: u32, residents: &[&str]) -> Gpu {
+        Gpu {
+            id: format!("{node}/{index}"),
+            node: node.into(),
+            spec: GpuSpec::new("V100", 16_384),
+            residents: residents.iter().map(|r| Job::new(*r)).collect(),
+        }
+    }
+
+    fn state() -> EngineState {
+        let runtime = Runtime::from_bytes(crate::EMBEDDED_ENGINE, HostConfig::default()).unwrap();
+        let mut recommender = runtime.bootstrap(&Policy::default(), 1).unwrap();
+        for (job, util) in [("a", 30.0), ("b", 95.0), ("p", 40.0)] {
+            recommender
+                .observe_profile(
+                    job,
+                    &Profile {
+                        gpu_util_pct: util,
+                        mem_access_pct: 10.0,
+                        mem_used_mib: 3_000,
+                        gpu_model: "V100".into(),
+                    },
+                )
+                .unwrap();
+        }
+        EngineState::new(runtime, recommender)
+    }
+
+    #[test]
+    fn sync_sends_only_what_changed_and_reuses_freed_handles() {
+        let mut state = state();
+        let summary = state
+            .sync([gpu("n1", 0, &[]), gpu("n1", 1, &["a"]), gpu("n2", 0, &[])])
+            .unwrap();
+        assert_eq!((summary.gpus, summary.nodes), (3, 2));
+        assert_eq!(state.handles().of_node("n1"), [0, 1]);
+        // n2 leaves, n3 arrives: it takes n2's handle.
+        state
+            .sync([
+                gpu("n1", 0, &[]),
+                gpu("n1", 1, &["a"]),
+                gpu("n3", 0, &["b"]),
+            ])
+            .unwrap();
+        assert_eq!(state.handles().of("n3/0"), Some(2));
+        assert_eq!(state.handles().of("n2/0"), None);
+        assert!(state.handles().of_node("n2").is_empty());
+        assert_eq!(state.gpu(2).unwrap().residents[0].id, "b");
+    }
+
+    #[test]
+    fn a_placement_is_recorded_at_once_and_can_be_undone() {
+        let mut state = state();
+        state
+            .sync([gpu("n1", 0, &["a"]), gpu("n1", 1, &["b"])])
+            .unwrap();
+        let job = Job::new("p");
+        let scores = state
+            .node_scores(&job, &["n1".into(), "nowhere".into()])
+            .unwrap();
+        assert_eq!(
+            scores[1],
+            NodeScore {
+                score: 0,
+                gpu: None
+            }
+        );
+        let placed = state.place(&job, "n1", 1).unwrap().unwrap();
+        // Beside the light job rather than the one saturating its GPU.
+        assert_eq!(placed, ["n1/0"]);
+        assert_eq!(state.gpu(0).unwrap().residents.len(), 2);
+        state.unplace("p", &placed).unwrap();
+        assert_eq!(state.gpu(0).unwrap().residents.len(), 1);
+        // Two GPUs are needed, none is idle.
+        let why = state.place(&Job::new("x"), "n1", 2).unwrap().unwrap_err();
+        assert!(why.contains("2 idle GPUs, 0 are idle"), "{why}");
+    }
+
+    #[tokio::test]
+    async fn a_call_answers_within_its_limit_and_a_full_queue_refuses_at_once() {
+        let metrics = Arc::new(Metrics::default());
+        let engine = Engine::start(state(), 1, Arc::clone(&metrics)).unwrap();
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        // Occupy the thread, then fill the one-task queue.
+        let busy = engine.clone();
+        let first = tokio::spawn(async move {
+            busy.call("test", Duration::from_secs(5), move |_| {
+                let _ = blocked.recv();
+            })
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let waiting = engine.clone();
+        let second = tokio::spawn(async move {
+            waiting
+                .call("test", Duration::from_millis(50), |_| ())
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let refused = engine.call("test", Duration::from_secs(1), |_| ()).await;
+        assert!(
+            matches!(refused, Err(CallError::Overloaded(1))),
+            "{refused:?}"
+        );
+        let timed_out = second.await.unwrap();
+        assert!(
+            matches!(timed_out, Err(CallError::TimedOut(_))),
+            "{timed_out:?}"
+        );
+        release.send(()).unwrap();
+        first.await.unwrap().unwrap();
+        // The abandoned task was dropped unrun; the engine answers again.
+        let answer = engine
+            .call("test", Duration::from_secs(5), |state| {
+                state.handles().of("x")
+            })
+            .await;
+        assert_eq!(answer.unwrap(), None);
+        assert_eq!(metrics.engine_abandoned.get(), 1);
+    }
+}
