@@ -279,6 +279,15 @@ impl Knowledge {
     /// Predicted slowdowns of a group sharing one GPU (in its order) and the group's
     /// uncertainty (0..=1). Pairwise slowdowns add up for groups of three or more.
     pub(crate) fn predict(&self, group: &[&JobView]) -> (Slowdowns, f64) {
+        Self::predict_by(group, |a, b| self.predict_pair(a, b))
+    }
+
+    /// [`Knowledge::predict`] with each ordered pair predicted by `pair` (which returns what
+    /// [`Knowledge::predict_pair`] does: a memo may stand in for it).
+    pub(crate) fn predict_by(
+        group: &[&JobView],
+        mut pair: impl FnMut(&JobView, &JobView) -> (f64, f64, f64),
+    ) -> (Slowdowns, f64) {
         if group.len() < 2 {
             return (smallvec::smallvec![0.0; group.len()], 0.0);
         }
@@ -290,7 +299,7 @@ impl Knowledge {
                 let (mut mean, mut var, mut initial) = (0.0, 0.0, 0.0);
                 for (j, partner) in group.iter().enumerate() {
                     if i != j {
-                        let (m, v, v0) = self.predict_pair(job, partner);
+                        let (m, v, v0) = pair(job, partner);
                         mean += m;
                         var += v;
                         initial += v0;

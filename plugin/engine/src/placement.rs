@@ -22,6 +22,10 @@
 //! choice is instead drawn uniformly among the GPUs the job fits, from an RNG seeded by the
 //! recommender's seed and the queue, so the same seed and queue give the same answer.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use smallvec::SmallVec;
@@ -193,6 +197,9 @@ pub(crate) struct Planner<'a> {
     /// (work over speed), plus what queued jobs waiting for it will take. `None` where
     /// unknown.
     free_in: Vec<Option<f64>>,
+    /// Pair predictions made so far, when the planner judges many GPUs holding the same few
+    /// workloads (the cluster view); `None` otherwise.
+    memo: Option<PairMemo>,
 }
 
 impl<'a> Planner<'a> {
@@ -208,23 +215,26 @@ impl<'a> Planner<'a> {
                 models.push(&gpu.spec);
             }
         }
-        Self::over(policy, knowledge, seed, gpus.iter().collect(), models)
+        let gpus = gpus.iter().map(|gpu| (gpu, None)).collect();
+        Self::over(policy, knowledge, seed, gpus, models, None)
     }
 
     /// A planner over `gpus` that resolves jobs on `models` (the first spec of each GPU model
     /// in the cluster, which may hold more GPUs than `gpus`): a job's slowness on a model is
     /// relative to its best model among these, so the same job gets the same answer on a GPU
-    /// whichever other GPUs are judged with it.
+    /// whichever other GPUs are judged with it. A GPU may come with its residents already
+    /// resolved on `models` (in its residents' order), as the cluster view keeps them.
     pub(crate) fn over(
         policy: &'a Policy,
         knowledge: &'a Knowledge,
         seed: u64,
-        gpus: Vec<&'a Gpu>,
+        gpus: Vec<(&'a Gpu, Option<&[JobView]>)>,
         models: Vec<&'a GpuSpec>,
+        memo: Option<PairMemo>,
     ) -> Self {
         let gpus: Vec<GpuState<'a>> = gpus
             .into_iter()
-            .map(|gpu| {
+            .map(|(gpu, resolved)| {
                 let model = models
                     .iter()
                     .position(|m| m.model == gpu.spec.model)
@@ -239,13 +249,23 @@ impl<'a> Planner<'a> {
                     time_saved: 0.0,
                     cap: policy.max_jobs_on(&gpu.spec.model) as usize,
                 };
-                for resident in &gpu.residents {
-                    state.add(
-                        &resident.id,
-                        knowledge.view_on(resident, &gpu.spec, &models),
-                    );
+                match resolved {
+                    Some(views) => {
+                        for (resident, view) in gpu.residents.iter().zip(views) {
+                            state.add(&resident.id, *view);
+                        }
+                    }
+                    None => {
+                        for resident in &gpu.residents {
+                            state.add(
+                                &resident.id,
+                                knowledge.view_on(resident, &gpu.spec, &models),
+                            );
+                        }
+                    }
                 }
-                state.time_saved = predict(knowledge, &state.members, None).time_saved;
+                state.time_saved =
+                    predict(knowledge, memo.as_ref(), &state.members, None).time_saved;
                 state
             })
             .collect();
@@ -265,6 +285,7 @@ impl<'a> Planner<'a> {
             gpus,
             models,
             free_in,
+            memo,
         }
     }
 
@@ -443,7 +464,8 @@ impl<'a> Planner<'a> {
                 idle_left -= 1;
             }
             state.add(&job.id, resolved.views[state.model]);
-            state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
+            state.time_saved =
+                predict(self.knowledge, self.memo.as_ref(), &state.members, None).time_saved;
             placed_on[best].push(&job.id);
             if was_idle {
                 alone.push((best, &job.id, resolved));
@@ -624,7 +646,8 @@ impl<'a> Planner<'a> {
                 placed[member] = true;
             }
             let state = &mut self.gpus[g];
-            state.time_saved = predict(self.knowledge, &state.members, None).time_saved;
+            state.time_saved =
+                predict(self.knowledge, self.memo.as_ref(), &state.members, None).time_saved;
         }
         order
             .into_iter()
@@ -765,7 +788,12 @@ impl<'a> Planner<'a> {
         view: &JobView,
         slowness: f64,
     ) -> Candidate {
-        let after = predict(self.knowledge, &state.members, Some(view));
+        let after = predict(
+            self.knowledge,
+            self.memo.as_ref(),
+            &state.members,
+            Some(view),
+        );
         let worst = after.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
         // A job of unknown memory fills the GPU as far as packing can tell.
         let left = view
@@ -851,7 +879,7 @@ impl<'a> Planner<'a> {
     }
 
     fn placement(&self, state: &GpuState<'_>, placed: &[&str]) -> Placement {
-        let group = predict(self.knowledge, &state.members, None);
+        let group = predict(self.knowledge, self.memo.as_ref(), &state.members, None);
         let slowdown_pct = state.members[state.residents..]
             .iter()
             .zip(&group.slowdowns[state.residents..])
@@ -964,6 +992,67 @@ impl Refusal {
     }
 }
 
+/// Pair predictions already made by one planner, by the two jobs as the predictor sees them:
+/// on a cluster view most GPUs hold instances of a few workloads, so judging one job against
+/// every state repeats the same few pairs.
+#[derive(Default)]
+pub(crate) struct PairMemo(
+    RefCell<HashMap<[u64; 10], (f64, f64, f64), BuildHasherDefault<KeyHasher>>>,
+);
+
+/// A multiply-rotate hasher for keys that are already well-spread bit patterns (SipHash,
+/// the default, costs as much as the prediction it would save).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl PairMemo {
+    fn pair(&self, knowledge: &Knowledge, a: &JobView, b: &JobView) -> (f64, f64, f64) {
+        let key = {
+            let (ka, kb) = (pair_key(a), pair_key(b));
+            let mut key = [0; 10];
+            key[..5].copy_from_slice(&ka);
+            key[5..].copy_from_slice(&kb);
+            key
+        };
+        if let Some(&hit) = self.0.borrow().get(&key) {
+            return hit;
+        }
+        let value = knowledge.predict_pair(a, b);
+        self.0.borrow_mut().insert(key, value);
+        value
+    }
+}
+
+/// What a pair prediction depends on: features, cluster and workload (not memory).
+fn pair_key(view: &JobView) -> [u64; 5] {
+    let [util, access, share] = view.features.map_or([u64::MAX; 3], |f| f.map(f64::to_bits));
+    [
+        util,
+        access,
+        share,
+        view.cluster.map_or(u64::MAX, u64::from),
+        view.workload.map_or(u64::MAX, |w| w as u64),
+    ]
+}
+
 struct GroupForecast {
     slowdowns: Slowdowns,
     uncertainty: f64,
@@ -972,12 +1061,16 @@ struct GroupForecast {
 
 fn predict(
     knowledge: &Knowledge,
+    memo: Option<&PairMemo>,
     members: &[Member<'_>],
     joining: Option<&JobView>,
 ) -> GroupForecast {
     let mut views: SmallVec<[&JobView; 4]> = members.iter().map(|m| &m.view).collect();
     views.extend(joining);
-    let (slowdowns, uncertainty) = knowledge.predict(&views);
+    let (slowdowns, uncertainty) = match memo {
+        Some(memo) => Knowledge::predict_by(&views, |a, b| memo.pair(knowledge, a, b)),
+        None => knowledge.predict(&views),
+    };
     GroupForecast {
         time_saved: interference::time_saved(&slowdowns),
         slowdowns,

@@ -22,7 +22,7 @@ use tandem_api::{
 
 use crate::Result;
 use crate::knowledge::{JobView, Knowledge, workload_of};
-use crate::placement::Planner;
+use crate::placement::{PairMemo, Planner};
 
 /// A handle without a GPU.
 const NO_STATE: u32 = u32::MAX;
@@ -52,6 +52,8 @@ struct State {
     key: Vec<u64>,
     /// One GPU of the state, judged for all of them.
     gpu: Gpu,
+    /// Its residents as the predictor sees them on its model, in its residents' order.
+    residents: Vec<JobView>,
     /// GPUs in the state; 0 for a free slot.
     gpus: u32,
 }
@@ -167,9 +169,20 @@ impl View {
         let models = derived.model_specs();
         let gpus = states
             .iter()
-            .map(|&s| &derived.states[s as usize].gpu)
+            .map(|&s| {
+                let state = &derived.states[s as usize];
+                (&state.gpu, Some(state.residents.as_slice()))
+            })
             .collect();
-        let reasons = Planner::over(policy, knowledge, seed, gpus, models).refusals(job);
+        let reasons = Planner::over(
+            policy,
+            knowledge,
+            seed,
+            gpus,
+            models,
+            Some(PairMemo::default()),
+        )
+        .refusals(job);
         let by_state: HashMap<u32, Option<String>> = states.into_iter().zip(reasons).collect();
         Ok(handles
             .iter()
@@ -322,7 +335,7 @@ impl Derived {
 
     /// Files `handle` under the state of `gpu`, creating it if new.
     fn enter(&mut self, handle: u32, gpu: &Gpu, knowledge: &Knowledge) {
-        let key = self.key(gpu, knowledge);
+        let (key, residents) = self.key(gpu, knowledge);
         let state = match self.index.get(&key) {
             Some(&state) => {
                 self.states[state as usize].gpus += 1;
@@ -332,6 +345,7 @@ impl Derived {
                 let fresh = State {
                     key: key.clone(),
                     gpu: gpu.clone(),
+                    residents,
                     gpus: 1,
                 };
                 let state = match self.free.pop() {
@@ -363,24 +377,25 @@ impl Derived {
     }
 
     /// What a job's answer on `gpu` depends on: the model, the memory and each resident as the
-    /// predictor sees it there, residents in a canonical order.
-    fn key(&self, gpu: &Gpu, knowledge: &Knowledge) -> Vec<u64> {
+    /// predictor sees it there, residents in a canonical order; and the residents' views.
+    fn key(&self, gpu: &Gpu, knowledge: &Knowledge) -> (Vec<u64>, Vec<JobView>) {
         let models = self.model_specs();
         let model = models
             .iter()
             .position(|m| m.model == gpu.spec.model)
             .unwrap_or_default();
-        let mut members: Vec<[u64; 6]> = gpu
+        let views: Vec<JobView> = gpu
             .residents
             .iter()
-            .map(|r| view_key(&knowledge.view_on(r, &gpu.spec, &models)))
+            .map(|r| knowledge.view_on(r, &gpu.spec, &models))
             .collect();
+        let mut members: Vec<[u64; 6]> = views.iter().map(view_key).collect();
         members.sort_unstable();
         let mut key = Vec::with_capacity(2 + 6 * members.len());
         key.push(model as u64);
         key.push(u64::from(gpu.spec.memory_mib));
         key.extend(members.into_iter().flatten());
-        key
+        (key, views)
     }
 
     /// Makes the answers of the job's class cover every state (judging the states it has not
@@ -409,8 +424,24 @@ impl Derived {
             .collect();
         if !missing.is_empty() {
             let models: Vec<&GpuSpec> = self.models.iter().map(|(spec, _)| spec).collect();
-            let gpus = missing.iter().map(|&s| &self.states[s].gpu).collect();
-            let scores = Planner::over(policy, knowledge, seed, gpus, models).scores(job);
+            let gpus = missing
+                .iter()
+                .map(|&s| {
+                    (
+                        &self.states[s].gpu,
+                        Some(self.states[s].residents.as_slice()),
+                    )
+                })
+                .collect();
+            let scores = Planner::over(
+                policy,
+                knowledge,
+                seed,
+                gpus,
+                models,
+                Some(PairMemo::default()),
+            )
+            .scores(job);
             for (s, score) in missing.into_iter().zip(scores) {
                 cells[s] = score;
             }
