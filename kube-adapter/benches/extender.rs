@@ -9,7 +9,8 @@
 //! (a new UID, as kube-scheduler sends: the adapter computes the pod's scores in `filter` and
 //! reuses them in `prioritize`, never across pods), at a fixed offered rate for a fixed time;
 //! the benchmark prints achieved throughput and p50/p99 latency per verb, then the same with no
-//! rate limit (the saturation throughput).
+//! rate limit (the saturation throughput); all along, a prober asks `/healthz` every 20 ms and
+//! its p99 is printed too (a liveness probe must not starve behind decisions).
 //!
 //! Run: `cargo bench -p tandem-kube-adapter --bench extender` (or `cargo xtask bench`).
 //! Target (DESIGN.md §5): p99 under 10 ms at 1,000 requests/s.
@@ -39,6 +40,9 @@ const MODELS: [(&str, u32); 3] = [
     ("Tesla-K80", 11_441),
 ];
 const RESOURCE: &str = "nvidia.com/gpu";
+/// The saturation throughput docs/BENCHMARKS.md records for commit `cb786d6`, before the
+/// cluster view and the engine thread, on the same harness (requests/s).
+const SATURATION_BEFORE: f64 = 70.0;
 
 fn node(i: usize) -> Node {
     let (product, memory) = MODELS[i % MODELS.len()];
@@ -158,13 +162,13 @@ fn main() -> anyhow::Result<()> {
         }
         println!("extender load, loopback, {NODES} nodes x {GPUS_PER_NODE} GPUs per request ({} KiB body)", body.len() / 1024);
         println!(
-            "{:>16} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>13}",
-            "offered req/s", "seconds", "achieved", "filter p50", "filter p99", "prio p50", "prio p99", "failed pairs"
+            "{:>16} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>13} {:>12}",
+            "offered req/s", "seconds", "achieved", "filter p50", "filter p99", "prio p50", "prio p99", "failed pairs", "healthz p99"
         );
         for rate in [50.0, 100.0, 200.0, 1_000.0, f64::INFINITY] {
             let report = load(&client, &base, &body, rate, Duration::from_secs(4)).await?;
             println!(
-                "{:>16} {:>10.1} {:>12.0} {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>13}",
+                "{:>16} {:>10.1} {:>12.0} {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>13} {:>10.2}ms",
                 if rate.is_finite() { format!("{rate:.0}") } else { "unlimited".into() },
                 report.seconds,
                 report.achieved,
@@ -173,7 +177,15 @@ fn main() -> anyhow::Result<()> {
                 report.prioritize.0,
                 report.prioritize.1,
                 report.failed,
+                report.healthz_p99,
             );
+            if !rate.is_finite() {
+                println!(
+                    "saturation: {:.0} req/s, {:.0}x the ~70 req/s recorded at cb786d6 (WIT 0.3.0, engine behind a mutex)",
+                    report.achieved,
+                    report.achieved / SATURATION_BEFORE
+                );
+            }
             // Let a backlog drain before the next rate.
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
@@ -222,6 +234,8 @@ struct Report {
     failed: usize,
     filter: (f64, f64),
     prioritize: (f64, f64),
+    /// p99 of `/healthz` asked every 20 ms during the run, ms.
+    healthz_p99: f64,
 }
 
 /// Offers `rate` requests/s (pairs at half that) for `length`, open loop: each pair starts at
@@ -234,6 +248,28 @@ async fn load(
     length: Duration,
 ) -> anyhow::Result<Report> {
     let started = Instant::now();
+    let probe = {
+        let (client, url) = (client.clone(), format!("{base}/healthz"));
+        tokio::spawn(async move {
+            let mut times = Vec::new();
+            while started.elapsed() < length {
+                let asked = Instant::now();
+                let ok = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                // A failed probe counts as the whole run: it would have failed the liveness check.
+                times.push(if ok {
+                    asked.elapsed().as_secs_f64() * 1e3
+                } else {
+                    f64::INFINITY
+                });
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            times
+        })
+    };
     let mut tasks = Vec::new();
     if rate.is_finite() {
         let interval = Duration::from_secs_f64(2.0 / rate);
@@ -274,7 +310,9 @@ async fn load(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let mut healthz = probe.await?;
     Ok(Report {
+        healthz_p99: percentiles(&mut healthz).1,
         seconds,
         achieved: (filter.len() + prioritize.len()) as f64 / seconds,
         failed,

@@ -113,7 +113,7 @@ pub fn node_gpus(node: &Node, resource: &str) -> Result<(u32, GpuSpec), String> 
 pub struct GpuPod {
     /// The pod's UID.
     pub uid: String,
-    /// Keyed job id (see [`crate::identity`]).
+    /// Keyed job id (see [`tandem_adapter_core::identity`]).
     pub job: String,
     /// GPUs requested.
     pub gpus: u32,

@@ -1,5 +1,7 @@
-//! The host against real components: the engine itself and a deliberately misbehaving guest.
+//! The host against real components: the engine itself and a deliberately misbehaving guest;
+//! and an adapter on the core keeping its scheduler answered whatever the engine does.
 
+mod adapter;
 mod engine;
 mod loading;
 mod sandbox;

@@ -139,6 +139,7 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
         native.score(&job, &gpus).expect("score");
     });
     report("score 1 job x 5000 busy GPUs (records)", &c, &n);
+    let records = c;
     let c = measure(budget, 50, || {
         component.score_all(&job).expect("score-all");
     });
@@ -146,6 +147,7 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
         native.score_all(&job).expect("score-all");
     });
     report("score-all 5000 busy GPUs, warm class", &c, &n);
+    let warm = c;
     // A job class never seen: every state is judged. Classes differ by profile.
     let fresh = |i: &mut u32| {
         *i += 1;
@@ -163,6 +165,13 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
         native.score_all(&fresh(&mut ni)).expect("score-all");
     });
     report("score-all 5000 busy GPUs, cold class", &c, &n);
+    let speedup = |view: &Stats| records.median.as_secs_f64() / view.median.as_secs_f64();
+    println!(
+        "view vs records (WIT 0.4.0 vs 0.3.0, component medians): warm class {:.0}x, cold class {:.1}x faster; budget 1 ms p99: cold p99 {:.3?}",
+        speedup(&warm),
+        speedup(&c),
+        c.p99
+    );
     // A scheduler's loop: a job binds to a GPU (one state changes), the next pod of the same
     // class is scored; then it leaves again.
     let resident = Job::new("w0~bench");

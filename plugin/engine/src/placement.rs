@@ -996,9 +996,10 @@ impl Refusal {
 /// on a cluster view most GPUs hold instances of a few workloads, so judging one job against
 /// every state repeats the same few pairs.
 #[derive(Default)]
-pub(crate) struct PairMemo(
-    RefCell<HashMap<[u64; 10], (f64, f64, f64), BuildHasherDefault<KeyHasher>>>,
-);
+pub(crate) struct PairMemo(RefCell<PairTable>);
+
+/// Predictions by the pair's key (see [`pair_key`]): `(mean, variance, no-evidence variance)`.
+type PairTable = HashMap<[u64; 10], (f64, f64, f64), BuildHasherDefault<KeyHasher>>;
 
 /// A multiply-rotate hasher for keys that are already well-spread bit patterns (SipHash,
 /// the default, costs as much as the prediction it would save).
