@@ -558,7 +558,12 @@ mod tests {
         );
         release.send(()).unwrap();
         first.await.unwrap().unwrap();
-        // The abandoned task was dropped unrun; the engine answers again.
+        // The abandoned task is dropped unrun (and counted) as soon as its turn comes; then the
+        // engine answers again.
+        let waited = std::time::Instant::now();
+        while metrics.engine_abandoned.get() == 0 && waited.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let answer = engine
             .call("test", Duration::from_secs(5), |state| {
                 state.handles().of("x")

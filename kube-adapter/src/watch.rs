@@ -90,6 +90,8 @@ pub fn spawn(
                 }
                 Ok(watcher::Event::InitApply(pod)) => {
                     pod_app.touch();
+                    // Pods bound while the adapter was down are accounted for when it starts.
+                    pod_app.check_recorded(&pod);
                     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                     if matches!(phase, Some("Succeeded" | "Failed")) {
                         pod_app.pod_finished(&pod).await;

@@ -42,7 +42,8 @@ enum Task {
     Test,
     /// Run the CLI's recommendation on examples/queue.json.
     Demo,
-    /// Run the benchmarks: engine calls (component vs native), then the extender under load.
+    /// Run the benchmarks: engine calls (component vs native), the simulator, the extender
+    /// under load, and kube-scheduler's throughput with and without the extender.
     Bench,
 }
 

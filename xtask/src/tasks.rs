@@ -192,7 +192,9 @@ pub fn demo(workspace: &Workspace) -> Result<()> {
 }
 
 /// `cargo xtask bench`: runs the benchmarks of `tandem-tests` (engine calls, the simulator's
-/// 15,000-job replay), then the extender load benchmark of `tandem-kube-adapter`.
+/// 15,000-job replay), then the extender load benchmark of `tandem-kube-adapter`, then its
+/// throughput benchmark against a real kube-scheduler (the Kubernetes binaries are built first,
+/// if missing, as for the tests).
 pub fn bench(workspace: &Workspace) -> Result<()> {
     run_shown(workspace.cargo(["bench", "--package", "tandem-tests"]))?;
     run_shown(workspace.cargo([
@@ -201,7 +203,17 @@ pub fn bench(workspace: &Workspace) -> Result<()> {
         "tandem-kube-adapter",
         "--bench",
         "extender",
-    ]))
+    ]))?;
+    let binaries = ensure_kube_binaries()?;
+    let mut scheduler = workspace.cargo([
+        "bench",
+        "--package",
+        "tandem-kube-adapter",
+        "--bench",
+        "scheduler",
+    ]);
+    scheduler.env(KUBE_BIN_DIR_VAR, binaries.dir());
+    run_shown(scheduler)
 }
 
 fn run_shown(mut cargo: Command) -> Result<()> {

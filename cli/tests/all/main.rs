@@ -147,7 +147,8 @@ fn version_names_the_wit_contract() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(
-        text.contains("tandem 0.1.0") && text.contains("WIT tandem:engine@0.3.0"),
+        text.contains("tandem 0.1.0")
+            && text.contains(&format!("WIT tandem:engine@{}", tandem_api::WIT_VERSION)),
         "{text}"
     );
 }

@@ -99,10 +99,15 @@ impl Cluster {
     /// (use it for `clientConnection.kubeconfig`, and set `leaderElection.leaderElect: false`).
     /// Errors name the component that failed and quote the tail of its log.
     pub async fn start(scheduler_config: &str) -> Result<Self> {
-        // The first call may build the binaries (minutes): not on the runtime's threads.
-        let binaries = tokio::task::spawn_blocking(KubeBinaries::from_env)
-            .await
-            .context("the task building the Kubernetes binaries panicked")??;
+        let mut cluster = Self::start_control_plane().await?;
+        cluster.start_scheduler(scheduler_config).await?;
+        Ok(cluster)
+    }
+
+    /// Starts etcd and kube-apiserver only: objects can be created before a scheduler runs
+    /// ([`Cluster::start_scheduler`]), as a throughput benchmark needs.
+    pub async fn start_control_plane() -> Result<Self> {
+        let binaries = binaries().await?;
         let dir = tempfile::Builder::new()
             .prefix("tandem-e2e-")
             .tempdir()
@@ -115,7 +120,6 @@ impl Cluster {
         };
         let etcd_url = cluster.start_etcd(&binaries).await?;
         cluster.start_apiserver(&binaries, &etcd_url).await?;
-        cluster.start_scheduler(&binaries, scheduler_config).await?;
         Ok(cluster)
     }
 
@@ -224,7 +228,10 @@ impl Cluster {
         Ok(())
     }
 
-    async fn start_scheduler(&mut self, binaries: &KubeBinaries, config: &str) -> Result<()> {
+    /// Starts kube-scheduler with `scheduler_config` (see [`Cluster::start`]) and waits until
+    /// it is ready (its informers synced).
+    pub async fn start_scheduler(&mut self, config: &str) -> Result<()> {
+        let binaries = binaries().await?;
         let config_path = self.dir().join("kube-scheduler.yaml");
         let kubeconfig = self.kubeconfig.display().to_string();
         fs::write(
@@ -375,6 +382,14 @@ impl Cluster {
         install_crypto_provider();
         Client::try_from(config).context("could not build a Kubernetes client")
     }
+}
+
+/// The Kubernetes binaries; the first call may build them (minutes), so not on the runtime's
+/// threads.
+async fn binaries() -> Result<KubeBinaries> {
+    tokio::task::spawn_blocking(KubeBinaries::from_env)
+        .await
+        .context("the task building the Kubernetes binaries panicked")?
 }
 
 impl Drop for Cluster {

@@ -421,13 +421,18 @@ impl<'a> Planner<'a> {
         let mut alone: Vec<(usize, &'a str, Resolved)> = Vec::new();
         for (i, resolved) in order {
             let job = &queue[i];
-            let mut candidates = self.candidates(&resolved);
-            if balanced
-                && jobs_left <= idle_left
-                && candidates.iter().any(|c| self.gpus[c.gpu].is_idle())
-            {
-                candidates.retain(|c| self.gpus[c.gpu].is_idle());
-            }
+            // Without contention `balanced` keeps only idle GPUs when the job fits one: judge
+            // those first, and the busy ones (a pair prediction each) only if none fits.
+            let mut candidates = if balanced && jobs_left <= idle_left {
+                let idle = self.candidates_among(&resolved, |state| state.is_idle());
+                if idle.is_empty() {
+                    self.candidates(&resolved)
+                } else {
+                    idle
+                }
+            } else {
+                self.candidates(&resolved)
+            };
             jobs_left -= 1;
             let too_slow = self.drop_harmful(&mut candidates);
             let Some(best) = self.choose(&candidates, &mut rng) else {
@@ -753,9 +758,19 @@ impl<'a> Planner<'a> {
     }
 
     fn candidates(&self, resolved: &Resolved) -> Vec<Candidate> {
+        self.candidates_among(resolved, |_| true)
+    }
+
+    /// The candidates among the GPUs `keep` selects, in GPU order.
+    fn candidates_among(
+        &self,
+        resolved: &Resolved,
+        keep: impl Fn(&GpuState<'_>) -> bool,
+    ) -> Vec<Candidate> {
         self.gpus
             .iter()
             .enumerate()
+            .filter(|(_, state)| keep(state))
             .filter(|(_, state)| self.refusal(state, &resolved.views[state.model]).is_none())
             .map(|(gpu, state)| {
                 let view = &resolved.views[state.model];

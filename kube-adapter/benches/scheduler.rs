@@ -1,0 +1,315 @@
+//! Throughput of a real kube-scheduler with and without the Tandem extender, in one run.
+//!
+//! The shape of the burst a new user meets: kube-apiserver and etcd (the e2e suite's build),
+//! 500 Node objects of 4 V100s each (GPU feature discovery's labels, no kubelet), 1,500
+//! one-GPU pods created first, then kube-scheduler started; the clock runs from the scheduler's
+//! start until every pod is bound. Each configuration gets a fresh control plane:
+//!
+//! 1. the default kube-scheduler, no extender;
+//! 2. kube-scheduler with the Tandem extender (`tandem-kube-adapter` on loopback, the extender
+//!    configuration of `deploy/kube/20-scheduler-config.yaml`: filter, prioritize, bind,
+//!    `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS 500 / burst 1,000);
+//! 3. the same with the adapter stopped: fail-open must bind every pod through the
+//!    scheduler's fallback; the adapter is then started and must account for each of them
+//!    (`tandem_binds_without_tandem_total`).
+//!
+//! It prints pods/s of each, their ratio, how many pods ended up without Tandem's
+//! `tandem.dev/gpu` annotation (bound by the scheduler's fallback), and how many annotations
+//! name a GPU of another node than the pod's. Sizes: `TANDEM_BENCH_NODES`, `TANDEM_BENCH_PODS`.
+//!
+//! Run: `cargo bench -p tandem-kube-adapter --bench scheduler` (or `cargo xtask bench`); the
+//! Kubernetes binaries come from `TANDEM_KUBE_BIN_DIR` or are built on first use.
+
+#[expect(
+    dead_code,
+    reason = "the e2e suite's cluster harness, of which the benchmark uses a part"
+)]
+#[path = "../tests/e2e/cluster.rs"]
+mod cluster;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+
+use cluster::{ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, spawn_logged};
+
+const NAMESPACE: &str = "bench";
+const SYSTEM: &str = "tandem-system";
+const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+/// Longest a run may take before the benchmark gives up on it.
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+/// The scheduler's own client limits in both runs, as `deploy/kube/20-scheduler-config.yaml`.
+const CLIENT: &str = "\
+clientConnection:
+  kubeconfig: {{KUBECONFIG}}
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+";
+
+fn scheduler_config(extender_port: Option<u16>) -> String {
+    let mut config = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{CLIENT}"
+    );
+    if let Some(port) = extender_port {
+        config.push_str(&format!(
+            "\
+extenders:
+- urlPrefix: http://127.0.0.1:{port}/
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  bindVerb: bind
+  weight: 10
+  httpTimeout: 2s
+  nodeCacheCapable: true
+  ignorable: true
+  managedResources:
+  - name: nvidia.com/gpu
+    ignoredByScheduler: true
+"
+        ));
+    }
+    config
+}
+
+fn env_size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Which scheduler a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// kube-scheduler alone.
+    Default,
+    /// kube-scheduler with the Tandem extender.
+    Tandem,
+    /// kube-scheduler configured with the extender, which is not running.
+    AdapterDown,
+}
+
+/// What one run measured.
+struct Run {
+    seconds: f64,
+    pods: usize,
+    unannotated: usize,
+    misplaced: usize,
+    /// Pods the adapter, started after the run, counted as bound without its record.
+    accounted: u64,
+}
+
+impl Run {
+    fn pods_per_s(&self) -> f64 {
+        self.pods as f64 / self.seconds
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    cluster::install_crypto_provider();
+    let nodes = env_size("TANDEM_BENCH_NODES", 500);
+    let pods = env_size("TANDEM_BENCH_PODS", 1_500);
+    println!(
+        "kube-scheduler throughput: {nodes} nodes x 4 GPUs, {pods} one-GPU pods created before the scheduler starts"
+    );
+    let default = run(nodes, pods, Mode::Default)
+        .await
+        .context("default scheduler")?;
+    report("default kube-scheduler", &default);
+    let tandem = run(nodes, pods, Mode::Tandem)
+        .await
+        .context("Tandem extender")?;
+    report("kube-scheduler + Tandem extender", &tandem);
+    let down = run(nodes, pods, Mode::AdapterDown)
+        .await
+        .context("Tandem extender, adapter down")?;
+    report("  ... with the adapter down", &down);
+    println!(
+        "adapter down: {} of {} pods bound by the scheduler's fallback (fail-open); the adapter started afterwards counted {} bound without its record",
+        down.unannotated, down.pods, down.accounted
+    );
+    println!(
+        "Tandem extender / default: {:.0}% of the default scheduler's pods/s (goal: at least 50%); \
+         pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
+        100.0 * tandem.pods_per_s() / default.pods_per_s(),
+        tandem.unannotated,
+        tandem.misplaced
+    );
+    Ok(())
+}
+
+fn report(what: &str, run: &Run) {
+    println!(
+        "{what:<34} {:>6} pods bound in {:>7.2} s = {:>7.1} pods/s",
+        run.pods,
+        run.seconds,
+        run.pods_per_s()
+    );
+}
+
+async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
+    let mut cluster = Cluster::start_control_plane().await?;
+    let client = cluster.client().await?;
+    futures::stream::iter(0..nodes)
+        .map(|n| {
+            let client = client.clone();
+            async move {
+                create_gpu_node(
+                    &client,
+                    &format!("gpu-node-{n:04}"),
+                    4,
+                    "Tesla-V100-SXM2-16GB",
+                    16_384,
+                )
+                .await
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    let api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    futures::stream::iter(0..pods)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": { "name": format!("job-{i:05}"),
+                                  "labels": { "tandem.dev/job": format!("job-{}", i % 50) } },
+                    "spec": { "containers": [{
+                        "name": "main", "image": "registry.invalid/none",
+                        "resources": { "limits": { "nvidia.com/gpu": "1" } },
+                    }]},
+                }))?;
+                api.create(&PostParams::default(), &pod).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let _adapter = if tandem {
+        let port = free_port()?;
+        let adapter = start_adapter(&cluster, port)?;
+        wait_ready(port).await?;
+        cluster
+            .start_scheduler(&scheduler_config(Some(port)))
+            .await?;
+        Some(adapter)
+    } else {
+        cluster.start_scheduler(&scheduler_config(None)).await?;
+        None
+    };
+    // The scheduler was ready (informers synced) when `start_scheduler` returned; count from
+    // there, as kube-scheduler's own throughput figures do.
+    let started = Instant::now();
+    let bound = loop {
+        let list = api.list(&ListParams::default()).await?;
+        let bound: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .collect();
+        if bound.len() >= pods {
+            break bound;
+        }
+        ensure!(
+            started.elapsed() < RUN_LIMIT,
+            "only {} of {pods} pods bound after {RUN_LIMIT:?}",
+            bound.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let (mut unannotated, mut misplaced) = (0, 0);
+    for pod in &bound {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        match pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("tandem.dev/gpu"))
+        {
+            None => unannotated += 1,
+            Some(gpu) => {
+                let on = gpu.split_once('/').map(|(node, _)| node);
+                if on != node {
+                    misplaced += 1;
+                }
+            }
+        }
+    }
+    let mut accounted = 0;
+    if mode == Mode::AdapterDown {
+        adapter = Some(start_adapter(&cluster, port)?);
+        wait_ready(port).await?;
+        let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+            .await?
+            .text()
+            .await?;
+        accounted = text
+            .lines()
+            .find_map(|l| l.strip_prefix("tandem_binds_without_tandem_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+    }
+    drop(adapter);
+    drop(cluster);
+    Ok(Run {
+        seconds,
+        pods: bound.len(),
+        unannotated: if mode == Mode::Default {
+            0
+        } else {
+            unannotated
+        },
+        misplaced,
+        accounted,
+    })
+}
+
+fn start_adapter(cluster: &Cluster, port: u16) -> Result<ChildProcess> {
+    let dir = cluster.dir();
+    let secret = dir.join("id-secret");
+    std::fs::write(&secret, SECRET_HEX)?;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
+    command
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--namespace", SYSTEM, "--identity", "bench-adapter"])
+        .arg("--id-secret-file")
+        .arg(&secret)
+        .env("RUST_LOG", "warn");
+    spawn_logged(command, &dir.join("adapter.log"))
+}
+
+async fn wait_ready(port: u16) -> Result<()> {
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = http
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the adapter was not ready after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
