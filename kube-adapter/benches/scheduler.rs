@@ -198,17 +198,26 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
         .buffer_unordered(32)
         .try_collect::<Vec<_>>()
         .await?;
-    let _adapter = if tandem {
-        let port = free_port()?;
-        let adapter = start_adapter(&cluster, port)?;
-        wait_ready(port).await?;
-        cluster
-            .start_scheduler(&scheduler_config(Some(port)))
-            .await?;
-        Some(adapter)
-    } else {
-        cluster.start_scheduler(&scheduler_config(None)).await?;
-        None
+    let port = free_port()?;
+    let mut adapter = match mode {
+        Mode::Default => {
+            cluster.start_scheduler(&scheduler_config(None)).await?;
+            None
+        }
+        Mode::Tandem => {
+            let adapter = start_adapter(&cluster, port)?;
+            wait_ready(port).await?;
+            cluster
+                .start_scheduler(&scheduler_config(Some(port)))
+                .await?;
+            Some(adapter)
+        }
+        Mode::AdapterDown => {
+            cluster
+                .start_scheduler(&scheduler_config(Some(port)))
+                .await?;
+            None
+        }
     };
     // The scheduler was ready (informers synced) when `start_scheduler` returned; count from
     // there, as kube-scheduler's own throughput figures do.
