@@ -560,7 +560,7 @@ mod tests {
         first.await.unwrap().unwrap();
         // The abandoned task is dropped unrun (and counted) as soon as its turn comes; then the
         // engine answers again.
-        let waited = std::time::Instant::now();
+        let waited = Instant::now();
         while metrics.engine_abandoned.get() == 0 && waited.elapsed() < Duration::from_secs(5) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
