@@ -86,6 +86,10 @@ pub struct App {
     scores: Mutex<Option<ScoreCache>>,
     /// Pods already counted as bound without Tandem's record.
     unrecorded: Mutex<HashSet<String>>,
+    /// Where each pod holding GPUs runs, as the view knows it (node and GPUs), by UID: a pod
+    /// event that does not change it (a pod created pending, the echo of Tandem's own bind)
+    /// leaves the view as it is.
+    residency: Mutex<HashMap<String, (String, Vec<String>)>>,
 }
 
 impl std::fmt::Debug for App {
@@ -117,6 +121,7 @@ impl App {
             ready: AtomicBool::new(false),
             scores: Mutex::new(None),
             unrecorded: Mutex::new(HashSet::new()),
+            residency: Mutex::new(HashMap::new()),
         };
         if matches!(app.source, Source::Fixed(_)) {
             app.set_ready();
@@ -145,6 +150,27 @@ impl App {
     /// Marks the view stale (a watcher saw a change).
     pub fn touch(&self) {
         self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Follows a pod event: the view is stale only if the pod started or stopped holding GPUs,
+    /// or moved (`gone`: the pod was deleted).
+    pub fn pod_changed(&self, pod: &Pod, gone: bool) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let now = self
+            .gpu_pod(pod)
+            .filter(|gp| gp.active && !gone)
+            .and_then(|gp| Some((gp.node?, gp.assigned)));
+        let mut residency = self
+            .residency
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let changed = match &now {
+            Some(place) => residency.insert(uid, place.clone()).as_ref() != Some(place),
+            None => residency.remove(&uid).is_some(),
+        };
+        if changed {
+            self.touch();
+        }
     }
 
     /// Marks the front-end ready (watchers synced).
@@ -270,8 +296,14 @@ impl App {
         });
     }
 
-    /// Records `bind`'s choice so view rebuilds keep it until the watcher shows the annotation.
+    /// Records `bind`'s choice so view rebuilds keep it until the watcher shows the annotation,
+    /// and so the watcher's echo of the bind does not make the view stale (the engine was told
+    /// at once).
     pub fn assume(&self, uid: &str, node: &str, gpus: Vec<String>) {
+        self.residency
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(uid.to_owned(), (node.to_owned(), gpus.clone()));
         self.assumed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -287,6 +319,10 @@ impl App {
 
     /// Forgets an assumption (its bind failed).
     pub fn forget(&self, uid: &str) {
+        self.residency
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
         self.assumed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

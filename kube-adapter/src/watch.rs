@@ -1,8 +1,9 @@
 //! Watchers: nodes and pods from the API server into the adapter's view.
 //!
-//! Two kube-rs reflectors keep every Node and Pod in memory. Any change marks the view stale
-//! (it is rebuilt on the next request, not on every event, and only what changed is sent to
-//! the engine), a pod seen finished is handed to [`App::pod_finished`] to learn from, and a GPU
+//! Two kube-rs reflectors keep every Node and Pod in memory. A node event, or a pod event that
+//! changes where a pod holds GPUs, marks the view stale (it is rebuilt on the next request,
+//! not on every event, and only what changed is sent to the engine; the echo of Tandem's own
+//! bind changes nothing, since the engine was told at once), a pod seen finished is handed to [`App::pod_finished`] to learn from, and a GPU
 //! pod bound without Tandem's GPU record is counted ([`App::check_recorded`]). Watch errors are
 //! retried with kube-rs' default backoff; the adapter reports ready once both initial lists are
 //! in.
@@ -81,7 +82,7 @@ pub fn spawn(
         while let Some(event) = pod_events.next().await {
             match event {
                 Ok(watcher::Event::Apply(pod)) => {
-                    pod_app.touch();
+                    pod_app.pod_changed(&pod, false);
                     pod_app.check_recorded(&pod);
                     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                     if matches!(phase, Some("Succeeded" | "Failed")) {
@@ -89,6 +90,7 @@ pub fn spawn(
                     }
                 }
                 Ok(watcher::Event::InitApply(pod)) => {
+                    pod_app.pod_changed(&pod, false);
                     pod_app.touch();
                     // Pods bound while the adapter was down are accounted for when it starts.
                     pod_app.check_recorded(&pod);
@@ -97,6 +99,7 @@ pub fn spawn(
                         pod_app.pod_finished(&pod).await;
                     }
                 }
+                Ok(watcher::Event::Delete(pod)) => pod_app.pod_changed(&pod, true),
                 Ok(_) => pod_app.touch(),
                 Err(error) => tracing::warn!(%error, "pod watch failed; retrying"),
             }
