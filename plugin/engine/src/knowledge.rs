@@ -53,6 +53,22 @@ pub(crate) struct JobView {
     pub(crate) memory_mib: Option<u32>,
 }
 
+impl JobView {
+    /// What the predictor's answer for this job depends on, as bits (features, cluster,
+    /// workload; not memory): two views with the same key are predicted alike, which the
+    /// cluster view's states and pair memos rely on.
+    pub(crate) fn prediction_key(&self) -> [u64; 5] {
+        let [util, access, share] = self.features.map_or([u64::MAX; 3], |f| f.map(f64::to_bits));
+        [
+            util,
+            access,
+            share,
+            self.cluster.map_or(u64::MAX, u64::from),
+            self.workload.map_or(u64::MAX, |w| w as u64),
+        ]
+    }
+}
+
 /// Profiles, clusters and learned interference.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Knowledge {

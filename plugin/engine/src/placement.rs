@@ -1013,7 +1013,7 @@ impl Refusal {
 #[derive(Default)]
 pub(crate) struct PairMemo(RefCell<PairTable>);
 
-/// Predictions by the pair's key (see [`pair_key`]): `(mean, variance, no-evidence variance)`.
+/// Predictions by the pair's key (see `JobView::prediction_key`): `(mean, variance, no-evidence variance)`.
 type PairTable = HashMap<[u64; 10], (f64, f64, f64), BuildHasherDefault<KeyHasher>>;
 
 /// A multiply-rotate hasher for keys that are already well-spread bit patterns (SipHash,
@@ -1042,7 +1042,7 @@ impl Hasher for KeyHasher {
 impl PairMemo {
     fn pair(&self, knowledge: &Knowledge, a: &JobView, b: &JobView) -> (f64, f64, f64) {
         let key = {
-            let (ka, kb) = (pair_key(a), pair_key(b));
+            let (ka, kb) = (a.prediction_key(), b.prediction_key());
             let mut key = [0; 10];
             key[..5].copy_from_slice(&ka);
             key[5..].copy_from_slice(&kb);
@@ -1055,18 +1055,6 @@ impl PairMemo {
         self.0.borrow_mut().insert(key, value);
         value
     }
-}
-
-/// What a pair prediction depends on: features, cluster and workload (not memory).
-fn pair_key(view: &JobView) -> [u64; 5] {
-    let [util, access, share] = view.features.map_or([u64::MAX; 3], |f| f.map(f64::to_bits));
-    [
-        util,
-        access,
-        share,
-        view.cluster.map_or(u64::MAX, u64::from),
-        view.workload.map_or(u64::MAX, |w| w as u64),
-    ]
 }
 
 struct GroupForecast {

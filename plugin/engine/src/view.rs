@@ -166,23 +166,9 @@ impl View {
             .collect();
         states.sort_unstable();
         states.dedup();
-        let models = derived.model_specs();
-        let gpus = states
-            .iter()
-            .map(|&s| {
-                let state = &derived.states[s as usize];
-                (&state.gpu, Some(state.residents.as_slice()))
-            })
-            .collect();
-        let reasons = Planner::over(
-            policy,
-            knowledge,
-            seed,
-            gpus,
-            models,
-            Some(PairMemo::default()),
-        )
-        .refusals(job);
+        let reasons = derived
+            .planner(states.iter().map(|&s| s as usize), policy, knowledge, seed)
+            .refusals(job);
         let by_state: HashMap<u32, Option<String>> = states.into_iter().zip(reasons).collect();
         Ok(handles
             .iter()
@@ -265,6 +251,25 @@ impl Derived {
 
     fn model_specs(&self) -> Vec<&GpuSpec> {
         self.models.iter().map(|(spec, _)| spec).collect()
+    }
+
+    /// A planner over one GPU of each of `states`, their residents already resolved, pair
+    /// predictions memoized (the states share a few workloads).
+    fn planner<'a>(
+        &'a self,
+        states: impl Iterator<Item = usize>,
+        policy: &'a Policy,
+        knowledge: &'a Knowledge,
+        seed: u64,
+    ) -> Planner<'a> {
+        let gpus = states
+            .map(|s| {
+                let state = &self.states[s];
+                (&state.gpu, Some(state.residents.as_slice()))
+            })
+            .collect();
+        let memo = Some(PairMemo::default());
+        Planner::over(policy, knowledge, seed, gpus, self.model_specs(), memo)
     }
 
     /// Follows the changes of `touched` handles; `false` when the set of GPU models changed
@@ -417,48 +422,35 @@ impl Derived {
             self.classes.push_back(class.clone());
         }
         let states = self.states.len();
+        let known = self.answers.get(&class).map_or(&[][..], Vec::as_slice);
+        let missing: Vec<usize> = (0..states)
+            .filter(|&s| known.get(s).is_none_or(|&c| c == UNKNOWN) && self.states[s].gpus > 0)
+            .collect();
+        let scores = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.planner(missing.iter().copied(), policy, knowledge, seed)
+                .scores(job)
+        };
         let cells = self.answers.entry(class.clone()).or_default();
         cells.resize(states, UNKNOWN);
-        let missing: Vec<usize> = (0..states)
-            .filter(|&s| cells[s] == UNKNOWN && self.states[s].gpus > 0)
-            .collect();
-        if !missing.is_empty() {
-            let models: Vec<&GpuSpec> = self.models.iter().map(|(spec, _)| spec).collect();
-            let gpus = missing
-                .iter()
-                .map(|&s| {
-                    (
-                        &self.states[s].gpu,
-                        Some(self.states[s].residents.as_slice()),
-                    )
-                })
-                .collect();
-            let scores = Planner::over(
-                policy,
-                knowledge,
-                seed,
-                gpus,
-                models,
-                Some(PairMemo::default()),
-            )
-            .scores(job);
-            for (s, score) in missing.into_iter().zip(scores) {
-                cells[s] = score;
-            }
+        for (s, score) in missing.into_iter().zip(scores) {
+            cells[s] = score;
         }
         class
     }
 }
 
-/// A resident as the state key records it: features, cluster, workload and reserved memory.
+/// A resident as the state key records it: what its predictions depend on, and its reserved
+/// memory.
 fn view_key(view: &JobView) -> [u64; 6] {
-    let [util, access, share] = view.features.map_or([u64::MAX; 3], |f| f.map(f64::to_bits));
+    let [util, access, share, cluster, workload] = view.prediction_key();
     [
         util,
         access,
         share,
-        view.cluster.map_or(u64::MAX, u64::from),
-        view.workload.map_or(u64::MAX, |w| w as u64),
+        cluster,
+        workload,
         view.memory_mib.map_or(u64::MAX, u64::from),
     ]
 }
