@@ -214,14 +214,22 @@ impl Core {
             .engine
             .call("observe", self.limits.observation_wait, move |state| {
                 let answer = apply(state);
-                let snapshot = store.then(|| {
-                    (
-                        state.recommender().snapshot().to_vec(),
-                        AdapterState {
-                            ledger: state.ledger.clone(),
-                        },
-                    )
-                });
+                // A snapshot that cannot be taken (the save trapped) is not written; the
+                // observations stay in the engine's journal and reach the store with the next.
+                let snapshot = store
+                    .then(|| match state.recommender().snapshot() {
+                        Ok(engine) => Some((
+                            engine.to_vec(),
+                            AdapterState {
+                                ledger: state.ledger.clone(),
+                            },
+                        )),
+                        Err(error) => {
+                            tracing::warn!(%error, "could not snapshot the engine for the store");
+                            None
+                        }
+                    })
+                    .flatten();
                 (answer, snapshot)
             })
             .await?;

@@ -86,7 +86,7 @@ pub fn init(
         runtime.bootstrap(policy, seed)?
     };
     let summary = recommender.describe()?;
-    write(kb, recommender.snapshot(), &BTreeSet::new())?;
+    write(kb, recommender.snapshot()?, &BTreeSet::new())?;
     Ok(summary)
 }
 
@@ -135,8 +135,8 @@ fn read(runtime: &Runtime, kb: &Path) -> anyhow::Result<(Recommender, BTreeSet<S
 
 impl OpenKb {
     /// Writes the knowledge base back, atomically.
-    pub fn save(&self) -> anyhow::Result<()> {
-        write(&self.path, self.recommender.snapshot(), &self.profiled)
+    pub fn save(&mut self) -> anyhow::Result<()> {
+        write(&self.path, self.recommender.snapshot()?, &self.profiled)
     }
 }
 

@@ -26,7 +26,7 @@ mod recommender;
 mod runtime;
 
 pub use error::{Error, Result};
-pub use recommender::Recommender;
+pub use recommender::{JOURNAL_LIMIT, Recommender};
 pub use runtime::{HostConfig, Runtime, SUPPORTED_WIT_VERSIONS};
 
 /// Host bindings generated from the WIT the host supports.

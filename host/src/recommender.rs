@@ -18,10 +18,13 @@ use crate::{Error, Result};
 
 /// A recommender living in its own sandboxed instance (the WIT `recommender` resource).
 ///
-/// Every call runs under the runtime's deadline and memory cap. After each call that changes
-/// the knowledge base the host keeps a snapshot of the engine's state; when a call traps, the
-/// instance is thrown away and rebuilt from that snapshot before the error is returned, so no
-/// acknowledged observation is ever lost and the next call is served normally.
+/// Every call runs under the runtime's deadline and memory cap. The host keeps a snapshot of
+/// the engine's state and a journal of the changes acknowledged since (observations, policy);
+/// when a call traps, the instance is thrown away and rebuilt from the snapshot and the journal
+/// before the error is returned, so no acknowledged observation is ever lost and the next call
+/// is served normally. The journal is folded into a fresh snapshot every [`JOURNAL_LIMIT`]
+/// changes and whenever [`snapshot`](Self::snapshot) is asked for: saving the whole knowledge
+/// base after every observation cost more than the observations themselves.
 ///
 /// The cluster view (WIT 0.4.0) is not in the snapshot: the host keeps a mirror of it, applied
 /// with the same rules as the engine's ([`GpuTable`]) after each acknowledged
@@ -31,8 +34,10 @@ pub struct Recommender {
     store: Store<StoreState>,
     plugin: Plugin,
     handle: ResourceAny,
-    /// The engine's state after the last acknowledged change.
+    /// The engine's state as of the last save.
     snapshot: Vec<u8>,
+    /// Changes acknowledged since `snapshot`, in order.
+    journal: Vec<Change>,
     /// The cluster view after the last acknowledged `update-cluster`.
     view: GpuTable,
     /// Set when a rebuild failed: the next call tries again before anything else.
@@ -44,6 +49,7 @@ impl std::fmt::Debug for Recommender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recommender")
             .field("snapshot_bytes", &self.snapshot.len())
+            .field("journal", &self.journal.len())
             .field("rebuilds", &self.rebuilds)
             .finish_non_exhaustive()
     }
@@ -51,6 +57,70 @@ impl std::fmt::Debug for Recommender {
 
 /// What an engine call returns before classification: a trap, or the engine's own answer.
 type Raw<T> = wasmtime::Result<Result<T, wit::Error>>;
+
+/// Changes to the engine's state the journal holds before they are folded into a snapshot. A
+/// rebuild replays at most this many; a long run saves once per this many observations.
+pub const JOURNAL_LIMIT: usize = 64;
+
+/// One acknowledged change to the engine's state, in the contract's types, to replay.
+#[derive(Clone)]
+enum Change {
+    Policy(wit::Policy),
+    Profile(String, wit::Profile),
+    Outcome(wit::Outcome),
+    Memory {
+        job: String,
+        declared: wit::ModelSummary,
+        gpu: wit::GpuSpec,
+        peak_mem_mib: u32,
+    },
+    Speed {
+        job: String,
+        gpu_model: String,
+        work_per_s: f64,
+    },
+}
+
+impl Change {
+    /// The WIT call that makes this change.
+    fn call(&self) -> &'static str {
+        match self {
+            Self::Policy(_) => "set-policy",
+            Self::Profile(..) => "observe-profile",
+            Self::Outcome(_) => "observe-outcome",
+            Self::Memory { .. } => "observe-memory",
+            Self::Speed { .. } => "observe-speed",
+        }
+    }
+
+    /// Makes the change on `handle`; a profile's assignment is not needed again.
+    fn apply(
+        &self,
+        store: &mut Store<StoreState>,
+        plugin: &Plugin,
+        handle: ResourceAny,
+    ) -> Raw<()> {
+        let engine = plugin.tandem_engine_engine().recommender();
+        match self {
+            Self::Policy(policy) => engine.call_set_policy(store, handle, policy),
+            Self::Profile(job, profile) => engine
+                .call_observe_profile(store, handle, job, profile)
+                .map(|answer| answer.map(drop)),
+            Self::Outcome(outcome) => engine.call_observe_outcome(store, handle, outcome),
+            Self::Memory {
+                job,
+                declared,
+                gpu,
+                peak_mem_mib,
+            } => engine.call_observe_memory(store, handle, job, *declared, gpu, *peak_mem_mib),
+            Self::Speed {
+                job,
+                gpu_model,
+                work_per_s,
+            } => engine.call_observe_speed(store, handle, job, gpu_model, *work_per_s),
+        }
+    }
+}
 
 impl Recommender {
     pub(crate) fn create(shared: Arc<Shared>, policy: &Policy, seed: u64) -> Result<Self> {
@@ -100,6 +170,7 @@ impl Recommender {
             plugin,
             handle,
             snapshot: Vec::new(),
+            journal: Vec::new(),
             view: GpuTable::default(),
             broken: false,
             rebuilds: 0,
@@ -116,14 +187,7 @@ impl Recommender {
 
     /// Replaces the policy; the knowledge base stays.
     pub fn set_policy(&mut self, policy: &Policy) -> Result<()> {
-        let policy = wit::Policy::from(policy.clone());
-        self.call("set-policy", |store, plugin, handle| {
-            plugin
-                .tandem_engine_engine()
-                .recommender()
-                .call_set_policy(store, handle, &policy)
-        })?;
-        self.refresh_snapshot()
+        self.change(Change::Policy(wit::Policy::from(policy.clone())))
     }
 
     /// Records the profile of `job` and files it in the knowledge base.
@@ -135,20 +199,13 @@ impl Recommender {
                 .recommender()
                 .call_observe_profile(store, handle, job, &profile)
         })?;
-        self.refresh_snapshot()?;
+        self.acknowledge(Change::Profile(job.to_owned(), profile))?;
         Ok(assignment.into())
     }
 
     /// Learns interference from a finished co-location. On error nothing is learned.
     pub fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
-        let outcome = wit::Outcome::from(outcome.clone());
-        self.call("observe-outcome", |store, plugin, handle| {
-            plugin
-                .tandem_engine_engine()
-                .recommender()
-                .call_observe_outcome(store, handle, &outcome)
-        })?;
-        self.refresh_snapshot()
+        self.change(Change::Outcome(wit::Outcome::from(outcome.clone())))
     }
 
     /// Learns a measured peak of a declared job on a GPU of kind `gpu`; the engine's memory
@@ -160,27 +217,22 @@ impl Recommender {
         gpu: &GpuSpec,
         peak_mem_mib: u32,
     ) -> Result<()> {
-        let declared = wit::ModelSummary::from(declared.clone());
-        let gpu = wit::GpuSpec::from(gpu.clone());
-        self.call("observe-memory", |store, plugin, handle| {
-            plugin
-                .tandem_engine_engine()
-                .recommender()
-                .call_observe_memory(store, handle, job, declared, &gpu, peak_mem_mib)
-        })?;
-        self.refresh_snapshot()
+        self.change(Change::Memory {
+            job: job.to_owned(),
+            declared: wit::ModelSummary::from(declared.clone()),
+            gpu: wit::GpuSpec::from(gpu.clone()),
+            peak_mem_mib,
+        })
     }
 
     /// Learns that `job`'s workload does `work_per_s` units of work per second alone on a GPU
     /// of model `gpu_model`.
     pub fn observe_speed(&mut self, job: &str, gpu_model: &str, work_per_s: f64) -> Result<()> {
-        self.call("observe-speed", |store, plugin, handle| {
-            plugin
-                .tandem_engine_engine()
-                .recommender()
-                .call_observe_speed(store, handle, job, gpu_model, work_per_s)
-        })?;
-        self.refresh_snapshot()
+        self.change(Change::Speed {
+            job: job.to_owned(),
+            gpu_model: gpu_model.to_owned(),
+            work_per_s,
+        })
     }
 
     /// What `job` would need and do alone on each GPU model of `gpus`.
@@ -314,9 +366,13 @@ impl Recommender {
     }
 
     /// The engine's state as of the last acknowledged change, as `save` produced it; feed it
-    /// to [`Runtime::load`](crate::Runtime::load) to resume.
-    pub fn snapshot(&self) -> &[u8] {
-        &self.snapshot
+    /// to [`Runtime::load`](crate::Runtime::load) to resume. Saves first when changes were
+    /// acknowledged since the last save.
+    pub fn snapshot(&mut self) -> Result<&[u8]> {
+        if !self.journal.is_empty() {
+            self.refresh_snapshot()?;
+        }
+        Ok(&self.snapshot)
     }
 
     /// How many times the instance was rebuilt after a fault.
@@ -324,6 +380,24 @@ impl Recommender {
         self.rebuilds
     }
 
+    /// Makes `change` and journals it once the engine accepted it.
+    fn change(&mut self, change: Change) -> Result<()> {
+        self.call(change.call(), |store, plugin, handle| {
+            change.apply(store, plugin, handle)
+        })?;
+        self.acknowledge(change)
+    }
+
+    /// Journals an accepted change, folding the journal into a snapshot when it is full.
+    fn acknowledge(&mut self, change: Change) -> Result<()> {
+        self.journal.push(change);
+        if self.journal.len() >= JOURNAL_LIMIT {
+            self.refresh_snapshot()?;
+        }
+        Ok(())
+    }
+
+    /// Saves the engine's state and empties the journal it now contains.
     fn refresh_snapshot(&mut self) -> Result<()> {
         self.snapshot = self.call("save", |store, plugin, handle| {
             plugin
@@ -332,6 +406,7 @@ impl Recommender {
                 .call_save(store, handle)
                 .map(Ok)
         })?;
+        self.journal.clear();
         Ok(())
     }
 
@@ -360,34 +435,48 @@ impl Recommender {
         }
     }
 
-    /// Replaces the store and instance with fresh ones holding the last snapshot and the
-    /// cluster view.
+    /// Replaces the store and instance with fresh ones holding the last snapshot, the changes
+    /// journaled since and the cluster view.
     fn rebuild(&mut self, call: &'static str) -> Result<()> {
-        let restore = |shared: &Shared, snapshot: &[u8], view: &GpuTable| -> Result<_> {
-            let (mut store, plugin) = shared.instantiate()?;
-            let engine = plugin.tandem_engine_engine().recommender();
-            let handle = match engine.call_load(&mut store, snapshot) {
-                Ok(Ok(handle)) => handle,
-                Ok(Err(e)) => return Err(Error::Engine(e.into())),
-                Err(trap) => return Err(classify("load", trap, shared, store.data())),
-            };
-            if !view.is_empty() {
-                let replay = to_wit(&view.replay());
-                store.set_epoch_deadline(shared.deadline_ticks());
-                match engine.call_update_cluster(&mut store, handle, &replay) {
-                    Ok(Ok(_)) => {}
+        let restore =
+            |shared: &Shared, snapshot: &[u8], journal: &[Change], view: &GpuTable| -> Result<_> {
+                let (mut store, plugin) = shared.instantiate()?;
+                let engine = plugin.tandem_engine_engine().recommender();
+                let handle = match engine.call_load(&mut store, snapshot) {
+                    Ok(Ok(handle)) => handle,
                     Ok(Err(e)) => return Err(Error::Engine(e.into())),
-                    Err(trap) => {
-                        return Err(classify("update-cluster", trap, shared, store.data()));
+                    Err(trap) => return Err(classify("load", trap, shared, store.data())),
+                };
+                for change in journal {
+                    store.data_mut().reset();
+                    store.set_epoch_deadline(shared.deadline_ticks());
+                    match change.apply(&mut store, &plugin, handle) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return Err(Error::Engine(e.into())),
+                        Err(trap) => {
+                            return Err(classify(change.call(), trap, shared, store.data()));
+                        }
                     }
                 }
-            }
-            Ok((store, plugin, handle))
-        };
+                if !view.is_empty() {
+                    let replay = to_wit(&view.replay());
+                    store.set_epoch_deadline(shared.deadline_ticks());
+                    match engine.call_update_cluster(&mut store, handle, &replay) {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Err(Error::Engine(e.into())),
+                        Err(trap) => {
+                            return Err(classify("update-cluster", trap, shared, store.data()));
+                        }
+                    }
+                }
+                Ok((store, plugin, handle))
+            };
         let (store, plugin, handle) =
-            restore(&self.shared, &self.snapshot, &self.view).map_err(|source| Error::Restore {
-                call,
-                source: Box::new(source),
+            restore(&self.shared, &self.snapshot, &self.journal, &self.view).map_err(|source| {
+                Error::Restore {
+                    call,
+                    source: Box::new(source),
+                }
             })?;
         self.store = store;
         self.plugin = plugin;

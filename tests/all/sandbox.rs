@@ -118,7 +118,7 @@ fn state_saved_instance_trapped_state_restored() {
     let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
     recommender.observe_profile("a", &profile(100)).unwrap();
     recommender.observe_profile("b", &profile(100)).unwrap();
-    let saved = recommender.snapshot().to_vec();
+    let saved = recommender.snapshot().unwrap().to_vec();
 
     for trigger in ["panic", "loop", "alloc"] {
         assert!(
@@ -128,9 +128,34 @@ fn state_saved_instance_trapped_state_restored() {
                 .is_guest_fault()
         );
         assert_eq!(known_ids(&mut recommender), ["a", "b"], "after {trigger}");
-        assert_eq!(recommender.snapshot(), saved);
+        assert_eq!(recommender.snapshot().unwrap(), saved);
     }
     assert_eq!(recommender.rebuilds(), 3);
+}
+
+#[test]
+fn observations_not_yet_saved_survive_a_trap_and_reach_the_next_snapshot() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    // More than one journal's worth, so one fold happened and a partial journal remains.
+    let ids: Vec<String> = (0..tandem_host::JOURNAL_LIMIT + 3)
+        .map(|i| format!("job-{i:03}"))
+        .collect();
+    for id in &ids {
+        recommender.observe_profile(id, &profile(100)).unwrap();
+    }
+    assert!(
+        recommender
+            .recommend(&[Job::new("panic")], &[])
+            .unwrap_err()
+            .is_guest_fault()
+    );
+    assert_eq!(recommender.rebuilds(), 1);
+    assert_eq!(known_ids(&mut recommender), ids, "after the rebuild");
+
+    let saved = recommender.snapshot().unwrap().to_vec();
+    let mut resumed = runtime.load(&saved).unwrap();
+    assert_eq!(known_ids(&mut resumed), ids, "loaded from the snapshot");
 }
 
 #[test]
