@@ -13,7 +13,8 @@
 //!
 //! with `s_i` how sensitive `i` is, `a_j` how aggressive `j` is and a rank-[`RANK`] interaction
 //! `u_i · v_j` for what those two miss. It is fit by alternating ridge regressions over the mean
-//! of each measured ordered pair, again after every outcome. Once a workload has been measured
+//! of each measured ordered pair, again at the first prediction after new outcomes (a host that
+//! reports a burst of outcomes pays for one fit, not one per outcome). Once a workload has been measured
 //! next to anyone, its pairs with workloads it never met are predicted too; pairs measured
 //! directly blend their own mean in by precision.
 //!
@@ -26,6 +27,7 @@
 //! could run out of memory.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use tandem_api::Outcome;
@@ -87,7 +89,7 @@ struct Fit {
 }
 
 /// Outcomes per keyed job id and the model fit to them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(from = "Saved", into = "Saved")]
 pub(crate) struct Workloads {
     ids: Vec<String>,
@@ -96,13 +98,25 @@ pub(crate) struct Workloads {
     cells: BTreeMap<(usize, usize), RunningStats>,
     /// GPU models each unordered pair (smaller index first) was observed sharing.
     shared: BTreeMap<(usize, usize), BTreeSet<String>>,
-    fit: Fit,
+    /// The fit to `cells`, computed when first needed after they change: a pure function of
+    /// them (fixed start, fixed sweeps), so computing it late changes no prediction.
+    fit: OnceLock<Fit>,
+}
+
+/// Two knowledge bases are equal when they hold the same measurements; the fit follows.
+impl PartialEq for Workloads {
+    fn eq(&self, other: &Self) -> bool {
+        self.ids == other.ids
+            && self.index == other.index
+            && self.cells == other.cells
+            && self.shared == other.shared
+    }
 }
 
 impl From<Saved> for Workloads {
     fn from(saved: Saved) -> Self {
         let n = saved.ids.len();
-        let mut workloads = Self {
+        Self {
             index: saved
                 .ids
                 .iter()
@@ -124,10 +138,8 @@ impl From<Saved> for Workloads {
                 .filter(|s| s.a < s.b && s.b < n)
                 .map(|s| ((s.a, s.b), s.gpu_models))
                 .collect(),
-            fit: Fit::default(),
-        };
-        workloads.refit();
-        workloads
+            fit: OnceLock::new(),
+        }
     }
 }
 
@@ -193,7 +205,7 @@ impl Workloads {
                 }
             }
         }
-        self.refit();
+        self.fit = OnceLock::new();
     }
 
     /// Whether workloads `a` and `b` were observed sharing a GPU of `gpu_model`.
@@ -227,7 +239,7 @@ impl Workloads {
         if self.cells.is_empty() {
             return (PRIOR_LOG_SLOWDOWN.exp_m1(), initial, initial);
         }
-        let fit = &self.fit;
+        let fit = self.fit();
         let mut mean = fit.mean;
         let (mut seen_as_job, mut seen_as_partner) = (0, 0);
         if let Some(i) = of {
@@ -257,12 +269,17 @@ impl Workloads {
     /// clustering's assignment uncertainty does for profiled jobs.
     pub(crate) fn uncertainty(&self, workload: Option<usize>) -> f64 {
         workload
-            .and_then(|i| self.fit.as_job.get(i))
+            .and_then(|i| self.fit().as_job.get(i))
             .map_or(1.0, |&n| 1.0 / (1.0 + f64::from(n)).sqrt())
     }
 
-    /// Refits the model to every measured pair.
-    fn refit(&mut self) {
+    /// The model fit to every measured pair, fit now if the pairs changed since the last one.
+    fn fit(&self) -> &Fit {
+        self.fit.get_or_init(|| self.refit())
+    }
+
+    /// Fits the model to every measured pair.
+    fn refit(&self) -> Fit {
         let n = self.ids.len();
         let mut fit = Fit {
             sensitivity: vec![0.0; n],
@@ -277,8 +294,7 @@ impl Workloads {
         };
         if self.cells.is_empty() {
             fit.residual_var = PRIOR_LOG_STD * PRIOR_LOG_STD;
-            self.fit = fit;
-            return;
+            return fit;
         }
         let cells: Vec<(usize, usize, f64)> = self
             .cells
@@ -337,7 +353,7 @@ impl Workloads {
             })
             .sum();
         fit.residual_var = (squared / cells.len() as f64).max(MIN_LOG_STD * MIN_LOG_STD);
-        self.fit = fit;
+        fit
     }
 }
 
