@@ -55,6 +55,7 @@ use tandem_api::{
 };
 
 use crate::knowledge::Knowledge;
+use crate::validate::Field;
 use crate::view::View;
 
 /// Result of an engine call: errors are values the caller can act on, never panics.
@@ -143,8 +144,8 @@ impl Recommender {
 
     /// Records the profile of `job` (replacing an earlier one) and files it in the knowledge base.
     pub fn observe_profile(&mut self, job: &str, profile: Profile) -> Result<Assignment> {
-        validate::job_id(job, "job")?;
-        validate::profile(&profile, "profile")?;
+        validate::job_id(job, &Field::param("job"))?;
+        validate::profile(&profile, &Field::param("profile"))?;
         self.view.invalidate();
         Ok(self.knowledge.observe_profile(job, profile, self.seed))
     }
@@ -165,9 +166,9 @@ impl Recommender {
         gpu: &GpuSpec,
         peak_mem_mib: u32,
     ) -> Result<()> {
-        validate::job_id(job, "job")?;
-        validate::model_summary(declared, "declared")?;
-        validate::gpu_spec(gpu, "gpu")?;
+        validate::job_id(job, &Field::param("job"))?;
+        validate::model_summary(declared, &Field::param("declared"))?;
+        validate::gpu_spec(gpu, &Field::param("gpu"))?;
         let traits = memory::GpuTraits::of(gpu).ok_or_else(|| {
             EngineError::InvalidInput(format!(
                 "gpu: the characteristics of `{}` are unknown; give cuda-cores, \
@@ -191,9 +192,9 @@ impl Recommender {
     /// Learns that `job`'s workload does `work_per_s` units of work per second alone on a GPU
     /// of model `gpu_model`.
     pub fn observe_speed(&mut self, job: &str, gpu_model: &str, work_per_s: f64) -> Result<()> {
-        validate::job_id(job, "job")?;
-        validate::job_id(gpu_model, "gpu-model")?;
-        validate::speed(work_per_s, "work-per-s")?;
+        validate::job_id(job, &Field::param("job"))?;
+        validate::job_id(gpu_model, &Field::param("gpu-model"))?;
+        validate::speed(work_per_s, &Field::param("work-per-s"))?;
         self.view.invalidate();
         self.knowledge.speeds.observe(job, gpu_model, work_per_s);
         Ok(())
@@ -201,9 +202,9 @@ impl Recommender {
 
     /// What `job` would need and do alone on each GPU model of `gpus`.
     pub fn estimate(&self, job: &Job, gpus: &[GpuSpec]) -> Result<Vec<Estimate>> {
-        validate::job(job, "job")?;
+        validate::job(job, &Field::param("job"))?;
         for (i, spec) in gpus.iter().enumerate() {
-            validate::gpu_spec(spec, &format!("gpus[{i}]"))?;
+            validate::gpu_spec(spec, &Field::item("gpus", i))?;
         }
         Ok(self.knowledge.estimate(job, gpus))
     }
@@ -246,7 +247,7 @@ impl Recommender {
     /// Takes `&mut self` because answers are kept per job class and GPU state;
     /// the knowledge base does not change.
     pub fn score_all(&mut self, job: &Job) -> Result<Vec<u8>> {
-        validate::job(job, "job")?;
+        validate::job(job, &Field::param("job"))?;
         Ok(self
             .view
             .score_all(job, &self.policy, &self.knowledge, self.seed))
@@ -255,14 +256,14 @@ impl Recommender {
     /// Why `job` may not be placed on each of `gpus` (handles of the view): one entry per
     /// handle, empty where it fits.
     pub fn explain(&mut self, job: &Job, gpus: &[u32]) -> Result<Vec<String>> {
-        validate::job(job, "job")?;
+        validate::job(job, &Field::param("job"))?;
         self.view
             .explain(job, gpus, &self.policy, &self.knowledge, self.seed)
     }
 
     /// The GPU of `node` that `job` should run on, or why none fits.
     pub fn choose_gpu(&mut self, job: &Job, node: &str) -> Result<Choice> {
-        validate::job(job, "job")?;
+        validate::job(job, &Field::param("job"))?;
         self.view
             .choose(job, node, &self.policy, &self.knowledge, self.seed)
     }

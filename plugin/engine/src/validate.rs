@@ -2,6 +2,7 @@
 //! in the WIT's terms, so a host can point its user at the bad input.
 
 use std::collections::HashSet;
+use std::fmt;
 
 use tandem_api::{
     ClusterChange, EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile,
@@ -11,6 +12,57 @@ use crate::Result;
 
 fn invalid(message: String) -> EngineError {
     EngineError::InvalidInput(message)
+}
+
+/// Where a value sits in a call, in the WIT's terms (`queue[3].profile.gpu-util-pct`). Built
+/// as a chain of borrowed parts and spelled out only for an error: a request of hundreds of
+/// records is checked on every decision, and formatting each path up front cost more than
+/// the checks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Field<'a> {
+    /// A parameter of the call, optionally indexed: `job`, `queue[3]`.
+    Param(&'static str, Option<usize>),
+    /// A member of another field, optionally indexed: `….profile`, `….residents[0]`.
+    Member(&'a Field<'a>, &'static str, Option<usize>),
+}
+
+impl<'a> Field<'a> {
+    /// A parameter of the call.
+    pub(crate) const fn param(name: &'static str) -> Self {
+        Self::Param(name, None)
+    }
+
+    /// An item of a list parameter.
+    pub(crate) const fn item(name: &'static str, index: usize) -> Self {
+        Self::Param(name, Some(index))
+    }
+
+    /// A member of this field.
+    fn member(&'a self, name: &'static str) -> Field<'a> {
+        Field::Member(self, name, None)
+    }
+
+    /// An item of a list member of this field.
+    fn member_item(&'a self, name: &'static str, index: usize) -> Field<'a> {
+        Field::Member(self, name, Some(index))
+    }
+}
+
+impl fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, index) = match self {
+            Self::Param(name, index) => (name, index),
+            Self::Member(parent, name, index) => {
+                write!(f, "{parent}.")?;
+                (name, index)
+            }
+        };
+        f.write_str(name)?;
+        match index {
+            Some(i) => write!(f, "[{i}]"),
+            None => Ok(()),
+        }
+    }
 }
 
 pub(crate) fn policy(policy: &Policy) -> Result<()> {
@@ -48,14 +100,14 @@ pub(crate) fn policy(policy: &Policy) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn job_id(id: &str, field: &str) -> Result<()> {
+pub(crate) fn job_id(id: &str, field: &Field<'_>) -> Result<()> {
     if id.is_empty() {
         return Err(invalid(format!("{field} is empty")));
     }
     Ok(())
 }
 
-fn percentage(value: f32, field: &str) -> Result<()> {
+fn percentage(value: f32, field: &Field<'_>) -> Result<()> {
     // `contains` is false for NaN, so this also rejects NaN.
     if !(0.0..=100.0).contains(&value) {
         return Err(invalid(format!(
@@ -65,17 +117,17 @@ fn percentage(value: f32, field: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn profile(profile: &Profile, field: &str) -> Result<()> {
-    percentage(profile.gpu_util_pct, &format!("{field}.gpu-util-pct"))?;
-    percentage(profile.mem_access_pct, &format!("{field}.mem-access-pct"))?;
+pub(crate) fn profile(profile: &Profile, field: &Field<'_>) -> Result<()> {
+    percentage(profile.gpu_util_pct, &field.member("gpu-util-pct"))?;
+    percentage(profile.mem_access_pct, &field.member("mem-access-pct"))?;
     if profile.gpu_model.is_empty() {
         return Err(invalid(format!("{field}.gpu-model is empty")));
     }
     Ok(())
 }
 
-/// A non-negative, finite figure (`what` names it for the error).
-fn non_negative(value: f64, field: &str) -> Result<()> {
+/// A non-negative, finite figure.
+fn non_negative(value: f64, field: &Field<'_>) -> Result<()> {
     if !(value.is_finite() && value >= 0.0) {
         return Err(invalid(format!(
             "{field} must be finite and not negative, got {value}"
@@ -84,14 +136,14 @@ fn non_negative(value: f64, field: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn model_summary(summary: &ModelSummary, field: &str) -> Result<()> {
+pub(crate) fn model_summary(summary: &ModelSummary, field: &Field<'_>) -> Result<()> {
     for (name, value) in [
         ("params-mib", summary.params_mib),
         ("activations-mib", summary.activations_mib),
         ("input-mib", summary.input_mib),
         ("gflops", summary.gflops),
     ] {
-        non_negative(f64::from(value), &format!("{field}.{name}"))?;
+        non_negative(f64::from(value), &field.member(name))?;
     }
     if summary.batch_size == 0 {
         return Err(invalid(format!("{field}.batch-size must be at least 1")));
@@ -104,7 +156,7 @@ pub(crate) fn model_summary(summary: &ModelSummary, field: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn gpu_spec(spec: &GpuSpec, field: &str) -> Result<()> {
+pub(crate) fn gpu_spec(spec: &GpuSpec, field: &Field<'_>) -> Result<()> {
     if spec.memory_mib == 0 {
         return Err(invalid(format!("{field}.memory-mib must be positive")));
     }
@@ -117,13 +169,13 @@ pub(crate) fn gpu_spec(spec: &GpuSpec, field: &str) -> Result<()> {
         ("power-watts", spec.power_watts),
     ] {
         if let Some(value) = value {
-            non_negative(f64::from(value), &format!("{field}.{name}"))?;
+            non_negative(f64::from(value), &field.member(name))?;
         }
     }
     Ok(())
 }
 
-pub(crate) fn speed(speed: f64, field: &str) -> Result<()> {
+pub(crate) fn speed(speed: f64, field: &Field<'_>) -> Result<()> {
     if !(speed.is_finite() && speed > 0.0) {
         return Err(invalid(format!(
             "{field} must be finite and positive, got {speed}"
@@ -132,16 +184,16 @@ pub(crate) fn speed(speed: f64, field: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn job(job: &Job, field: &str) -> Result<()> {
-    job_id(&job.id, &format!("{field}.id"))?;
+pub(crate) fn job(job: &Job, field: &Field<'_>) -> Result<()> {
+    job_id(&job.id, &field.member("id"))?;
     if let Some(p) = &job.profile {
-        profile(p, &format!("{field}.profile"))?;
+        profile(p, &field.member("profile"))?;
     }
     if let Some(summary) = &job.declared {
-        model_summary(summary, &format!("{field}.declared"))?;
+        model_summary(summary, &field.member("declared"))?;
     }
     if let Some(work) = job.work {
-        non_negative(work, &format!("{field}.work"))?;
+        non_negative(work, &field.member("work"))?;
     }
     if !job.submitted_at_s.is_finite() {
         return Err(invalid(format!(
@@ -154,26 +206,27 @@ pub(crate) fn job(job: &Job, field: &str) -> Result<()> {
 
 /// Checks a queue and the GPUs it may use: ids unique across queue and residents, GPUs sane.
 pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
-    let mut job_ids = HashSet::new();
+    let residents: usize = gpus.iter().map(|g| g.residents.len()).sum();
+    let mut job_ids = HashSet::with_capacity(queue.len() + residents);
     for (i, queued) in queue.iter().enumerate() {
-        let field = format!("queue[{i}]");
+        let field = Field::item("queue", i);
         job(queued, &field)?;
         if !job_ids.insert(queued.id.as_str()) {
             return Err(invalid(format!("{field}.id `{}` is duplicated", queued.id)));
         }
     }
-    let mut gpu_ids = HashSet::new();
+    let mut gpu_ids = HashSet::with_capacity(gpus.len());
     for (g, gpu) in gpus.iter().enumerate() {
-        let field = format!("gpus[{g}]");
+        let field = Field::item("gpus", g);
         if gpu.id.is_empty() {
             return Err(invalid(format!("{field}.id is empty")));
         }
         if !gpu_ids.insert(gpu.id.as_str()) {
             return Err(invalid(format!("{field}.id `{}` is duplicated", gpu.id)));
         }
-        gpu_spec(&gpu.spec, &format!("{field}.spec"))?;
+        gpu_spec(&gpu.spec, &field.member("spec"))?;
         for (r, resident) in gpu.residents.iter().enumerate() {
-            let field = format!("{field}.residents[{r}]");
+            let field = field.member_item("residents", r);
             job(resident, &field)?;
             if !job_ids.insert(resident.id.as_str()) {
                 return Err(invalid(format!(
@@ -192,7 +245,9 @@ pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
 pub(crate) fn change(change: &ClusterChange, i: usize) -> Result<()> {
     match change {
         ClusterChange::SetGpu(entry) => {
-            let field = format!("changes[{i}].set-gpu.gpu");
+            let change = Field::item("changes", i);
+            let set_gpu = change.member("set-gpu");
+            let field = set_gpu.member("gpu");
             let gpu = &entry.gpu;
             if gpu.id.is_empty() {
                 return Err(invalid(format!("{field}.id is empty")));
@@ -200,14 +255,18 @@ pub(crate) fn change(change: &ClusterChange, i: usize) -> Result<()> {
             if gpu.node.is_empty() {
                 return Err(invalid(format!("{field}.node is empty")));
             }
-            gpu_spec(&gpu.spec, &format!("{field}.spec"))?;
+            gpu_spec(&gpu.spec, &field.member("spec"))?;
             for (r, resident) in gpu.residents.iter().enumerate() {
-                job(resident, &format!("{field}.residents[{r}]"))?;
+                job(resident, &field.member_item("residents", r))?;
             }
         }
-        ClusterChange::Bind(binding) => job(&binding.job, &format!("changes[{i}].bind.job"))?,
+        ClusterChange::Bind(binding) => {
+            let change = Field::item("changes", i);
+            job(&binding.job, &change.member("bind").member("job"))?;
+        }
         ClusterChange::Unbind(unbinding) => {
-            job_id(&unbinding.job, &format!("changes[{i}].unbind.job"))?;
+            let change = Field::item("changes", i);
+            job_id(&unbinding.job, &change.member("unbind").member("job"))?;
         }
         ClusterChange::RemoveGpu(_) | ClusterChange::Clear => {}
     }
@@ -246,7 +305,8 @@ pub(crate) fn outcome(outcome: &Outcome) -> Result<()> {
     }
     let mut seen = HashSet::new();
     for (i, id) in outcome.jobs.iter().enumerate() {
-        job_id(id, &format!("outcome.jobs[{i}]"))?;
+        let outcome = Field::param("outcome");
+        job_id(id, &outcome.member_item("jobs", i))?;
         if !seen.insert(id) {
             return Err(invalid(format!("outcome.jobs[{i}] `{id}` is duplicated")));
         }
@@ -272,7 +332,8 @@ mod tests {
     #[test]
     fn nan_and_out_of_range_percentages_name_their_field() {
         for bad in [f32::NAN, -1.0, 100.5] {
-            let err = profile(&profile_of(bad), "queue[0].profile").unwrap_err();
+            let queued = Field::item("queue", 0);
+            let err = profile(&profile_of(bad), &queued.member("profile")).unwrap_err();
             assert!(
                 err.to_string().contains("queue[0].profile.gpu-util-pct"),
                 "{err}"
