@@ -6,7 +6,8 @@
 //! the traces hold jobs of up to 64 GPUs) under each policy, and prints per policy the wall
 //! time of the whole replay, the decisions (jobs started) per second of deciding, and the
 //! average JCT. Tandem runs through the engine component, as in `tandem simulate`. No
-//! assertion is made on time; the numbers are for people.
+//! assertion is made on time; the numbers are for people. Name policies after `--` to run only
+//! those (`cargo bench -p tandem-tests --bench simulate -- tandem-balanced`).
 
 use std::path::Path;
 
@@ -16,6 +17,12 @@ use tandem_sim::{Cluster, Settings, Truth, convert, demo, simulate};
 use tandem_tests::components;
 
 fn main() -> anyhow::Result<()> {
+    // Policy names given after `--` run only those (`-- tandem-balanced`); cargo's own flags
+    // (`--bench`) are not names.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/gavel/traces/philly_vc_seed0");
     let mut files = Vec::new();
     for entry in std::fs::read_dir(&root)? {
@@ -51,6 +58,9 @@ fn main() -> anyhow::Result<()> {
         PolicyName::JrsRanking,
         PolicyName::TandemBalanced,
     ] {
+        if !only.is_empty() && !only.iter().any(|o| o == name.as_str()) {
+            continue;
+        }
         let Ok(mut policy) = name.build(&known, &runtime, settings.seed)? else {
             continue;
         };
