@@ -338,23 +338,34 @@ impl EngineState {
             .collect())
     }
 
-    /// Why `job` fits no GPU of `node`, one line per GPU, for a person.
-    pub fn why_not(&mut self, job: &Job, node: &str) -> Result<String, EngineFailure> {
-        let handles = self.handles.of_node(node).to_vec();
-        let reasons = self
+    /// Why `job` fits no GPU of each of `nodes`, one line per GPU, for a person: one
+    /// `explain` call for all of them.
+    pub fn why_not(&mut self, job: &Job, nodes: &[&str]) -> Result<Vec<String>, EngineFailure> {
+        let handles: Vec<u32> = nodes
+            .iter()
+            .flat_map(|node| self.handles.of_node(node).iter().copied())
+            .collect();
+        let mut reasons = self
             .recommender
             .explain(job, &handles)
-            .map_err(failed("explain"))?;
+            .map_err(failed("explain"))?
+            .into_iter();
         let cluster = self.recommender.cluster();
-        Ok(handles
+        Ok(nodes
             .iter()
-            .zip(reasons)
-            .map(|(&h, why)| {
-                let id = cluster.get(h).map_or("?", |g| g.id.as_str());
-                format!("GPU {id}: {why}")
+            .map(|node| {
+                self.handles
+                    .of_node(node)
+                    .iter()
+                    .zip(reasons.by_ref())
+                    .map(|(&h, why)| {
+                        let id = cluster.get(h).map_or("?", |g| g.id.as_str());
+                        format!("GPU {id}: {why}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
             })
-            .collect::<Vec<_>>()
-            .join("; "))
+            .collect())
     }
 
     /// Chooses where `job` runs on `node` and records it there at once, so the next decision

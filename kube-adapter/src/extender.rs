@@ -155,7 +155,8 @@ pub struct Filtered {
 }
 
 /// Judges where `pod` may go: the OOM guard and sharing cap of the engine for one-GPU pods
-/// (from `scores`, see [`score_nodes`]; the engine is asked why only about nodes that fail);
+/// (from `scores`, see [`score_nodes`]; the engine is asked why nodes fail only when every
+/// node does);
 /// enough idle GPUs for a pod that needs several (those never share).
 pub fn filter(
     engine: &mut EngineState,
@@ -165,6 +166,7 @@ pub fn filter(
     scores: &NodeScores,
 ) -> Result<Filtered, EngineFailure> {
     let mut out = Filtered::default();
+    let mut unfit: Vec<&str> = Vec::new();
     for name in candidates {
         let gpus = match view.node(name) {
             Some(Ok(gpus)) => gpus,
@@ -203,14 +205,29 @@ pub fn filter(
         if scores.get(name).is_some_and(|&s| s > 0) {
             out.passed.push(name.clone());
         } else {
-            // Only failing nodes need the engine's words.
-            let why = engine.why_not(&job_of(pod), name)?;
+            unfit.push(name.as_str());
+        }
+    }
+    if out.passed.is_empty() && !unfit.is_empty() {
+        // The pod fits nowhere: the scheduler shows these reasons to its user, so they are
+        // worth the engine's words, asked for all nodes at once.
+        let reasons = engine.why_not(&job_of(pod), &unfit)?;
+        for (name, why) in unfit.into_iter().zip(reasons) {
             out.failed
-                .insert(name.clone(), format!("Tandem: no GPU fits: {why}"));
+                .insert(name.to_owned(), format!("Tandem: no GPU fits: {why}"));
+        }
+    } else {
+        // Reasons for nodes passed over are read by nobody once the pod is placed, and asking
+        // the engine for them was most of a filter's cost when the cluster filled up.
+        for name in unfit {
+            out.failed.insert(name.to_owned(), PASSED_OVER.to_owned());
         }
     }
     Ok(out)
 }
+
+/// A failed node's reason when other nodes passed.
+pub const PASSED_OVER: &str = "Tandem: no GPU of this node fits the pod (other nodes do; the engine's reasons are given when none does)";
 
 /// Scores the candidate nodes 0..=10: the engine's best GPU score on each node (from
 /// `scores`), relative to the best node (which gets 10), so the engine's ranking survives the
@@ -337,17 +354,18 @@ mod tests {
     fn filter_gives_the_memory_reason_and_separates_unresolvable_nodes() {
         let view = view(&[]);
         let mut engine = engine(&view);
-        let candidates = names(&["a", "cpu", "ghost"]);
+        let candidates = names(&["a", "b", "cpu", "ghost"]);
         let big = pending("big", 1);
         let scores = score_nodes(&mut engine, &big, &candidates).unwrap();
         let out = filter(&mut engine, &view, &big, &candidates, &scores).unwrap();
         assert!(out.passed.is_empty());
-        assert!(
-            out.failed["a"].contains("needs 20000 MiB"),
-            "{:?}",
-            out.failed
-        );
-        assert!(out.failed["a"].contains("GPU a/0:"), "{:?}", out.failed);
+        // Fitting nowhere, each failed node carries the engine's reasons for its own GPUs.
+        for node in ["a", "b"] {
+            let reason = &out.failed[node];
+            assert!(reason.contains("needs 20000 MiB"), "{reason}");
+            assert!(reason.contains(&format!("GPU {node}/0:")), "{reason}");
+            assert_eq!(reason.matches("/0:").count(), 1, "{reason}");
+        }
         assert!(out.unresolvable["cpu"].contains("no nvidia.com/gpu"));
         assert!(out.unresolvable["ghost"].contains("not seen this node"));
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
@@ -371,6 +389,21 @@ mod tests {
         assert!(scores[1].score < scores[0].score, "{scores:?}");
         let chosen = engine.place(&job_of(&p), "a", 1).unwrap();
         assert_eq!(chosen, Ok(vec!["a/0".to_owned()]));
+    }
+
+    #[test]
+    fn nodes_passed_over_are_not_explained_when_another_node_fits() {
+        // Node a's only GPU holds two jobs (the cap); b is idle.
+        let view = view(&[
+            pod("x", 1, Some("a"), Some("a/0")),
+            pod("y", 1, Some("a"), Some("a/0")),
+        ]);
+        let mut engine = engine(&view);
+        let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
+        let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
+        let out = filter(&mut engine, &view, &p, &candidates, &scores).unwrap();
+        assert_eq!(out.passed, ["b"], "{out:?}");
+        assert_eq!(out.failed["a"], PASSED_OVER);
     }
 
     #[test]
