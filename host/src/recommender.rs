@@ -175,13 +175,7 @@ impl Recommender {
             broken: false,
             rebuilds: 0,
         };
-        recommender.snapshot = recommender.call("save", |store, plugin, handle| {
-            plugin
-                .tandem_engine_engine()
-                .recommender()
-                .call_save(store, handle)
-                .map(Ok)
-        })?;
+        recommender.refresh_snapshot()?;
         Ok(recommender)
     }
 
