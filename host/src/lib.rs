@@ -19,15 +19,18 @@
 //! # Ok::<(), tandem_host::Error>(())
 //! ```
 
+mod config;
 mod error;
 pub mod keys;
 mod limits;
 mod recommender;
 mod runtime;
+mod sandbox;
 
+pub use config::HostConfig;
 pub use error::{Error, Result};
 pub use recommender::{JOURNAL_LIMIT, Recommender};
-pub use runtime::{HostConfig, Runtime, SUPPORTED_WIT_VERSIONS};
+pub use runtime::{Runtime, SUPPORTED_WIT_VERSIONS};
 
 /// Host bindings generated from the WIT the host supports.
 mod bindings {

@@ -1,13 +1,10 @@
 //! Per-store state the sandbox keeps: the memory cap, the panic message a guest logged, and the
 //! `log` import.
 
-use tandem_api::LogLevel;
+use tandem_api::{LogLevel, PANIC_PREFIX};
 use wasmtime::ResourceLimiter;
 
 use crate::bindings;
-
-/// Messages the engine component logs just before it aborts on a panic start with this.
-const PANIC_PREFIX: &str = "guest panicked: ";
 
 /// The error `memory_growing` raises, so the trap is precise and recognisable.
 #[derive(Debug, thiserror::Error)]

@@ -12,8 +12,8 @@ use wasmtime::component::ResourceAny;
 
 use crate::bindings::Plugin;
 use crate::bindings::tandem::engine::types as wit;
-use crate::limits::{MemoryCapReached, StoreState};
-use crate::runtime::Shared;
+use crate::limits::StoreState;
+use crate::sandbox::{Shared, classify, to_wit};
 use crate::{Error, Result};
 
 /// A recommender living in its own sandboxed instance (the WIT `recommender` resource).
@@ -478,40 +478,5 @@ impl Recommender {
         self.broken = false;
         self.rebuilds += 1;
         Ok(())
-    }
-}
-
-pub(crate) fn to_wit<A: Clone + Into<W>, W>(items: &[A]) -> Vec<W> {
-    items.iter().cloned().map(Into::into).collect()
-}
-
-/// Names what went wrong in a call that trapped.
-pub(crate) fn classify(
-    call: &'static str,
-    trap: wasmtime::Error,
-    shared: &Shared,
-    state: &StoreState,
-) -> Error {
-    if state.memory_cap_hit || trap.downcast_ref::<MemoryCapReached>().is_some() {
-        return Error::MemoryLimit {
-            call,
-            cap_bytes: shared.config.memory_cap_bytes,
-        };
-    }
-    if trap.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
-        return Error::DeadlineExceeded {
-            call,
-            deadline: shared.config.call_deadline,
-        };
-    }
-    if let Some(message) = &state.panic_message {
-        return Error::Panicked {
-            call,
-            message: message.clone(),
-        };
-    }
-    Error::Trapped {
-        call,
-        source: trap.into_boxed_dyn_error(),
     }
 }

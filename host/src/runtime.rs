@@ -3,75 +3,20 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
 
 use tandem_api::{Policy, Series, Synthesis};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, EngineWeak, Store};
+use wasmtime::{Config, Engine, EngineWeak};
 
 use crate::bindings::{Plugin, PluginPre};
+use crate::config::HostConfig;
 use crate::limits::StoreState;
-use crate::recommender::{classify, to_wit};
-use crate::{Error, Recommender, Result};
+use crate::recommender::Recommender;
+use crate::sandbox::{EPOCH_TICK, Shared, classify, to_wit};
+use crate::{Error, Result};
 
 /// The WIT versions of `tandem:engine` this host loads.
 pub const SUPPORTED_WIT_VERSIONS: &[&str] = &[tandem_api::WIT_VERSION];
-
-/// How often the epoch advances: the granularity of call deadlines.
-const EPOCH_TICK: Duration = Duration::from_millis(5);
-
-/// Limits every call into a component runs under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostConfig {
-    /// Wall-clock time one call may take before it is interrupted (at most 5 ms later).
-    pub call_deadline: Duration,
-    /// Most linear memory one instance may use, in bytes.
-    pub memory_cap_bytes: usize,
-}
-
-impl HostConfig {
-    /// Ten seconds: far above the engine's budget (100 ms for 1,000 jobs over 1,000 GPUs),
-    /// far below what a scheduler would wait for.
-    pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(10);
-    /// 1 GiB: room for a knowledge base of millions of profiles, bounded all the same.
-    pub const DEFAULT_MEMORY_CAP_BYTES: usize = 1 << 30;
-}
-
-impl Default for HostConfig {
-    fn default() -> Self {
-        Self {
-            call_deadline: Self::DEFAULT_CALL_DEADLINE,
-            memory_cap_bytes: Self::DEFAULT_MEMORY_CAP_BYTES,
-        }
-    }
-}
-
-/// What every instance of one component shares.
-pub(crate) struct Shared {
-    pub(crate) engine: Engine,
-    pub(crate) pre: PluginPre<StoreState>,
-    pub(crate) config: HostConfig,
-}
-
-impl Shared {
-    /// Epoch ticks a call may run for.
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        deadline_ticks(self.config.call_deadline)
-    }
-
-    /// A fresh store and instance, under the configured limits.
-    pub(crate) fn instantiate(&self) -> Result<(Store<StoreState>, Plugin)> {
-        let mut store = Store::new(&self.engine, StoreState::new(self.config.memory_cap_bytes));
-        store.limiter(|state| state);
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(self.deadline_ticks());
-        let plugin = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| Error::wasmtime("instantiate", e))?;
-        Ok((store, plugin))
-    }
-}
 
 /// One compiled and validated engine component, ready to create recommenders.
 #[derive(Clone)]
@@ -191,15 +136,6 @@ impl Runtime {
     }
 }
 
-/// Epoch ticks to allow for `deadline`: the whole ticks covering it, plus one. The ticker runs
-/// in its own phase, so the first tick after a call starts may come at once; the extra tick
-/// makes sure a call is never interrupted before its deadline (it is interrupted at most one
-/// tick, 5 ms, after it).
-fn deadline_ticks(deadline: Duration) -> u64 {
-    let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
-    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
-}
-
 /// Tells core modules and non-wasm files from components before compiling anything.
 fn check_header(bytes: &[u8]) -> Result<()> {
     const MAGIC: &[u8] = b"\0asm";
@@ -276,13 +212,5 @@ mod tests {
             Err(Error::CoreModule)
         ));
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
-    }
-
-    #[test]
-    fn deadlines_cover_whole_ticks_and_one_more() {
-        assert_eq!(deadline_ticks(Duration::ZERO), 1);
-        assert_eq!(deadline_ticks(Duration::from_millis(1)), 2);
-        assert_eq!(deadline_ticks(Duration::from_millis(12)), 4);
-        assert_eq!(deadline_ticks(Duration::MAX), u64::MAX);
     }
 }

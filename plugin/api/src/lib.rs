@@ -21,6 +21,10 @@ pub const WIT_PACKAGE: &str = "tandem:engine";
 /// The WIT version this crate mirrors.
 pub const WIT_VERSION: &str = "0.4.0";
 
+/// Starts the message the engine component logs (at error level) just before a panic aborts
+/// it, so the host can tell a panic from other traps and report the panic's own message.
+pub const PANIC_PREFIX: &str = "guest panicked: ";
+
 /// Severity of a log line the engine sends to its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -45,15 +45,15 @@ mod no_entropy {
     }
 }
 
-/// Marks the messages the host recognises as a guest panic.
-pub const PANIC_PREFIX: &str = "guest panicked: ";
-
 /// Forwards panics to the host's log before the abort turns them into a trap.
 fn install_panic_hook() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         std::panic::set_hook(Box::new(|info| {
-            bindings::log(wit::LogLevel::Error, &format!("{PANIC_PREFIX}{info}"));
+            bindings::log(
+                wit::LogLevel::Error,
+                &format!("{}{info}", tandem_api::PANIC_PREFIX),
+            );
         }));
     });
 }
