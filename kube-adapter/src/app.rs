@@ -399,18 +399,6 @@ impl App {
     }
 }
 
-impl tandem_adapter_core::Frontend for App {
-    const TYPE: &'static str = "kube-scheduler extender";
-
-    fn routes(self: Arc<Self>) -> axum::Router {
-        crate::http::routes(self)
-    }
-
-    fn is_ready(&self) -> bool {
-        App::is_ready(self)
-    }
-}
-
 /// A pod's run: from its containers' start to their finish (or the pod's start time).
 fn run_of(pod: &Pod, gp: &GpuPod, model: &str) -> Option<Run> {
     let status = pod.status.as_ref()?;

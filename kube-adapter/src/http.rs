@@ -25,6 +25,19 @@ use crate::extender::{
     NodeScores, job_of,
 };
 
+/// The extender is the adapter core's front-end: its routes, and ready once the view is synced.
+impl tandem_adapter_core::Frontend for App {
+    const TYPE: &'static str = "kube-scheduler extender";
+
+    fn routes(self: Arc<Self>) -> Router {
+        routes(self)
+    }
+
+    fn is_ready(&self) -> bool {
+        App::is_ready(self)
+    }
+}
+
 /// The extender's routes, for the core's router.
 pub fn routes(app: Arc<App>) -> Router {
     Router::new()
