@@ -39,6 +39,7 @@
 //! (`cargo xtask kube-bins`; `cargo xtask test` does it before running the tests).
 
 mod build_script;
+pub mod cycles;
 mod guest;
 pub mod kube;
 mod process;

@@ -35,11 +35,24 @@ enum Task {
     /// $XDG_CACHE_HOME/tandem/kube, else ~/.cache/tandem/kube (one directory per version of the
     /// module); nothing is rebuilt when they are there. Needs Go 1.25 or newer.
     KubeBins,
-    /// Run the whole gate, stopping at the first failure: fmt, clippy, docs, tests.
+    /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
+    /// the unit and integration tests (`cargo test --workspace`), then every end-to-end tier.
     ///
-    /// The Kubernetes binaries of the end-to-end tests are built (if missing) before the
-    /// tests, which find them through TANDEM_KUBE_BIN_DIR.
+    /// The Kubernetes binaries of the end-to-end tests are built (if missing) before their
+    /// tier, which finds them through TANDEM_KUBE_BIN_DIR.
     Test,
+    /// Run end-to-end tiers alone: suites that start real scheduler processes.
+    ///
+    /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
+    /// binaries are built from Go on first use). A plain `cargo test` runs none of them.
+    E2e {
+        /// Tiers to run [default: all].
+        #[arg(value_name = "TIER")]
+        tiers: Vec<String>,
+    },
+    /// Check every crate for modules that import each other in a circle (directly or through
+    /// other modules, at any level of the module tree); fails if one does.
+    Cycles,
     /// Run the CLI's recommendation on examples/queue.json.
     Demo,
     /// Run the benchmarks: engine calls (component vs native), the simulator, the extender
@@ -81,6 +94,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Task::Test => tasks::test(&workspace)?,
+        Task::E2e { tiers } => {
+            let tiers = if tiers.is_empty() {
+                tasks::TIERS.to_vec()
+            } else {
+                tiers
+                    .iter()
+                    .map(|name| tasks::Tier::named(name))
+                    .collect::<anyhow::Result<_>>()?
+            };
+            tasks::e2e(&workspace, &tiers)?;
+        }
+        Task::Cycles => tasks::cycles(&workspace)?,
         Task::Demo => tasks::demo(&workspace)?,
         Task::Bench => tasks::bench(&workspace)?,
     }

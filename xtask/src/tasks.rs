@@ -102,58 +102,123 @@ pub fn file_size(path: &Path) -> Result<u64> {
 struct Step {
     args: &'static [&'static str],
     env: &'static [(&'static str, &'static str)],
-    /// Whether the step runs the end-to-end tests: the Kubernetes binaries are built first, as
-    /// a step of their own (the first build takes minutes, and should not look like a hung
-    /// test), and [`KUBE_BIN_DIR_VAR`] names their directory.
-    kube_binaries: bool,
 }
 
-/// The CI gate, in order.
+/// The CI gate before the end-to-end tiers, in order. Clippy and the docs see every feature,
+/// so the end-to-end suites are linted although `cargo test` leaves them out.
 const GATE: &[Step] = &[
     Step {
         args: &["fmt", "--all", "--check"],
         env: &[],
-        kube_binaries: false,
     },
     Step {
         args: &[
             "clippy",
             "--workspace",
             "--all-targets",
+            "--all-features",
             "--",
             "-D",
             "warnings",
         ],
         env: &[],
-        kube_binaries: false,
     },
     Step {
-        args: &["doc", "--workspace", "--no-deps"],
+        args: &["doc", "--workspace", "--no-deps", "--all-features"],
         env: &[("RUSTDOCFLAGS", "-Dwarnings")],
-        kube_binaries: false,
     },
     Step {
         args: &["test", "--workspace"],
         env: &[],
-        kube_binaries: true,
     },
 ];
 
-/// `cargo xtask test`: ensures the toolchain, then runs the gate (format, clippy, docs, tests),
-/// printing each command and stopping at the first failure. The Kubernetes binaries of the
-/// end-to-end tests are ensured just before the tests.
+/// A tier of end-to-end tests: one test target behind a cargo feature, against real scheduler
+/// processes that `cargo test` alone never builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tier {
+    /// The name `cargo xtask e2e` takes.
+    pub name: &'static str,
+    /// What it starts, for `--help` and the log.
+    pub what: &'static str,
+    package: &'static str,
+    feature: &'static str,
+    test: &'static str,
+}
+
+/// The end-to-end tiers, in the order `cargo xtask test` runs them.
+pub const TIERS: &[Tier] = &[Tier {
+    name: "kube",
+    what: "etcd, kube-apiserver and kube-scheduler with the Tandem extender",
+    package: "tandem-kube-adapter",
+    feature: "e2e",
+    test: "e2e",
+}];
+
+impl Tier {
+    /// The tier called `name`.
+    pub fn named(name: &str) -> Result<Tier> {
+        TIERS
+            .iter()
+            .find(|tier| tier.name == name)
+            .copied()
+            .ok_or_else(|| {
+                let names: Vec<&str> = TIERS.iter().map(|tier| tier.name).collect();
+                anyhow::anyhow!(
+                    "no end-to-end tier named `{name}` (tiers: {})",
+                    names.join(", ")
+                )
+            })
+    }
+
+    fn args(&self) -> [&'static str; 7] {
+        [
+            "test",
+            "--package",
+            self.package,
+            "--features",
+            self.feature,
+            "--test",
+            self.test,
+        ]
+    }
+}
+
+/// `cargo xtask test`: ensures the toolchain, then runs the gate (format, import cycles,
+/// clippy, docs, the unit and integration tests), then every end-to-end tier, printing each
+/// command and stopping at the first failure.
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
-    for step in GATE {
+    for (index, step) in GATE.iter().enumerate() {
+        if index == 1 {
+            eprintln!("==> import cycles between modules");
+            cycles(workspace)?;
+        }
         let mut cargo = workspace.cargo(step.args);
         let mut shown = String::new();
         for (name, value) in step.env {
             cargo.env(name, value);
             shown.push_str(&format!("{name}={value} "));
         }
-        if step.kube_binaries {
-            eprintln!("==> Kubernetes binaries of the end-to-end tests");
+        shown.push_str(&display_as_cargo(&cargo));
+        eprintln!("==> {shown}");
+        run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
+    }
+    e2e(workspace, TIERS)?;
+    eprintln!("==> gate passed");
+    Ok(())
+}
+
+/// `cargo xtask e2e`: runs the given end-to-end tiers. The Kubernetes binaries are built (if
+/// missing) first, as a step of their own: the first build takes minutes and should not look
+/// like a hung test.
+pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
+    for tier in tiers {
+        eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
+        let mut cargo = workspace.cargo(tier.args());
+        let mut shown = String::new();
+        if tier.name == "kube" {
             let binaries = ensure_kube_binaries()?;
             let dir = binaries.dir();
             eprintln!(
@@ -165,9 +230,32 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         }
         shown.push_str(&display_as_cargo(&cargo));
         eprintln!("==> {shown}");
-        run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
+        run(&mut cargo).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
     }
-    eprintln!("==> gate passed");
+    Ok(())
+}
+
+/// `cargo xtask cycles`: checks every crate of the workspace for modules that import each
+/// other in a circle; prints what it checked, and each cycle found.
+pub fn cycles(workspace: &Workspace) -> Result<()> {
+    let reports = crate::cycles::check_workspace(workspace.root())?;
+    let mut found = 0;
+    for report in &reports {
+        for cycle in &report.cycles {
+            eprintln!("{}: {cycle}", report.root.display());
+            found += 1;
+        }
+    }
+    let modules: usize = reports.iter().map(|report| report.modules).sum();
+    anyhow::ensure!(
+        found == 0,
+        "{found} import cycle(s) between modules (listed above); imports between sibling \
+         modules must point one way"
+    );
+    eprintln!(
+        "no import cycles in {} crates ({modules} modules)",
+        reports.len()
+    );
     Ok(())
 }
 
@@ -255,10 +343,24 @@ mod tests {
             gate_commands(),
             [
                 "cargo fmt --all --check",
-                "cargo clippy --workspace --all-targets -- -D warnings",
-                "RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps",
+                "cargo clippy --workspace --all-targets --all-features -- -D warnings",
+                "RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --all-features",
                 "cargo test --workspace",
             ]
+        );
+    }
+
+    #[test]
+    fn every_tier_runs_one_test_target_behind_its_feature() {
+        let kube = Tier::named("kube").unwrap();
+        assert_eq!(
+            kube.args().join(" "),
+            "test --package tandem-kube-adapter --features e2e --test e2e"
+        );
+        let error = Tier::named("kubernetes").unwrap_err().to_string();
+        assert!(
+            error.contains("`kubernetes`") && error.contains("kube"),
+            "{error}"
         );
     }
 
