@@ -109,10 +109,10 @@ pub struct Summary {
 pub async fn run(options: Options) -> Result<Summary> {
     let mut source = open_source(options.replay.as_deref())?;
     let pods = match &options.node {
-        Some(node) => PodDirectory::Kube(KubePods::new(
+        Some(node) => PodDirectory::Kube(Box::new(KubePods::new(
             kube_client(options.kubeconfig.as_deref()).await?,
             node.clone(),
-        )),
+        ))),
         None => PodDirectory::Off,
     };
     let mut attributor = Attributor::new(options.proc_root.clone(), pods);
@@ -171,9 +171,8 @@ pub async fn run(options: Options) -> Result<Summary> {
         intake,
         keys,
         require_alone: options.require_alone,
-        in_flight: JoinSet::new(),
     };
-    profile(
+    run_agent(
         source,
         agent,
         delivery,
@@ -205,16 +204,22 @@ async fn kube_client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
     kube::Client::try_from(config).map_err(|e| boxed(e.into()))
 }
 
-/// Keys closed windows and posts them, each batch on its own task.
-struct Delivery {
-    intake: Intake,
-    keys: JobKeys,
-    require_alone: bool,
-    in_flight: JoinSet<Result<Vec<ProfileRecord>, PostError>>,
+/// Where closed windows go: keyed with the cluster's secret and posted to the intake.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The adapter's intake.
+    pub intake: Intake,
+    /// Keys job identities.
+    pub keys: JobKeys,
+    /// Hold back profiles not measured alone.
+    pub require_alone: bool,
 }
 
+/// Posts in flight, each batch on its own task.
+type InFlight = JoinSet<Result<Vec<ProfileRecord>, PostError>>;
+
 impl Delivery {
-    fn send(&mut self, finished: Vec<Finished>) {
+    fn send(&self, in_flight: &mut InFlight, finished: Vec<Finished>) {
         let mut profiles = Vec::new();
         for f in finished {
             let job = f.identity.key(&self.keys);
@@ -247,45 +252,49 @@ impl Delivery {
             return;
         }
         let intake = self.intake.clone();
-        self.in_flight.spawn(async move {
+        in_flight.spawn(async move {
             let request = ProfilesRequest { profiles };
             intake.post(&request).await.map(|_| request.profiles)
         });
     }
+}
 
-    /// Collects finished posts; waits for all of them when `all`.
-    async fn collect(&mut self, summary: &mut Summary, failed: &mut usize, all: bool) {
-        loop {
-            let next = if all {
-                self.in_flight.join_next().await
-            } else {
-                self.in_flight.try_join_next()
-            };
-            let Some(joined) = next else { return };
-            match joined {
-                Ok(Ok(records)) => {
-                    tracing::info!(profiles = records.len(), "the intake filed the profiles");
-                    summary.posted.extend(records);
-                }
-                Ok(Err(error)) => {
-                    *failed += 1;
-                    tracing::error!(error = %chain(&error), "profiles not delivered");
-                }
-                Err(error) => {
-                    *failed += 1;
-                    tracing::error!(%error, "the delivery task failed");
-                }
+/// Collects finished posts; waits for all of them when `all`.
+async fn collect(in_flight: &mut InFlight, summary: &mut Summary, failed: &mut usize, all: bool) {
+    loop {
+        let next = if all {
+            in_flight.join_next().await
+        } else {
+            in_flight.try_join_next()
+        };
+        let Some(joined) = next else { return };
+        match joined {
+            Ok(Ok(records)) => {
+                tracing::info!(profiles = records.len(), "the intake filed the profiles");
+                summary.posted.extend(records);
+            }
+            Ok(Err(error)) => {
+                *failed += 1;
+                tracing::error!(error = %chain(&error), "profiles not delivered");
+            }
+            Err(error) => {
+                *failed += 1;
+                tracing::error!(%error, "the delivery task failed");
             }
         }
     }
 }
 
-async fn profile(
+/// The agent's loop: samples `source` (each `interval` if it is live), feeds `agent`, and
+/// delivers what it closes, until the source ends (then every open window is closed and
+/// delivered) or SIGINT/SIGTERM (then open windows are dropped). Waits for posts in flight.
+pub async fn run_agent(
     mut source: Box<dyn Source + Send>,
     mut agent: Agent,
-    mut delivery: Delivery,
+    delivery: Delivery,
     interval: Duration,
 ) -> Result<Summary> {
+    let mut in_flight = InFlight::new();
     let mut summary = Summary::default();
     let mut failed = 0;
     let mut ticker = tokio::time::interval(interval);
@@ -304,14 +313,14 @@ async fn profile(
             }
         }
         let Some(snapshot) = source.sample()? else {
-            delivery.send(agent.finish_all());
+            delivery.send(&mut in_flight, agent.finish_all());
             break;
         };
         let finished = agent.observe(&snapshot).await;
-        delivery.send(finished);
-        delivery.collect(&mut summary, &mut failed, false).await;
+        delivery.send(&mut in_flight, finished);
+        collect(&mut in_flight, &mut summary, &mut failed, false).await;
     }
-    delivery.collect(&mut summary, &mut failed, true).await;
+    collect(&mut in_flight, &mut summary, &mut failed, true).await;
     if failed > 0 {
         return Err(Error::Undelivered(failed));
     }

@@ -60,7 +60,7 @@ pub enum AttributeError {
 /// Where pod identities come from.
 pub enum PodDirectory {
     /// The API server, listing this node's pods.
-    Kube(kube::KubePods),
+    Kube(Box<kube::KubePods>),
     /// A fixed map from pod UID (tests).
     Fixed(HashMap<String, Identity>),
     /// Nowhere (a Slurm node, or no `--node`): pod processes stay unattributed.
