@@ -353,14 +353,40 @@ async fn shutdown() {
     }
 }
 
-/// An error and its causes, `: `-separated.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+/// An error and its causes, `: `-separated, for people. A cause whose text the message before
+/// it already ends with is not repeated (some libraries' errors quote their source, as NVML's
+/// loader error does).
+pub fn report(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
+}
+
+pub(crate) use report as chain;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_quoted_is_not_repeated() {
+        let io = std::io::Error::other("libnvidia-ml.so.1: cannot open shared object file");
+        let error = Error::Read {
+            what: "a file",
+            path: PathBuf::from("/x"),
+            source: io,
+        };
+        assert_eq!(
+            report(&error),
+            "cannot read a file /x: libnvidia-ml.so.1: cannot open shared object file"
+        );
+    }
 }

@@ -1,4 +1,7 @@
 //! `tandem-profiler`: Tandem's node profiler. See the library documentation.
+//!
+//! Parses the options, starts logging and runs the library; prints the error chain and exits
+//! with the error's code.
 
 use std::process::ExitCode;
 
@@ -18,7 +21,7 @@ async fn main() -> ExitCode {
         Ok(_) => ExitCode::SUCCESS,
         Err(error) => {
             let code = error.exit_code();
-            eprintln!("tandem-profiler: {:#}", anyhow::Error::from(error));
+            eprintln!("tandem-profiler: {}", tandem_profiler::report(&error));
             ExitCode::from(code)
         }
     }

@@ -130,3 +130,28 @@ impl Attributor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_keyed_as_the_adapters_key_them() {
+        let keys = JobKeys::new(vec![9; 32]).unwrap();
+        let pod = Identity {
+            namespace: "team-a".to_owned(),
+            job: "resnet".to_owned(),
+        };
+        let keyed = pod.key(&keys);
+        // The kube adapter keys a pod of job `resnet` in `team-a` with `key("team-a", "resnet")`.
+        assert_eq!(keyed, keys.key("team-a", "resnet"));
+        assert!(tandem_adapter_core::identity::is_keyed(&keyed));
+        assert!(!keyed.contains("resnet"));
+        // Another secret, another id: unlinkable without the cluster's secret.
+        assert_ne!(pod.key(&JobKeys::new(vec![8; 32]).unwrap()), keyed);
+        let slurm = slurm::identity(4242);
+        assert_eq!(slurm.to_string(), "slurm/4242");
+        assert_eq!(slurm.key(&keys), keys.key("slurm", "4242"));
+        assert_ne!(slurm.key(&keys), keyed);
+    }
+}

@@ -31,6 +31,12 @@ fn without_nvml_the_profiler_says_so_and_exits_3_without_panicking() {
                 "{stderr}"
             );
             assert!(stderr.contains("libnvidia-ml.so.1"), "{stderr}");
+            // The loader's reason once, not once per layer that quotes it.
+            assert_eq!(
+                stderr.matches("cannot open shared object file").count(),
+                1,
+                "{stderr}"
+            );
             assert!(!stderr.contains("panicked"), "{stderr}");
             println!("{stderr}");
         }
