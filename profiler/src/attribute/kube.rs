@@ -51,6 +51,8 @@ impl KubePods {
         if self.listed_at.is_some_and(|at| at.elapsed() < RELIST_EVERY) {
             return Ok(None);
         }
+        // Counted from the attempt, so an API server that fails is not asked every tick either.
+        self.listed_at = Some(Instant::now());
         let params = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
         let pods = self
             .api
@@ -60,7 +62,6 @@ impl KubePods {
                 node: self.node.clone(),
                 source,
             })?;
-        self.listed_at = Some(Instant::now());
         self.by_uid = pods.items.iter().filter_map(pod_identity).collect();
         tracing::debug!(pods = self.by_uid.len(), "listed this node's pods");
         Ok(self.by_uid.get(uid).cloned())
