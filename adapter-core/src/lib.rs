@@ -8,6 +8,7 @@
 //! - [`Core`]: keyed identities, observations applied and stored before they are acknowledged
 //!   (the knowledge base behind a [`store::KnowledgeStore`]), outcome estimation from finished
 //!   runs ([`outcomes`]), leadership, metrics;
+//! - [`gpu_models`]: GPU model names as the engine knows them, for adapters and profilers;
 //! - [`http`]: the intake for node profilers and the operations endpoints (`/v1/*`,
 //!   `/healthz`, `/readyz`, `/metrics`).
 //!
@@ -17,6 +18,7 @@
 //! nothing else.
 
 pub mod engine;
+pub mod gpu_models;
 pub mod http;
 pub mod identity;
 mod leadership;

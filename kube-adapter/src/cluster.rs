@@ -30,33 +30,9 @@ pub const MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 /// devices, so Tandem judges the real GPUs.
 pub const COUNT_LABEL: &str = "nvidia.com/gpu.count";
 
-/// GPU models the engine's catalogs and profiles name, matched as substrings of the product
-/// label. Longer names first, so `A100` is not read as `A10`.
-const KNOWN_MODELS: &[(&str, u32)] = &[
-    ("H100", 81_559),
-    ("A100", 40_960),
-    ("A10", 23_028),
-    ("L40", 46_068),
-    ("L4", 23_034),
-    ("V100", 16_384),
-    ("P100", 16_384),
-    ("P40", 24_576),
-    ("T4", 15_360),
-    ("K80", 11_441),
-];
-
-/// The GPU model name the engine uses for a product label, and the memory that model has when
-/// the node does not say.
-pub fn gpu_model(product: &str) -> (String, Option<u32>) {
-    let upper = product.to_ascii_uppercase();
-    KNOWN_MODELS
-        .iter()
-        .find(|(model, _)| upper.contains(model))
-        .map_or_else(
-            || (product.to_owned(), None),
-            |(model, memory)| ((*model).to_owned(), Some(*memory)),
-        )
-}
+/// The GPU model name the engine uses for a product label (shared with the node profiler, so
+/// profiles and GPUs name models alike).
+pub use tandem_adapter_core::gpu_models::gpu_model;
 
 /// The GPUs of one node: how many, and what each is. `Err` says, for a person, why the node
 /// has none Tandem can use.

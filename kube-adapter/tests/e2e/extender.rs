@@ -30,13 +30,14 @@ use crate::cluster::{
     wait_for_binding,
 };
 
-const NAMESPACE: &str = "e2e";
-const SYSTEM: &str = "tandem-system";
-const TOKEN: &str = "e2e-intake-token";
-const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+pub(crate) const NAMESPACE: &str = "e2e";
+pub(crate) const SYSTEM: &str = "tandem-system";
+pub(crate) const TOKEN: &str = "e2e-intake-token";
+pub(crate) const SECRET_HEX: &str =
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
 /// A scheduler whose only extender is Tandem at `port`, ignorable (fail-open), binding.
-fn scheduler_config(port: u16) -> String {
+pub(crate) fn scheduler_config(port: u16) -> String {
     format!(
         "\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -62,12 +63,12 @@ extenders:
 }
 
 /// The adapter process and how to reach it.
-struct Adapter {
-    process: ChildProcess,
-    url: String,
+pub(crate) struct Adapter {
+    pub(crate) process: ChildProcess,
+    pub(crate) url: String,
 }
 
-fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
+pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     let dir = cluster.dir();
     let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
     command
@@ -86,7 +87,7 @@ fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     })
 }
 
-async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
+pub(crate) async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         ensure!(
@@ -125,7 +126,7 @@ async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
     }
 }
 
-async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
+pub(crate) async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
     let response = http
         .get(format!("{}/v1/knowledge", adapter.url))
         .bearer_auth(TOKEN)
@@ -145,7 +146,7 @@ fn profile(util: f32, access: f32, mem: u32) -> Value {
 
 /// A pod of job `job` asking for one GPU; bound to `at` = (node, gpu) if given (a pod placed
 /// earlier), else pending.
-fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
+pub(crate) fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -165,7 +166,7 @@ fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
     Ok(serde_json::from_value(pod)?)
 }
 
-fn annotation(pod: &Pod) -> Option<String> {
+pub(crate) fn annotation(pod: &Pod) -> Option<String> {
     pod.metadata
         .annotations
         .as_ref()
@@ -173,7 +174,7 @@ fn annotation(pod: &Pod) -> Option<String> {
 }
 
 /// Scheduling events of `pod` (core/v1 view), newest last.
-async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<String>> {
+pub(crate) async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<String>> {
     let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
     Ok(events
         .list(&ListParams::default())

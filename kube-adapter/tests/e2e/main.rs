@@ -4,6 +4,7 @@
 
 mod cluster;
 mod extender;
+mod profiler;
 mod tls;
 
 use std::process::Command;

@@ -1,0 +1,35 @@
+//! GPU model names as the engine knows them.
+//!
+//! Profiles and GPUs meet in the engine by model name (`Profile::gpu_model` against
+//! `GpuSpec::model`), so every host that reports either names a model the same way: the short
+//! name (`V100`) found in the product string, whoever read it — a Kubernetes node label
+//! (`Tesla-V100-SXM2-16GB`, from GPU feature discovery) or NVML on the node itself
+//! (`Tesla V100-SXM2-16GB`).
+
+/// GPU models the engine's catalogs and profiles name, matched as substrings of the product
+/// string. Longer names first, so `A100` is not read as `A10`.
+const KNOWN_MODELS: &[(&str, u32)] = &[
+    ("H100", 81_559),
+    ("A100", 40_960),
+    ("A10", 23_028),
+    ("L40", 46_068),
+    ("L4", 23_034),
+    ("V100", 16_384),
+    ("P100", 16_384),
+    ("P40", 24_576),
+    ("T4", 15_360),
+    ("K80", 11_441),
+];
+
+/// The GPU model name the engine uses for a product string, and the memory that model has when
+/// nothing else says. A product no known model matches keeps its own name.
+pub fn gpu_model(product: &str) -> (String, Option<u32>) {
+    let upper = product.to_ascii_uppercase();
+    KNOWN_MODELS
+        .iter()
+        .find(|(model, _)| upper.contains(model))
+        .map_or_else(
+            || (product.to_owned(), None),
+            |(model, memory)| ((*model).to_owned(), Some(*memory)),
+        )
+}

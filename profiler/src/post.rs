@@ -1,0 +1,178 @@
+//! Posting profiles to the adapter's intake (`POST /v1/profiles`, bearer token).
+//!
+//! The body is the intake's own type ([`ProfilesRequest`]): keyed job ids and the three
+//! features with the GPU model — nothing else leaves the node. Any adapter (kube extender,
+//! kube plugin, Volcano, Slurm) serves the same intake from `tandem-adapter-core`.
+//!
+//! Failures that may pass — no connection, `5xx` (an adapter starting or without a leader
+//! answers `503`), `408`, `429` — are retried with exponential back-off ([`Backoff`]); a
+//! refusal (`400`, `401`, `403`) is not, and is reported with the adapter's reason.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+pub use tandem_adapter_core::http::{ProfileRecord, ProfilesAnswer, ProfilesRequest};
+
+/// How often and how patiently to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Wait before the first retry; doubled after each.
+    pub first: Duration,
+    /// Longest wait between two attempts.
+    pub max: Duration,
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            first: Duration::from_millis(250),
+            max: Duration::from_secs(30),
+            attempts: 10,
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before attempt `attempt` (1 is the first retry).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 2_u32.saturating_pow(attempt.saturating_sub(1));
+        self.first.saturating_mul(factor).min(self.max)
+    }
+}
+
+/// Why profiles were not delivered.
+#[derive(Debug, thiserror::Error)]
+pub enum PostError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client")]
+    Client(#[source] reqwest::Error),
+    /// The intake could not be reached.
+    #[error("cannot reach the intake")]
+    Transport(#[source] reqwest::Error),
+    /// The intake answered with an error.
+    #[error("the intake answered {status}: {message}")]
+    Status {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The adapter's reason (its `error` field, or the body).
+        message: String,
+    },
+    /// The intake's answer is not a profiles answer.
+    #[error("the intake's answer is not a profiles answer")]
+    Answer(#[source] serde_json::Error),
+    /// Every attempt failed with an error that may pass.
+    #[error("gave up after {attempts} attempts")]
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        #[source]
+        last: Box<PostError>,
+    },
+}
+
+impl PostError {
+    fn may_pass(&self) -> bool {
+        match self {
+            Self::Transport(_) => true,
+            Self::Status { status, .. } => {
+                status.is_server_error()
+                    || *status == StatusCode::TOO_MANY_REQUESTS
+                    || *status == StatusCode::REQUEST_TIMEOUT
+            }
+            Self::Client(_) | Self::Answer(_) | Self::GaveUp { .. } => false,
+        }
+    }
+}
+
+/// The adapter's intake.
+#[derive(Debug, Clone)]
+pub struct Intake {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    backoff: Backoff,
+}
+
+impl Intake {
+    /// The intake of the adapter at `adapter` (for example `http://tandem-kube-adapter.tandem-system:8888`),
+    /// authorized with `token`.
+    pub fn new(adapter: &str, token: String, backoff: Backoff) -> Result<Self, PostError> {
+        // reqwest is built without a default crypto provider; ring is the workspace's one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .user_agent(concat!("tandem-profiler/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(PostError::Client)?;
+        Ok(Self {
+            http,
+            url: format!("{}/v1/profiles", adapter.trim_end_matches('/')),
+            token,
+            backoff,
+        })
+    }
+
+    /// Posts `request`, retrying what may pass.
+    pub async fn post(&self, request: &ProfilesRequest) -> Result<ProfilesAnswer, PostError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.post_once(request).await {
+                Ok(answer) => return Ok(answer),
+                Err(error) if error.may_pass() && attempt < self.backoff.attempts => {
+                    let wait = self.backoff.delay(attempt);
+                    tracing::info!(%error, attempt, wait_ms = wait.as_millis() as u64, "intake not reached; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(error) if error.may_pass() => {
+                    return Err(PostError::GaveUp {
+                        attempts: attempt,
+                        last: Box::new(error),
+                    });
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    async fn post_once(&self, request: &ProfilesRequest) -> Result<ProfilesAnswer, PostError> {
+        let response = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .json(request)
+            .send()
+            .await
+            .map_err(PostError::Transport)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(PostError::Transport)?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+            return Err(PostError::Status { status, message });
+        }
+        serde_json::from_slice(&body).map_err(PostError::Answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_up_to_the_cap() {
+        let backoff = Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::from_millis(500),
+            attempts: 5,
+        };
+        let delays: Vec<u128> = (1..=5).map(|a| backoff.delay(a).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 500, 500]);
+        assert_eq!(Backoff::default().delay(40), Duration::from_secs(30));
+    }
+}
