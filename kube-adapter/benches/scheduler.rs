@@ -38,48 +38,16 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use cluster::{ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, spawn_logged};
+use cluster::{
+    ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config,
+    spawn_logged,
+};
 
 const NAMESPACE: &str = "bench";
 const SYSTEM: &str = "tandem-system";
 const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 /// Longest a run may take before the benchmark gives up on it.
 const RUN_LIMIT: Duration = Duration::from_secs(300);
-
-/// The scheduler's own client limits in both runs, as `deploy/kube/20-scheduler-config.yaml`.
-const CLIENT: &str = "\
-clientConnection:
-  kubeconfig: {{KUBECONFIG}}
-  qps: 500
-  burst: 1000
-leaderElection:
-  leaderElect: false
-";
-
-fn scheduler_config(extender_port: Option<u16>) -> String {
-    let mut config = format!(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{CLIENT}"
-    );
-    if let Some(port) = extender_port {
-        config.push_str(&format!(
-            "\
-extenders:
-- urlPrefix: http://127.0.0.1:{port}/
-  filterVerb: filter
-  prioritizeVerb: prioritize
-  bindVerb: bind
-  weight: 10
-  httpTimeout: 2s
-  nodeCacheCapable: true
-  ignorable: true
-  managedResources:
-  - name: nvidia.com/gpu
-    ignoredByScheduler: true
-"
-        ));
-    }
-    config
-}
 
 fn env_size(name: &str, default: usize) -> usize {
     std::env::var(name)

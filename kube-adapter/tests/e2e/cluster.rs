@@ -41,6 +41,43 @@ pub const TOKEN: &str = "tandem-e2e-token";
 /// of the kubeconfig it writes.
 pub const KUBECONFIG_PLACEHOLDER: &str = "{{KUBECONFIG}}";
 
+/// A `KubeSchedulerConfiguration` for [`Cluster::start`]: the scheduler's client limits of
+/// `deploy/kube/20-scheduler-config.yaml`, no leader election, and, with `extender_port`, the
+/// Tandem extender on that port configured as the deploy files configure it.
+pub fn scheduler_config(extender_port: Option<u16>) -> String {
+    let mut config = format!(
+        "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {KUBECONFIG_PLACEHOLDER}
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+"
+    );
+    if let Some(port) = extender_port {
+        config.push_str(&format!(
+            "\
+extenders:
+- urlPrefix: http://127.0.0.1:{port}/
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  bindVerb: bind
+  weight: 10
+  httpTimeout: 2s
+  nodeCacheCapable: true
+  ignorable: true
+  managedResources:
+  - name: nvidia.com/gpu
+    ignoredByScheduler: true
+"
+        ));
+    }
+    config
+}
+
 /// How long each component may take to become healthy. The apiserver needs a few seconds on
 /// an idle machine; tests run concurrently on two cores, so leave room.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);

@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 
 use crate::cluster::{
-    ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, spawn_logged,
-    wait_for_binding,
+    ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config,
+    spawn_logged, wait_for_binding,
 };
 
 pub(crate) const NAMESPACE: &str = "e2e";
@@ -35,32 +35,6 @@ pub(crate) const SYSTEM: &str = "tandem-system";
 pub(crate) const TOKEN: &str = "e2e-intake-token";
 pub(crate) const SECRET_HEX: &str =
     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-
-/// A scheduler whose only extender is Tandem at `port`, ignorable (fail-open), binding.
-pub(crate) fn scheduler_config(port: u16) -> String {
-    format!(
-        "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: {{{{KUBECONFIG}}}}
-leaderElection:
-  leaderElect: false
-extenders:
-- urlPrefix: http://127.0.0.1:{port}/
-  filterVerb: filter
-  prioritizeVerb: prioritize
-  bindVerb: bind
-  weight: 10
-  httpTimeout: 2s
-  nodeCacheCapable: true
-  ignorable: true
-  managedResources:
-  - name: nvidia.com/gpu
-    ignoredByScheduler: true
-"
-    )
-}
 
 /// The adapter process and how to reach it.
 pub(crate) struct Adapter {
@@ -190,7 +164,7 @@ pub(crate) async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<St
 async fn tandem_decides_inside_a_real_kube_scheduler() -> Result<()> {
     crate::cluster::install_crypto_provider();
     let port = free_port()?;
-    let cluster = Cluster::start(&scheduler_config(port)).await?;
+    let cluster = Cluster::start(&scheduler_config(Some(port))).await?;
     let adapter_log: PathBuf = cluster.dir().join("adapter.log");
     let result = scenario(&cluster, port, &adapter_log).await;
     if result.is_err() {

@@ -16,19 +16,9 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use cluster::{
-    Cluster, Component, create_gpu_node, ensure_namespace, insecure_http_client, spawn_logged,
-    wait_for_binding,
+    Cluster, Component, create_gpu_node, ensure_namespace, insecure_http_client, scheduler_config,
+    spawn_logged, wait_for_binding,
 };
-
-/// kube-scheduler's own defaults, no extender: the harness on its own.
-const PLAIN_SCHEDULER: &str = "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: {{KUBECONFIG}}
-leaderElection:
-  leaderElect: false
-";
 
 /// A pod asking for `gpus` whole GPUs. Its image is never pulled: there is no kubelet.
 fn gpu_pod(name: &str, gpus: u32) -> Result<Pod> {
@@ -64,7 +54,7 @@ where
 /// node, and the cluster is what the accessors say.
 #[tokio::test]
 async fn default_scheduler_binds_a_gpu_pod_to_a_node() -> Result<()> {
-    let mut cluster = Cluster::start(PLAIN_SCHEDULER).await?;
+    let mut cluster = Cluster::start(&scheduler_config(None)).await?;
     with_logs_on_failure(&cluster, async {
         // The apiserver is the release xtask built, reached with the token.
         let version: serde_json::Value = insecure_http_client()?
@@ -114,7 +104,7 @@ async fn default_scheduler_binds_a_gpu_pod_to_a_node() -> Result<()> {
 /// A component that cannot start fails `Cluster::start` with its name and its log's tail.
 #[tokio::test]
 async fn a_scheduler_that_cannot_start_is_reported_with_its_log() -> Result<()> {
-    let broken = PLAIN_SCHEDULER.replace("leaderElect: false", "leaderElect: nonsense");
+    let broken = scheduler_config(None).replace("leaderElect: false", "leaderElect: nonsense");
     let Err(error) = Cluster::start(&broken).await else {
         anyhow::bail!("kube-scheduler started with an invalid configuration");
     };

@@ -19,10 +19,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use tandem_adapter_core::JobKeys;
 
-use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, free_port, wait_for_binding};
+use crate::cluster::{
+    Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
+};
 use crate::extender::{
-    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, job_pod, knowledge,
-    scheduler_config, start_adapter, wait_ready,
+    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, job_pod, knowledge, start_adapter,
+    wait_ready,
 };
 
 /// The profiler's recording, and the pod UIDs in it (replaced by the real pods' UIDs).
@@ -37,7 +39,7 @@ const RECORDED_BETA: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
 async fn profiles_from_the_node_profiler_decide_where_a_pod_goes() -> Result<()> {
     crate::cluster::install_crypto_provider();
     let port = free_port()?;
-    let cluster = Cluster::start(&scheduler_config(port)).await?;
+    let cluster = Cluster::start(&scheduler_config(Some(port))).await?;
     let adapter_log = cluster.dir().join("adapter.log");
     let result = scenario(&cluster, port, &adapter_log).await;
     if result.is_err() {
