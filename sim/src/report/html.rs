@@ -790,8 +790,8 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Settings;
     use crate::metrics::{Collector, Inputs};
+    use crate::settings::Settings;
 
     /// A small deterministic generator (xorshift), so the tests need no RNG setup.
     struct Draws(u64);
