@@ -1,13 +1,13 @@
 //! Comparing policies: one [`Scenario`] replayed under each policy in turn, gathered into the
 //! [`Report`] that the table, JSON and HTML page show.
 
-use crate::cluster::Cluster;
+use tandem_catalog::{Cluster, Trace};
+
 use crate::error::Result;
 use crate::inputs::check_inputs;
 use crate::metrics::{Inputs, PolicyReport, Report};
 use crate::policy::{Known, PolicyName};
 use crate::settings::Settings;
-use crate::trace::Trace;
 use crate::truth::Truth;
 use crate::world::simulate;
 

@@ -2,9 +2,9 @@
 //! job type known, every job able to run somewhere. Both [`simulate`](crate::simulate) and
 //! [`compare`](crate::compare) call it, so a bad line is reported before any policy runs.
 
-use crate::cluster::Cluster;
+use tandem_catalog::{Cluster, Trace};
+
 use crate::error::{Result, at_line};
-use crate::trace::Trace;
 use crate::truth::Truth;
 
 /// Checks `trace` and `cluster` against `truth`: every job type and GPU model known, every job

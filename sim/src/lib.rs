@@ -11,8 +11,9 @@
 //! saving, OOMs and decisions per second per policy, as a table, JSON or an HTML page with
 //! plots.
 //!
-//! Modules by concern: [`trace`] and [`cluster`] are the input formats, [`convert`] builds
-//! them from public traces, [`truth`] is the measured ground truth, [`settings`] a run's
+//! Modules by concern: [`trace`] and [`cluster`] are the input formats and [`convert`] builds
+//! them from public traces (all three re-exported from `tandem-catalog`, the home of public
+//! data and its converters), [`truth`] is the measured ground truth, [`settings`] a run's
 //! settings, [`inputs`] the checks of a scenario before it runs, [`world`] the event loop,
 //! [`comparison`] one scenario under every policy, [`policy`] the policies,
 //! [`metrics`] what is measured, [`report`] how it is shown.
@@ -22,10 +23,7 @@
 //! `world` runs one policy, `comparison` all of them; `report` reads only `metrics`. This root
 //! only re-exports, and no module imports through it.
 
-pub mod cluster;
 pub mod comparison;
-pub mod convert;
-mod csv_input;
 pub mod demo;
 pub mod error;
 pub mod inputs;
@@ -33,16 +31,18 @@ pub mod metrics;
 pub mod policy;
 pub mod report;
 pub mod settings;
-pub mod trace;
 pub mod truth;
 pub mod world;
 
-pub use cluster::Cluster;
+// The input formats and their converters live with the rest of the public data in
+// `tandem-catalog`; re-exported under their old paths so callers keep `tandem_sim::convert`.
+pub use tandem_catalog::convert::traces as convert;
+pub use tandem_catalog::{Cluster, Trace, cluster, trace};
+
 pub use comparison::{Scenario, compare};
 pub use error::{Error, Result};
 pub use metrics::{PolicyReport, Report};
 pub use policy::Policy;
 pub use settings::Settings;
-pub use trace::Trace;
 pub use truth::Truth;
 pub use world::simulate;

@@ -7,7 +7,8 @@
 
 use std::time::Instant;
 
-use crate::cluster::{Cluster, GpuSlot};
+use tandem_catalog::{Cluster, GpuSlot, Trace};
+
 use crate::error::{Error, Result};
 use crate::inputs::check_inputs;
 use crate::metrics::{Collector, PolicyReport};
@@ -15,7 +16,6 @@ use crate::policy::{
     GpuView, JobId, Known, MAX_GROUP, Observed, Policy, QueuedJob, Resident, Start, View,
 };
 use crate::settings::Settings;
-use crate::trace::Trace;
 use crate::truth::Truth;
 
 /// Where a job is.

@@ -108,7 +108,8 @@ pub struct Start {
 /// A job type as schedulers know it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KnownType {
-    /// Its name (the simulator's own bookkeeping; [`Tandem`] keys it before the engine sees it).
+    /// Its name (the simulator's own bookkeeping; [`Tandem`](super::Tandem) keys it before the
+    /// engine sees it).
     pub name: String,
     /// Solo throughput per GPU model, from its solo runs; `None` where it cannot run.
     pub throughput: Vec<Option<f64>>,
