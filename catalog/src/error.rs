@@ -3,8 +3,9 @@
 use std::io;
 use std::path::PathBuf;
 
-/// Everything that can go wrong reading, checking, writing or converting a catalog. Every
-/// message starts with the file (or catalog) at fault, then the field or line.
+/// Everything that can go wrong reading, checking, writing or converting public data: a
+/// catalog, a trace or cluster file, a public trace being converted. Every message names the
+/// file (or catalog) at fault, then the field or line.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file (a catalog or a converter's source) could not be read.
@@ -63,7 +64,36 @@ pub enum Error {
         /// What is wrong.
         problem: String,
     },
+
+    /// A trace or cluster file could not be read. Unlike [`Error::Read`], the message carries
+    /// the cause inline: the simulator's command line has always shown these errors that way.
+    #[error("cannot read {path}: {source}")]
+    ReadInput {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+
+    /// A line-oriented input (a trace, a cluster file, a public trace being converted) is
+    /// malformed, or an option of a trace conversion is out of range. `origin` names the file
+    /// and, for line-oriented formats, the line (`trace.csv:12`).
+    #[error("{origin}: {problem}")]
+    Input {
+        /// File (and line) at fault.
+        origin: String,
+        /// What is wrong, for a person to read.
+        problem: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An [`Error::Input`] for `origin`, line `line` (1-based, the header being line 1).
+pub(crate) fn at_line(origin: &str, line: u64, problem: impl Into<String>) -> Error {
+    Error::Input {
+        origin: format!("{origin}:{line}"),
+        problem: problem.into(),
+    }
+}

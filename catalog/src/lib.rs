@@ -1,5 +1,6 @@
-//! Measured ground truth for GPU co-location: the catalog format, its checks, and the converters
-//! that build catalogs from public measurements.
+//! Tandem's home for public data: the measured ground truth of GPU co-location (the catalog
+//! format and its checks), the simulator's input formats (job traces and cluster files), and
+//! every converter that builds them from the public sources vendored in `data/`.
 //!
 //! A [`Catalog`] lists GPU models, job types (each with its solo throughput or solo completion
 //! time per GPU model and, where the source measured it, the black-box
@@ -9,8 +10,18 @@
 //! measured against numbers someone measured, never against numbers the engine produced.
 //!
 //! The catalogs in `data/catalogs/` are generated from the vendored sources in `data/` by
-//! `cargo run -p tandem-catalog --bin tandem-catalog-convert` (see [`convert`]); a test checks
-//! that the committed files equal a fresh conversion.
+//! `cargo run -p tandem-catalog --bin tandem-catalog-convert` (see [`convert::catalogs`]); a
+//! test checks that the committed files equal a fresh conversion. A [`Trace`] (jobs in arrival
+//! order) and a [`Cluster`] (groups of identical GPU nodes) are what the simulator replays;
+//! [`convert::traces`] builds them from Gavel's and Alibaba's public traces, or generates one.
+//!
+//! **Where a new data set goes:** its files in `data/<source>/`, its converter in
+//! `catalog/src/convert/catalogs/` (co-location measurements) or `catalog/src/convert/traces/`
+//! (job arrivals, cluster shapes); [`convert`] lists the steps.
+//!
+//! Modules point one way: [`error`](Error) and [`definitions`](colocated_times) are leaves;
+//! the formats ([`Catalog`], [`trace`], [`cluster`]) import only them; the converters import
+//! the formats; nothing imports a converter but this root's re-exports.
 //!
 //! ```no_run
 //! use tandem_catalog::{Catalog, colocated_times, individual_slowdown};
@@ -29,10 +40,15 @@
 //! ```
 
 mod catalog;
+pub mod cluster;
 pub mod convert;
+mod csv_input;
 mod definitions;
 mod error;
+pub mod trace;
 
 pub use catalog::{Catalog, GpuModel, JobType, Pair};
+pub use cluster::{Cluster, GpuSlot, NodeGroup};
 pub use definitions::{colocated_times, individual_slowdown, packing_saving};
 pub use error::{Error, Result};
+pub use trace::{Trace, TraceJob};

@@ -60,14 +60,14 @@ pub(crate) fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report
     let truth = Truth::new(&catalogs).map_err(input)?;
     let (trace, trace_name) = match &request.trace {
         Some(path) => (
-            Trace::read(path).map_err(input)?,
+            Trace::read(path).map_err(|e| input(e.into()))?,
             path.display().to_string(),
         ),
         None => (demo::trace().map_err(input)?, demo::TRACE_PATH.to_owned()),
     };
     let (cluster, cluster_name) = match &request.cluster {
         Some(path) => (
-            Cluster::read(path).map_err(input)?,
+            Cluster::read(path).map_err(|e| input(e.into()))?,
             path.display().to_string(),
         ),
         None => (
@@ -170,6 +170,8 @@ impl Progress {
 pub(crate) fn trace(command: crate::TraceCommand) -> anyhow::Result<()> {
     use tandem_sim::convert;
     let input = |e: tandem_sim::Error| -> anyhow::Error { InputError::usage(e.to_string()).into() };
+    // The converters live in tandem-catalog (re-exported as `tandem_sim::convert`).
+    let data = |e: tandem_catalog::Error| input(e.into());
     let read = |path: &Path| -> anyhow::Result<String> {
         std::fs::read_to_string(path)
             .map_err(|e| InputError::usage(format!("cannot read {}: {e}", path.display())).into())
@@ -204,11 +206,11 @@ pub(crate) fn trace(command: crate::TraceCommand) -> anyhow::Result<()> {
                 .iter()
                 .map(|p| Ok((p.display().to_string(), read(p)?)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let mut trace = convert::gavel_traces(&texts).map_err(input)?;
+            let mut trace = convert::gavel_traces(&texts).map_err(data)?;
             if let Some(n) = first {
                 convert::take_first(&mut trace, n);
             }
-            convert::rescale(&mut trace, time_scale).map_err(input)?;
+            convert::rescale(&mut trace, time_scale).map_err(data)?;
             write(&out, &trace.to_csv())?;
             println!("wrote {} ({} jobs)", out.display(), trace.jobs.len());
         }
@@ -226,7 +228,7 @@ pub(crate) fn trace(command: crate::TraceCommand) -> anyhow::Result<()> {
             let models: Vec<&str> = truth.models().iter().map(|m| m.name.as_str()).collect();
             let (cluster, kept) =
                 convert::alibaba_cluster(&read(&nodes)?, &nodes.display().to_string(), &models)
-                    .map_err(input)?;
+                    .map_err(data)?;
             let types: Vec<String> = truth
                 .types()
                 .iter()
@@ -236,11 +238,11 @@ pub(crate) fn trace(command: crate::TraceCommand) -> anyhow::Result<()> {
                 .collect();
             let (mut trace, summary) =
                 convert::alibaba_trace(&read(&pods)?, &pods.display().to_string(), &types, seed)
-                    .map_err(input)?;
+                    .map_err(data)?;
             convert::scale_to_steps(&mut trace, |name| {
                 truth.job_type(name).and_then(|t| truth.throughput(t, m))
             })
-            .map_err(input)?;
+            .map_err(data)?;
             write(&out_trace, &trace.to_csv())?;
             write(&out_cluster, &cluster.to_csv())?;
             println!(
@@ -284,7 +286,7 @@ pub(crate) fn trace(command: crate::TraceCommand) -> anyhow::Result<()> {
             let trace = convert::synthetic_trace(&spec, |name| {
                 truth.job_type(name).and_then(|t| truth.throughput(t, m))
             })
-            .map_err(input)?;
+            .map_err(data)?;
             write(&out, &trace.to_csv())?;
             println!("wrote {} ({} jobs)", out.display(), trace.jobs.len());
         }

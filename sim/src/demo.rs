@@ -4,11 +4,9 @@
 //! Gavel trace, see `sim/data/README.md`) and the demo cluster (48 GPUs, 16 of each model), all
 //! compiled into the binary so the demo runs on a machine with nothing but the binary.
 
-use tandem_catalog::Catalog;
+use tandem_catalog::{Catalog, Cluster, Trace};
 
-use crate::cluster::Cluster;
 use crate::error::Result;
-use crate::trace::Trace;
 
 const CATALOGS: [(&str, &str); 3] = [
     (
@@ -42,10 +40,10 @@ pub fn catalogs() -> Result<Vec<Catalog>> {
 
 /// The demo trace.
 pub fn trace() -> Result<Trace> {
-    Trace::parse(TRACE, TRACE_PATH)
+    Ok(Trace::parse(TRACE, TRACE_PATH)?)
 }
 
 /// The demo cluster.
 pub fn cluster() -> Result<Cluster> {
-    Cluster::parse(CLUSTER, CLUSTER_PATH)
+    Ok(Cluster::parse(CLUSTER, CLUSTER_PATH)?)
 }

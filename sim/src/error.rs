@@ -6,7 +6,9 @@ use std::path::PathBuf;
 /// What went wrong in a simulation or in reading its inputs.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be read.
+    /// A file could not be read. The simulator itself no longer produces it: its inputs are
+    /// read by `tandem-catalog` and fail as [`Error::Catalog`] with the same message. Kept
+    /// because callers match on it.
     #[error("cannot read {path}: {source}")]
     Read {
         /// The file.
@@ -14,7 +16,8 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
-    /// A file could not be written.
+    /// A file could not be written. Not produced by the simulator today; kept because it is
+    /// part of the public error type.
     #[error("cannot write {path}: {source}")]
     Write {
         /// The file.

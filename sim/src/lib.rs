@@ -11,26 +11,38 @@
 //! saving, OOMs and decisions per second per policy, as a table, JSON or an HTML page with
 //! plots.
 //!
-//! Modules by concern: [`trace`] and [`cluster`] are the input formats, [`convert`] builds
-//! them from public traces, [`truth`] is the measured ground truth, [`world`] the event loop,
-//! [`policy`] the policies, [`metrics`] what is measured, [`report`] how it is shown.
+//! Modules by concern: [`trace`] and [`cluster`] are the input formats and [`convert`] builds
+//! them from public traces (all three re-exported from `tandem-catalog`, the home of public
+//! data and its converters), [`truth`] is the measured ground truth, [`settings`] a run's
+//! settings, [`inputs`] the checks of a scenario before it runs, [`world`] the event loop,
+//! [`comparison`] one scenario under every policy, [`policy`] the policies,
+//! [`metrics`] what is measured, [`report`] how it is shown.
+//!
+//! Imports point one way: `settings`, `error`, the input formats and `truth` import nothing
+//! above them; `metrics` names the settings it reports but not the loop that measured them;
+//! `world` runs one policy, `comparison` all of them; `report` reads only `metrics`. This root
+//! only re-exports, and no module imports through it.
 
-pub mod cluster;
-pub mod convert;
-mod csv_input;
+pub mod comparison;
 pub mod demo;
 pub mod error;
+pub mod inputs;
 pub mod metrics;
 pub mod policy;
 pub mod report;
-pub mod trace;
+pub mod settings;
 pub mod truth;
 pub mod world;
 
-pub use cluster::Cluster;
+// The input formats and their converters live with the rest of the public data in
+// `tandem-catalog`; re-exported under their old paths so callers keep `tandem_sim::convert`.
+pub use tandem_catalog::convert::traces as convert;
+pub use tandem_catalog::{Cluster, Trace, cluster, trace};
+
+pub use comparison::{Scenario, compare};
 pub use error::{Error, Result};
 pub use metrics::{PolicyReport, Report};
 pub use policy::Policy;
-pub use trace::Trace;
+pub use settings::Settings;
 pub use truth::Truth;
-pub use world::{Scenario, Settings, compare, simulate};
+pub use world::simulate;

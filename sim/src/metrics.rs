@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::world::Settings;
+use crate::settings::Settings;
 
 /// Mean and percentiles of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]

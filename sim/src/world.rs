@@ -7,77 +7,16 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
+use tandem_catalog::{Cluster, GpuSlot, Trace};
 
-use crate::cluster::{Cluster, GpuSlot};
-use crate::error::{Error, Result, at_line};
+use crate::error::{Error, Result};
+use crate::inputs::check_inputs;
 use crate::metrics::{Collector, PolicyReport};
 use crate::policy::{
     GpuView, JobId, Known, MAX_GROUP, Observed, Policy, QueuedJob, Resident, Start, View,
 };
-use crate::trace::Trace;
+use crate::settings::Settings;
 use crate::truth::Truth;
-
-/// Settings of a run (the same for every policy compared).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Settings {
-    /// Length of the solo profiling window of a job type's first run, s (0: types count as
-    /// profiled on arrival).
-    pub profile_window_s: f64,
-    /// Time from the start of a group that cannot run to the OOM of the job that joined it, s.
-    pub oom_after_s: f64,
-    /// How many queued jobs, from the head, a policy sees at each decision.
-    pub window: usize,
-    /// Share of the catalogs' measured pairs every policy is told before the run, as the
-    /// history a cluster would have (0..=1).
-    pub history_share: f64,
-    /// Shortest time two jobs must share before their co-location is reported as an outcome, s.
-    pub min_outcome_s: f64,
-    /// Seed of every random draw (history split, random policies, the engine).
-    pub seed: u64,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            profile_window_s: 300.0,
-            oom_after_s: 60.0,
-            window: 32,
-            history_share: 0.5,
-            min_outcome_s: 60.0,
-            seed: 1,
-        }
-    }
-}
-
-impl Settings {
-    /// Checks the settings; errors name the setting.
-    pub fn check(&self) -> Result<()> {
-        let bad = |name: &str, problem: String| Error::Input {
-            origin: format!("setting {name}"),
-            problem,
-        };
-        for (name, value) in [
-            ("profile-window-s", self.profile_window_s),
-            ("oom-after-s", self.oom_after_s),
-            ("min-outcome-s", self.min_outcome_s),
-        ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return Err(bad(name, format!("must be a time ≥ 0, got {value}")));
-            }
-        }
-        if !(0.0..=1.0).contains(&self.history_share) {
-            return Err(bad(
-                "history-share",
-                format!("must be within 0..=1, got {}", self.history_share),
-            ));
-        }
-        if self.window == 0 {
-            return Err(bad("window", "must be at least 1".into()));
-        }
-        Ok(())
-    }
-}
 
 /// Where a job is.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,50 +95,6 @@ struct World<'a> {
     next_arrival: usize,
     profiling: Vec<Profiling>,
     collector: Collector,
-}
-
-/// Checks `trace` and `cluster` against `truth`: every job type and GPU model known, every job
-/// able to run somewhere in the cluster. Errors name the line.
-pub fn check_inputs(truth: &Truth, cluster: &Cluster, trace: &Trace) -> Result<()> {
-    let mut models = Vec::new();
-    for (group, line) in cluster.groups.iter().zip(&cluster.lines) {
-        let Some(m) = truth.model(&group.gpu_model) else {
-            let known: Vec<&str> = truth.models().iter().map(|m| m.name.as_str()).collect();
-            return Err(at_line(
-                &cluster.origin,
-                *line,
-                format!(
-                    "GPU model `{}` is not in the catalogs (they measured {})",
-                    group.gpu_model,
-                    known.join(", ")
-                ),
-            ));
-        };
-        models.push((m, group.nodes * group.gpus_per_node, group.gpus_per_node));
-    }
-    for (job, line) in trace.jobs.iter().zip(&trace.lines) {
-        let Some(t) = truth.job_type(&job.job_type) else {
-            return Err(at_line(
-                &trace.origin,
-                *line,
-                format!("unknown job type `{}` (not in the catalogs)", job.job_type),
-            ));
-        };
-        let runnable = models.iter().any(|&(m, total, _)| {
-            truth.throughput(t, m).is_some() && total >= job.gpus && truth.oom(m, &[t]).is_none()
-        });
-        if !runnable {
-            return Err(at_line(
-                &trace.origin,
-                *line,
-                format!(
-                    "job type `{}` needing {} GPU(s) can run nowhere in the cluster (no model with its throughput measured, enough GPUs and enough memory for it)",
-                    job.job_type, job.gpus
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Replays `trace` on `cluster` under `policy`, with outcomes from `truth`. The history (a
@@ -808,71 +703,4 @@ impl<'a> World<'a> {
         }
         Ok(())
     }
-}
-
-/// What a comparison replays: the ground truth, the cluster and the trace, with the names the
-/// report gives them.
-#[derive(Debug)]
-pub struct Scenario<'a> {
-    /// The measured ground truth.
-    pub truth: &'a Truth,
-    /// The cluster.
-    pub cluster: &'a Cluster,
-    /// Its name in the report (a file, or "built-in demo").
-    pub cluster_name: String,
-    /// The trace.
-    pub trace: &'a Trace,
-    /// Its name in the report.
-    pub trace_name: String,
-}
-
-/// Replays the scenario under each policy in turn and gathers the report. `progress` is told
-/// `(policy, share of its jobs finished)`.
-pub fn compare(
-    scenario: &Scenario<'_>,
-    settings: &Settings,
-    policies: &[crate::policy::PolicyName],
-    runtime: &tandem_host::Runtime,
-    command: String,
-    progress: &mut dyn FnMut(&str, f64),
-) -> Result<crate::Report> {
-    settings.check()?;
-    check_inputs(scenario.truth, scenario.cluster, scenario.trace)?;
-    let known = Known::of(scenario.truth);
-    let mut reports = Vec::new();
-    for &name in policies {
-        match name.build(&known, runtime, settings.seed)? {
-            Ok(mut policy) => {
-                let report = simulate(
-                    scenario.truth,
-                    scenario.cluster,
-                    scenario.trace,
-                    settings,
-                    policy.as_mut(),
-                    &mut |share| progress(name.as_str(), share),
-                )?;
-                reports.push(report);
-            }
-            Err(why) => reports.push(PolicyReport::not_applicable(name.as_str(), why)),
-        }
-    }
-    let mut gpus: Vec<(String, usize)> = Vec::new();
-    for gpu in scenario.cluster.gpus() {
-        match gpus.iter_mut().find(|(m, _)| *m == gpu.model) {
-            Some((_, n)) => *n += 1,
-            None => gpus.push((gpu.model, 1)),
-        }
-    }
-    Ok(crate::Report {
-        command,
-        inputs: crate::metrics::Inputs {
-            catalogs: scenario.truth.catalogs().to_vec(),
-            trace: scenario.trace_name.clone(),
-            jobs: scenario.trace.jobs.len(),
-            cluster: scenario.cluster_name.clone(),
-            gpus,
-        },
-        settings: settings.clone(),
-        policies: reports,
-    })
 }

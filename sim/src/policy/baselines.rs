@@ -18,7 +18,7 @@ use rand::Rng as _;
 use rand::SeedableRng as _;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{GpuView, Known, Observed, Policy, QueuedJob, Start, View};
+use super::api::{GpuView, Known, MAX_GROUP, Observed, Policy, QueuedJob, Start, View};
 use crate::error::Result;
 
 /// The GPUs as a decision changes them: how many jobs each holds and whether it is open to
@@ -57,7 +57,7 @@ impl Board {
 
     /// Whether a shareable job may join GPU `g` under a cap of `cap` jobs.
     fn joinable(&self, g: usize, cap: usize) -> bool {
-        self.count[g] > 0 && self.count[g] < cap.min(super::MAX_GROUP) && self.open[g]
+        self.count[g] > 0 && self.count[g] < cap.min(MAX_GROUP) && self.open[g]
     }
 
     /// Starts single-GPU `job` on GPU `g`.

@@ -26,8 +26,8 @@ use std::collections::HashMap;
 use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy as EnginePolicy, Profile};
 use tandem_host::{Recommender, Runtime};
 
+use super::api::{Known, Observed, Policy, Start, View};
 use super::baselines::{Board, shareable};
-use super::{Known, Observed, Policy, Start, View};
 use crate::error::{Error, Result};
 
 /// Tandem under one objective.

@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 
+use super::input::Input;
+use super::table::source_error;
 use crate::catalog::{Catalog, GpuModel, JobType, Pair};
-use crate::convert::Input;
-use crate::convert::table::source_error;
 use crate::error::Result;
 
 /// One GPU type of Gavel's throughput file and what the catalog records for it.

@@ -7,7 +7,7 @@ use crate::error::{Error, Result, at_line};
 
 /// The text of the file at `path` and its name for errors.
 pub(crate) fn read(path: &Path) -> Result<(String, String)> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadInput {
         path: path.to_path_buf(),
         source,
     })?;

@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{round_ms, unit};
+use super::draw::unit;
+use super::edit::round_ms;
 use crate::error::{Error, Result};
 use crate::trace::{Trace, TraceJob};
 

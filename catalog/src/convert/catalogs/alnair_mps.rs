@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::input::Input;
+use super::table::{Row, Table, source_error};
 use crate::catalog::{Catalog, GpuModel, JobType, Pair};
-use crate::convert::Input;
-use crate::convert::table::{Row, Table, source_error};
 use crate::error::Result;
 
 /// The source does not say which GPU it used.

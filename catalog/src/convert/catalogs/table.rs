@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use crate::convert::Input;
+use super::input::Input;
 use crate::error::{Error, Result};
 
 /// A CSV file: its header and records.

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use tandem_api::Profile;
 
+use super::input::Input;
+use super::table::Table;
 use crate::catalog::{Catalog, GpuModel, JobType, Pair};
-use crate::convert::Input;
-use crate::convert::table::Table;
 use crate::error::Result;
 
 /// The GPU of every Futurewei measurement, as `nvidia-smi` names and sizes a Tesla P100 16 GB.

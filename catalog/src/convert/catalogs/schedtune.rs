@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use tandem_api::ModelSummary;
 
+use super::input::Input;
+use super::table::Table;
 use crate::catalog::{Catalog, GpuModel, JobType};
-use crate::convert::Input;
-use crate::convert::table::Table;
 use crate::error::Result;
 
 /// The GPUs of the table, recognized by their CUDA cores (the table names none), with their

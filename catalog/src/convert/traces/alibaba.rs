@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use super::draw::unit;
 use crate::cluster::{Cluster, NodeGroup};
 use crate::csv_input;
 use crate::error::{Error, Result, at_line};
@@ -388,7 +389,7 @@ pub fn scale_to_steps(
 /// distributions, whose algorithms may change between versions: a seed must keep naming the
 /// same trace.
 fn pick<'a>(rng: &mut Xoshiro256PlusPlus, from: &'a [String]) -> &'a str {
-    let index = (super::unit(rng) * from.len() as f64) as usize;
+    let index = (unit(rng) * from.len() as f64) as usize;
     from.get(index.min(from.len().saturating_sub(1)))
         .map_or("", String::as_str)
 }
