@@ -1,11 +1,13 @@
 //! `cargo xtask cycles`: finds modules of a crate that import each other in a circle.
 //!
-//! The rule (DESIGN.md §2): inside a crate, imports point one way. For every pair of sibling
-//! modules, at every level of the module tree, at most one may refer to the other, directly or
-//! through other siblings. A reference from `a::x` to `b::y` counts as `a → b` among the
-//! children of their nearest common ancestor (the crate root here); references between a module
-//! and its own ancestors or descendants (`super::*` in a test module, a parent using its
-//! children) are how module trees work and are not counted.
+//! The rule (DESIGN.md §2): inside a crate, imports point one way; no module imports one that
+//! imports it back, directly or through others. A reference from `a::x` to `b::y` counts as
+//! `a → b`, between the children of their nearest common ancestor (a folder's modules import
+//! each other as one). A parent may use its children, or a child items defined in its parent
+//! (`use super::*` in a test module), but not both: a `mod.rs` that re-exports its children
+//! keeps what they share in a leaf module of its own. The crate root is the exception: it is the
+//! crate's table of contents (it declares and re-exports every module), so its references are
+//! not counted, and items it defines may be used by every module.
 //!
 //! A reference is any path that starts with `crate`, `super` or `self`, in a `use` item or in
 //! code (`crate::knowledge::Knowledge::new()`), resolved through the module tree and through
@@ -211,46 +213,67 @@ impl ModuleTree {
         module
     }
 
-    /// Sibling modules in a circle, at every level.
+    /// Modules in a circle. A reference from `a::x` to `b::y` is an edge `a → b` (the
+    /// children of their common ancestor); one from a module to its own ancestor `p` (an item
+    /// defined in `p`, not re-exported there) is an edge from `p`'s child on the way to `p`;
+    /// one from `p` into its descendants is an edge to that child.
     fn cycles(&self) -> Vec<Cycle> {
-        // parent → (from child → to child → one example)
-        let mut graphs: BTreeMap<ModPath, BTreeMap<String, BTreeMap<String, String>>> =
-            BTreeMap::new();
+        // from → to → one example
+        let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        let mut paths: BTreeMap<String, ModPath> = BTreeMap::new();
         for (from, module) in &self.modules {
             for (reference, text) in &module.references {
                 let to = self.resolve(reference, 0);
-                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-                if common == from.len() || common == to.len() {
-                    continue; // an ancestor or a descendant
+                if &to == from || from.is_empty() {
+                    // The crate root is the crate's table of contents: it declares and
+                    // re-exports every module, so its own references are not edges.
+                    continue;
                 }
-                graphs
-                    .entry(from[..common].to_vec())
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                let (source, target) = if common == from.len() {
+                    (from.clone(), to[..=common].to_vec())
+                } else if common == to.len() {
+                    (from[..=common].to_vec(), to)
+                } else {
+                    (from[..=common].to_vec(), to[..=common].to_vec())
+                };
+                let (source_name, target_name) = (display(&source), display(&target));
+                paths.insert(source_name.clone(), source);
+                paths.insert(target_name.clone(), target);
+                graph
+                    .entry(source_name)
                     .or_default()
-                    .entry(from[common].clone())
-                    .or_default()
-                    .entry(to[common].clone())
+                    .entry(target_name)
                     .or_insert_with(|| format!("{} → {text}", display(from)));
             }
         }
         let mut cycles = Vec::new();
-        for (parent, graph) in &graphs {
-            for component in strongly_connected(graph) {
-                if component.len() < 2 {
-                    continue;
-                }
-                let mut edges = Vec::new();
-                for from in &component {
-                    for (to, example) in &graph[from] {
-                        if component.contains(to) {
-                            edges.push(format!("{from} → {to} ({example})"));
-                        }
+        for component in strongly_connected(&graph) {
+            if component.len() < 2 {
+                continue;
+            }
+            let mut edges = Vec::new();
+            for from in &component {
+                for (to, example) in graph.get(from).into_iter().flatten() {
+                    if component.contains(to) {
+                        edges.push(format!("{from} → {to} (in {example})"));
                     }
                 }
-                cycles.push(Cycle {
-                    parent: display(parent),
-                    edges,
-                });
             }
+            let mut members = component.iter().map(|name| &paths[name]);
+            let first = members.next().cloned().unwrap_or_default();
+            let parent = members.fold(first, |common, path| {
+                common
+                    .iter()
+                    .zip(path)
+                    .take_while(|(a, b)| a == b)
+                    .map(|(a, _)| a.clone())
+                    .collect()
+            });
+            cycles.push(Cycle {
+                parent: display(&parent),
+                edges,
+            });
         }
         cycles
     }
@@ -294,6 +317,10 @@ struct Collector<'a> {
 impl<'ast> Visit<'ast> for Collector<'_> {
     fn visit_item_mod(&mut self, _: &'ast syn::ItemMod) {
         // Inline child modules are loaded as modules of their own.
+    }
+
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {
+        // `pub(crate)`, `pub(super)`: a scope, not a reference.
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
@@ -501,8 +528,8 @@ mod tests {
         let report = check_crate(&dir.path().join("src/lib.rs")).unwrap();
         assert_eq!(report.cycles.len(), 1, "{:?}", report.cycles);
         let edges = report.cycles[0].edges.join("\n");
-        assert!(edges.contains("error → p"), "{edges}");
-        assert!(edges.contains("p → error"), "{edges}");
+        assert!(edges.contains("crate::error → crate::p "), "{edges}");
+        assert!(edges.contains("crate::p → crate::error "), "{edges}");
     }
 
     #[test]
@@ -521,6 +548,31 @@ mod tests {
         ]);
         let report = check_crate(&dir.path().join("src/lib.rs")).unwrap();
         assert_eq!(report.modules, 5);
+        assert!(report.cycles.is_empty(), "{:?}", report.cycles);
+    }
+
+    #[test]
+    fn a_parent_using_its_child_that_uses_the_parent_is_a_cycle() {
+        let dir = crate_with(&[
+            ("src/lib.rs", "mod p;\n"),
+            (
+                "src/p/mod.rs",
+                "mod c;\npub use c::C;\npub struct Shared;\n",
+            ),
+            ("src/p/c.rs", "pub struct C(super::Shared);\n"),
+        ]);
+        let report = check_crate(&dir.path().join("src/lib.rs")).unwrap();
+        assert_eq!(report.cycles.len(), 1, "{:?}", report.cycles);
+        assert_eq!(report.cycles[0].parent, "crate::p");
+    }
+
+    #[test]
+    fn the_root_may_reexport_modules_that_use_its_items() {
+        let dir = crate_with(&[
+            ("src/lib.rs", "mod a;\npub use a::A;\npub struct Root;\n"),
+            ("src/a.rs", "pub(crate) struct A(crate::Root);\n"),
+        ]);
+        let report = check_crate(&dir.path().join("src/lib.rs")).unwrap();
         assert!(report.cycles.is_empty(), "{:?}", report.cycles);
     }
 

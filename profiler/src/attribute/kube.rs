@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tandem_adapter_core::identity::JOB_LABEL;
 
-use super::{AttributeError, Identity};
+use super::identity::{AttributeError, Identity};
 
 /// Shortest time between two lists of the node's pods.
 pub const RELIST_EVERY: Duration = Duration::from_secs(5);

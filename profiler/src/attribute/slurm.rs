@@ -5,7 +5,7 @@
 //! the engine about that job. Nothing else about the job (name, user, account, script) is
 //! read.
 
-use super::Identity;
+use super::identity::Identity;
 
 /// Namespace of every Slurm job's identity.
 pub const NAMESPACE: &str = "slurm";
