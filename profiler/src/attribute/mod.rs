@@ -95,6 +95,8 @@ impl Attributor {
 
 #[cfg(test)]
 mod tests {
+    use tandem_adapter_core::JobKeys;
+
     use super::*;
 
     #[test]
