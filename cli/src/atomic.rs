@@ -24,3 +24,20 @@ pub(crate) fn write<T>(
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(value)
 }
+
+/// Writes `text` to `path` atomically, readable by everyone: reports and traces are meant to be
+/// shared (the temporary file starts private).
+pub(crate) fn write_shared(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    write(path, |file| {
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            file.set_permissions(std::fs::Permissions::from_mode(0o644))
+                .with_context(|| format!("cannot make {} readable", path.display()))?;
+        }
+        Ok(())
+    })
+}

@@ -16,6 +16,7 @@ mod engine;
 pub(crate) mod memory;
 mod methods;
 mod metrics;
+pub(crate) mod render;
 pub(crate) mod utilization;
 
 use std::path::{Path, PathBuf};
