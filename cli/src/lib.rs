@@ -10,7 +10,6 @@
 mod args;
 mod atomic;
 mod commands;
-mod eval;
 mod kb;
 mod keys;
 mod loaded;
@@ -169,6 +168,9 @@ fn print_version(engine: &EngineArgs) -> anyhow::Result<()> {
 fn exit_code(error: &anyhow::Error) -> u8 {
     let bad_input = error.chain().any(|cause| {
         cause.downcast_ref::<InputError>().is_some()
+            || cause
+                .downcast_ref::<tandem_eval::Error>()
+                .is_some_and(tandem_eval::Error::is_bad_input)
             || matches!(
                 cause.downcast_ref::<tandem_host::Error>(),
                 Some(tandem_host::Error::Engine(

@@ -1,11 +1,12 @@
-//! `tandem eval`: Tandem's decisions measured against measured outcomes and baselines.
+//! `tandem eval`: Tandem's decisions measured against measured outcomes and baselines; a thin
+//! front-end over `tandem-eval`.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use tandem_eval as eval;
 
 use crate::args::{EngineArgs, Format};
-use crate::eval;
 use crate::output::print_as;
 
 /// The subcommands of `tandem eval`.
@@ -121,7 +122,7 @@ impl Command {
 }
 
 fn pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
-    let settings = eval::Settings {
+    let settings = eval::pairs::Settings {
         catalog: args.catalog,
         gpu_model: args.gpu_model,
         queues: args.queues,
@@ -130,8 +131,8 @@ fn pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     // Bad settings are reported before the engine is loaded.
-    let plan = eval::plan(settings)?;
+    let plan = eval::pairs::plan(settings)?;
     let runtime = engine.runtime()?;
-    let report = eval::run(&runtime, &plan)?;
+    let report = eval::pairs::run(&runtime, &plan)?;
     print_as(args.format, &report, || eval::render::pairs(&report))
 }

@@ -3,17 +3,17 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
-use crate::output::right_align;
+use crate::{memory, pairs, utilization};
 
 /// `eval pairs`: the settings, one row per method, then the learning curve.
-pub(crate) fn pairs(report: &super::Report) -> String {
+pub fn pairs(report: &pairs::Report) -> String {
     let s = &report.settings;
     let solo = if s.solo_times_measured {
         "measured solo times".to_owned()
     } else {
         format!(
             "solo times not measured: {:.0} s assumed for every job",
-            super::ASSUMED_SOLO_S
+            pairs::ASSUMED_SOLO_S
         )
     };
     let mut out = format!(
@@ -164,7 +164,7 @@ fn figure(value: Option<f64>, decimals: usize) -> String {
 }
 
 /// `tandem eval memory`: errors per split and predictor, then the guard.
-pub(crate) fn memory(report: &super::memory::Report) -> String {
+pub fn memory(report: &memory::Report) -> String {
     let mut out = format!(
         "{} measured peaks ({} networks × 4 batch sizes × {} GPUs, SchedTune); random split seed {}\n",
         report.rows, report.networks, report.gpus, report.seed
@@ -229,7 +229,7 @@ pub(crate) fn memory(report: &super::memory::Report) -> String {
 }
 
 /// `tandem eval utilization`: errors per split and predictor, then per held-out network.
-pub(crate) fn utilization(report: &super::utilization::Report) -> String {
+pub fn utilization(report: &utilization::Report) -> String {
     let mut out = format!(
         "{} measured runs ({} networks in {} families, maximum GPU utilization on a Tesla P100, \
          Futurewei); random split seed {}\n",
@@ -279,4 +279,13 @@ pub(crate) fn utilization(report: &super::utilization::Report) -> String {
     right_align(&mut table, 1..5);
     out.push_str(&format!("{table}\n"));
     out
+}
+
+/// Right-aligns `columns` of `table` (numbers line up on their last digit).
+fn right_align(table: &mut Table, columns: std::ops::Range<usize>) {
+    for column in columns {
+        if let Some(c) = table.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
 }
