@@ -17,7 +17,8 @@ mod baselines;
 mod tandem;
 
 pub use baselines::{
-    ExclusiveFifo, FfdUtilization, JrsRanking, LucidStyle, RandomColocation, SchedTuneMinJct,
+    ExclusiveFifo, FfdUtilization, JrsRanking, JrsScore, LucidStyle, RandomColocation,
+    SchedTuneMinJct,
 };
 pub use tandem::Tandem;
 
