@@ -179,15 +179,19 @@ impl Bench {
         Some(if a < b { times } else { [times[1], times[0]] })
     }
 
-    /// Time a measured pair saves against running its two jobs one after the other, seconds.
-    pub(crate) fn saved_s(&self, pair: &MeasuredPair) -> f64 {
-        let solo = self.types[pair.a].solo_s + self.types[pair.b].solo_s;
-        solo - pair.colocated_s[0].max(pair.colocated_s[1])
+    /// Solo times of the two jobs of a measured pair, seconds.
+    fn solo_s(&self, pair: &MeasuredPair) -> [f64; 2] {
+        [self.types[pair.a].solo_s, self.types[pair.b].solo_s]
     }
 
-    /// Packing saving of a measured pair, a fraction.
+    /// Packing saving of a measured pair, a fraction (the catalog's definition).
     pub(crate) fn packing_saving(&self, pair: &MeasuredPair) -> f64 {
-        self.saved_s(pair) / (self.types[pair.a].solo_s + self.types[pair.b].solo_s)
+        tandem_catalog::packing_saving(self.solo_s(pair), pair.colocated_s)
+    }
+
+    /// What the JRS ranking knows of a measured pair.
+    pub(crate) fn jrs_score(&self, pair: &MeasuredPair) -> tandem_sim::policy::JrsScore {
+        tandem_sim::policy::JrsScore::of(self.solo_s(pair), pair.colocated_s)
     }
 
     /// IndSD (fractions) of the two jobs of a measured pair.
