@@ -20,7 +20,9 @@ pub(crate) fn write<T>(
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     let value = fill(temp.as_file_mut())?;
     temp.as_file().sync_all()?;
+    // The persist error's message repeats its source (the I/O error): keep the source alone.
     temp.persist(path)
+        .map_err(|e| e.error)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(value)
 }

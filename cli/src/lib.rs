@@ -10,6 +10,7 @@
 mod args;
 mod atomic;
 mod commands;
+mod error;
 mod kb;
 mod keys;
 mod loaded;
@@ -168,6 +169,7 @@ fn print_version(engine: &EngineArgs) -> anyhow::Result<()> {
 fn exit_code(error: &anyhow::Error) -> u8 {
     let bad_input = error.chain().any(|cause| {
         cause.downcast_ref::<InputError>().is_some()
+            || cause.is::<error::BadInput>()
             || cause
                 .downcast_ref::<tandem_eval::Error>()
                 .is_some_and(tandem_eval::Error::is_bad_input)

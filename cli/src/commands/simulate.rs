@@ -12,6 +12,7 @@ use tandem_sim::{Cluster, Report, Scenario, Settings, Trace, Truth, demo};
 
 use crate::args::{EngineArgs, Format};
 use crate::atomic::write_shared;
+use crate::error::from_sim;
 use crate::output::print_as;
 use crate::queue::InputError;
 
@@ -164,12 +165,12 @@ fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let input = |e: tandem_sim::Error| -> anyhow::Error {
-        match e {
-            tandem_sim::Error::Input { .. }
-            | tandem_sim::Error::Catalog(_)
-            | tandem_sim::Error::Read { .. } => InputError::usage(e.to_string()).into(),
-            other => other.into(),
-        }
+        from_sim(e, |e| {
+            matches!(
+                e,
+                tandem_sim::Error::Input { .. } | tandem_sim::Error::Read { .. }
+            )
+        })
     };
     let catalogs: Vec<Catalog> = if request.catalogs.is_empty() {
         demo::catalogs().map_err(input)?

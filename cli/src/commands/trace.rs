@@ -7,6 +7,7 @@ use tandem_catalog::Catalog;
 use tandem_sim::{Truth, convert, demo};
 
 use crate::atomic::write_shared;
+use crate::error::from_sim;
 use crate::queue::InputError;
 
 /// The subcommands of `tandem trace`.
@@ -97,8 +98,7 @@ pub(crate) enum Command {
 impl Command {
     /// Converts or generates, and writes the files atomically.
     pub(crate) fn execute(self) -> anyhow::Result<()> {
-        let input =
-            |e: tandem_sim::Error| -> anyhow::Error { InputError::usage(e.to_string()).into() };
+        let input = |e: tandem_sim::Error| -> anyhow::Error { from_sim(e, |_| true) };
         let read = |path: &Path| -> anyhow::Result<String> {
             std::fs::read_to_string(path).map_err(|e| {
                 InputError::usage(format!("cannot read {}: {e}", path.display())).into()
