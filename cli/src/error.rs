@@ -1,5 +1,5 @@
 //! Errors of other crates as the CLI prints them: each cause once, and bad input marked so
-//! that it exits with code 2 (see [`crate::run`]'s exit codes).
+//! that it exits with code 2 (the exit codes are in the crate docs).
 
 /// Bad input whose cause is another crate's error: it prints as that error and its chain of
 /// sources, and counts as bad input.

@@ -26,7 +26,7 @@ use smartcore::linear::linear_regression::{
 use tandem_engine::forest::groups;
 use tandem_engine::memory::{self, Forest, Labelled, MemoryError, Row};
 
-use crate::Result;
+use crate::error::Result;
 use crate::folds::random_folds;
 
 /// Folds of the random split.

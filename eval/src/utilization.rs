@@ -22,7 +22,7 @@ use serde::Serialize;
 use tandem_engine::forest::{groups, held_out};
 use tandem_engine::utilization::{self, Forest, Labelled, Row, UtilizationError};
 
-use crate::Result;
+use crate::error::Result;
 use crate::folds::random_folds;
 
 /// Folds of the random split.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tandem_catalog::{Catalog, colocated_times};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Solo time given to every job of a type whose catalog entry has throughputs rather than
 /// completion times: each job then does the same amount of work (its type's throughput times

@@ -13,7 +13,7 @@ use tandem_host::{Recommender, Runtime};
 
 use super::bench::Bench;
 use super::methods::Pairs;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How the engine took its training outcomes.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]

@@ -27,7 +27,7 @@ use tandem_api::Objective;
 use tandem_catalog::Catalog;
 use tandem_host::Runtime;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use bench::Bench;
 use engine::Trained;
 use methods::Pairs;
