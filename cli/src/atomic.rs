@@ -20,7 +20,26 @@ pub(crate) fn write<T>(
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     let value = fill(temp.as_file_mut())?;
     temp.as_file().sync_all()?;
+    // The persist error's message repeats its source (the I/O error): keep the source alone.
     temp.persist(path)
+        .map_err(|e| e.error)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(value)
+}
+
+/// Writes `text` to `path` atomically, readable by everyone: reports and traces are meant to be
+/// shared (the temporary file starts private).
+pub(crate) fn write_shared(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    write(path, |file| {
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            file.set_permissions(std::fs::Permissions::from_mode(0o644))
+                .with_context(|| format!("cannot make {} readable", path.display()))?;
+        }
+        Ok(())
+    })
 }

@@ -1,5 +1,6 @@
 //! The `tandem` binary as a user runs it: real files in, exit codes and output out.
 
+mod errors;
 mod eval;
 mod kb;
 mod predict;

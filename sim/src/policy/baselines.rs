@@ -365,7 +365,44 @@ impl Policy for SchedTuneMinJct {
     }
 }
 
-/// What JRS's ranking knows of a pair: observed packing saving and worst slowdown.
+/// What JRS / PriRecT ranks a pair by: its packing saving and the worse individual slowdown
+/// of its two jobs, both as the catalog defines them ([`tandem_catalog::packing_saving`],
+/// [`tandem_catalog::individual_slowdown`]). The simulator's `jrs-ranking` policy and
+/// `tandem eval pairs` both rank with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JrsScore {
+    /// Packing saving, a fraction.
+    pub packing_saving: f64,
+    /// The larger IndSD of the two jobs, a fraction.
+    pub worst_slowdown: f64,
+}
+
+impl JrsScore {
+    /// The score of two jobs taking `solo` seconds alone and `colocated` seconds together.
+    pub fn of(solo: [f64; 2], colocated: [f64; 2]) -> Self {
+        Self {
+            packing_saving: tandem_catalog::packing_saving(solo, colocated),
+            worst_slowdown: tandem_catalog::individual_slowdown(solo[0], colocated[0])
+                .max(tandem_catalog::individual_slowdown(solo[1], colocated[1])),
+        }
+    }
+
+    /// Whether the pair is worth forming at all: a pair the ranking's own record says loses
+    /// time never is.
+    pub fn saves_time(&self) -> bool {
+        self.packing_saving > 0.0
+    }
+
+    /// JRS's order, better first: higher packing saving, then the lower worst slowdown.
+    pub fn rank(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .packing_saving
+            .total_cmp(&self.packing_saving)
+            .then(self.worst_slowdown.total_cmp(&other.worst_slowdown))
+    }
+}
+
+/// What JRS's ranking knows of a pair: the sum of the scores of its observations.
 #[derive(Debug, Clone, Copy, Default)]
 struct PairStats {
     saving_sum: f64,
@@ -392,10 +429,13 @@ impl Policy for JrsRanking {
             .pairs
             .entry((observed.model, a.min(b), a.max(b)))
             .or_default();
-        // Two jobs of equal work at these speeds: saving against running them one after the
-        // other, in throughput terms.
-        stats.saving_sum += 1.0 - 1.0 / (sa + sb);
-        stats.worst_slowdown_sum += (1.0 / sa.min(sb)) - 1.0;
+        // Two jobs of equal work (1 s alone) at these speeds.
+        let score = JrsScore::of(
+            [1.0; 2],
+            tandem_catalog::colocated_times([1.0; 2], [sa, sb]),
+        );
+        stats.saving_sum += score.packing_saving;
+        stats.worst_slowdown_sum += score.worst_slowdown;
         stats.n += 1.0;
         Ok(())
     }
@@ -403,7 +443,7 @@ impl Policy for JrsRanking {
     fn decide(&mut self, view: &View<'_>) -> Result<Vec<Start>> {
         let pairs = &self.pairs;
         Ok(place_each(view, view.queue, |board, job| {
-            let mut best: Option<(f64, f64, usize)> = None;
+            let mut best: Option<(JrsScore, usize)> = None;
             for g in 0..board.count.len() {
                 if !(runs_on(view.known, board, job, g) && board.joinable(g, 2)) {
                     continue;
@@ -413,15 +453,17 @@ impl Policy for JrsRanking {
                 let Some(stats) = pairs.get(&key) else {
                     continue;
                 };
-                let saving = stats.saving_sum / stats.n;
-                let worst = stats.worst_slowdown_sum / stats.n;
-                if saving > 0.0
-                    && best.is_none_or(|(s, w, _)| saving > s || (saving == s && worst < w))
+                let score = JrsScore {
+                    packing_saving: stats.saving_sum / stats.n,
+                    worst_slowdown: stats.worst_slowdown_sum / stats.n,
+                };
+                if score.saves_time()
+                    && best.is_none_or(|(b, _)| score.rank(&b) == std::cmp::Ordering::Less)
                 {
-                    best = Some((saving, worst, g));
+                    best = Some((score, g));
                 }
             }
-            best.map(|(_, _, g)| g)
+            best.map(|(_, g)| g)
                 .or_else(|| board.first_idle(view.known, job))
         }))
     }

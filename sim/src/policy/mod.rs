@@ -21,7 +21,8 @@ pub use api::{
     GpuView, JobId, Known, KnownType, MAX_GROUP, Observed, Policy, QueuedJob, Resident, Start, View,
 };
 pub use baselines::{
-    ExclusiveFifo, FfdUtilization, JrsRanking, LucidStyle, RandomColocation, SchedTuneMinJct,
+    ExclusiveFifo, FfdUtilization, JrsRanking, JrsScore, LucidStyle, RandomColocation,
+    SchedTuneMinJct,
 };
 pub use tandem::Tandem;
 

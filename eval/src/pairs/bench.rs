@@ -6,12 +6,12 @@ use std::path::Path;
 
 use tandem_catalog::{Catalog, colocated_times};
 
-use crate::queue::InputError;
+use crate::error::{Error, Result};
 
 /// Solo time given to every job of a type whose catalog entry has throughputs rather than
 /// completion times: each job then does the same amount of work (its type's throughput times
 /// this), so pairs of different types are compared on equal footing.
-pub(crate) const ASSUMED_SOLO_S: f64 = 1000.0;
+pub const ASSUMED_SOLO_S: f64 = 1000.0;
 
 /// One job type usable on the evaluated GPU model.
 #[derive(Debug, Clone)]
@@ -60,11 +60,7 @@ pub(crate) struct Bench {
 
 impl Bench {
     /// Reads the ground truth of `gpu_model` (the catalog's only model when `None`).
-    pub(crate) fn load(
-        catalog: &Catalog,
-        path: &Path,
-        gpu_model: Option<&str>,
-    ) -> Result<Self, InputError> {
+    pub(crate) fn load(catalog: &Catalog, path: &Path, gpu_model: Option<&str>) -> Result<Self> {
         let models: Vec<&str> = catalog
             .gpu_models()
             .iter()
@@ -72,7 +68,7 @@ impl Bench {
             .collect();
         let gpu = match gpu_model {
             Some(model) => catalog.gpu_model(model).ok_or_else(|| {
-                InputError::usage(format!(
+                Error::Setting(format!(
                     "--gpu-model {model}: {} has no such GPU model (it has: {})",
                     path.display(),
                     models.join(", ")
@@ -81,7 +77,7 @@ impl Bench {
             None => match catalog.gpu_models() {
                 [only] => only,
                 _ => {
-                    return Err(InputError::usage(format!(
+                    return Err(Error::Setting(format!(
                         "--gpu-model: {} measured several GPU models; choose one of: {}",
                         path.display(),
                         models.join(", ")
@@ -112,14 +108,13 @@ impl Bench {
             });
         }
         if types.len() < 2 {
-            return Err(InputError::in_file(
-                path,
-                "",
-                format!(
+            return Err(Error::Unusable {
+                file: path.to_owned(),
+                problem: format!(
                     "only {} job type(s) have a solo throughput or solo time on {model}; pairing needs at least 2",
                     types.len()
                 ),
-            ));
+            });
         }
 
         let mut pairs = Vec::new();
@@ -184,15 +179,19 @@ impl Bench {
         Some(if a < b { times } else { [times[1], times[0]] })
     }
 
-    /// Time a measured pair saves against running its two jobs one after the other, seconds.
-    pub(crate) fn saved_s(&self, pair: &MeasuredPair) -> f64 {
-        let solo = self.types[pair.a].solo_s + self.types[pair.b].solo_s;
-        solo - pair.colocated_s[0].max(pair.colocated_s[1])
+    /// Solo times of the two jobs of a measured pair, seconds.
+    fn solo_s(&self, pair: &MeasuredPair) -> [f64; 2] {
+        [self.types[pair.a].solo_s, self.types[pair.b].solo_s]
     }
 
-    /// Packing saving of a measured pair, a fraction.
+    /// Packing saving of a measured pair, a fraction (the catalog's definition).
     pub(crate) fn packing_saving(&self, pair: &MeasuredPair) -> f64 {
-        self.saved_s(pair) / (self.types[pair.a].solo_s + self.types[pair.b].solo_s)
+        tandem_catalog::packing_saving(self.solo_s(pair), pair.colocated_s)
+    }
+
+    /// What the JRS ranking knows of a measured pair.
+    pub(crate) fn jrs_score(&self, pair: &MeasuredPair) -> tandem_sim::policy::JrsScore {
+        tandem_sim::policy::JrsScore::of(self.solo_s(pair), pair.colocated_s)
     }
 
     /// IndSD (fractions) of the two jobs of a measured pair.

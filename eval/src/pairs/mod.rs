@@ -1,4 +1,5 @@
-//! `tandem eval pairs`: how well does Tandem pair jobs, measured against a catalog?
+//! Pairing quality (`tandem eval pairs`): how well does Tandem pair jobs, measured against a
+//! catalog?
 //!
 //! Queues of distinct job types are drawn from a catalog's GPU model; every method groups each
 //! queue into pairs and singletons; each pair's outcome is looked up in the catalog's measured
@@ -13,10 +14,8 @@
 
 mod bench;
 mod engine;
-pub(crate) mod memory;
 mod methods;
 mod metrics;
-pub(crate) mod utilization;
 
 use std::path::{Path, PathBuf};
 
@@ -28,32 +27,14 @@ use tandem_api::Objective;
 use tandem_catalog::Catalog;
 use tandem_host::Runtime;
 
-use crate::keys::IdKeys;
-use crate::queue::InputError;
+use crate::error::{Error, Result};
 use bench::Bench;
-use engine::{Trained, Training};
+use engine::Trained;
 use methods::Pairs;
 use metrics::{HIGH_SLOWDOWN, QueueOutcome, mean, percentile, queue_outcome, spearman};
 
-pub(crate) use bench::ASSUMED_SOLO_S;
-
-/// `folds` folds of a seeded shuffle of `0..rows`, every row in exactly one (the random split
-/// of `eval memory` and `eval utilization`).
-pub(crate) fn random_folds(rows: usize, folds: usize, seed: u64) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..rows).collect();
-    order.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
-    (0..folds)
-        .map(|k| order.iter().copied().skip(k).step_by(folds).collect())
-        .collect()
-}
-
-/// Whether `folds` hold out each of `0..rows` exactly once (for the splits' tests).
-#[cfg(test)]
-pub(crate) fn each_once(folds: Vec<Vec<usize>>, rows: usize) -> bool {
-    let mut seen: Vec<usize> = folds.into_iter().flatten().collect();
-    seen.sort_unstable();
-    seen == (0..rows).collect::<Vec<_>>()
-}
+pub use bench::ASSUMED_SOLO_S;
+pub use engine::Training;
 
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
 const DEFAULT_QUEUE_LIMIT: usize = 16;
@@ -67,11 +48,11 @@ fn default_queue_size(types: usize) -> usize {
 }
 
 /// Training shares of the learning curve.
-pub(crate) const CURVE_SHARES: [f64; 6] = [0.0, 0.1, 0.25, 0.5, 0.75, 0.9];
+pub const CURVE_SHARES: [f64; 6] = [0.0, 0.1, 0.25, 0.5, 0.75, 0.9];
 
 /// What to evaluate, as given on the command line (checked by [`run`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Settings {
+pub struct Settings {
     /// The catalog file.
     pub catalog: PathBuf,
     /// GPU model to evaluate on (the catalog's only one when `None`).
@@ -88,7 +69,7 @@ pub(crate) struct Settings {
 
 /// The whole evaluation (the `--format json` output).
 #[derive(Debug, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     /// Which catalog.
     pub catalog: CatalogInfo,
     /// The settings in force, defaults resolved, and the sizes they led to.
@@ -101,7 +82,7 @@ pub(crate) struct Report {
 
 /// The catalog evaluated.
 #[derive(Debug, Serialize)]
-pub(crate) struct CatalogInfo {
+pub struct CatalogInfo {
     /// Its name (`gavel-v100`).
     pub name: String,
     /// The file it was read from.
@@ -110,7 +91,7 @@ pub(crate) struct CatalogInfo {
 
 /// Settings with defaults resolved, and what they select from the catalog.
 #[derive(Debug, Serialize)]
-pub(crate) struct Resolved {
+pub struct Resolved {
     /// GPU model evaluated.
     pub gpu_model: String,
     /// Its memory, in MiB (the GPUs the engine is offered).
@@ -140,7 +121,7 @@ pub(crate) struct Resolved {
 
 /// What one method achieved over every queue.
 #[derive(Debug, Serialize)]
-pub(crate) struct MethodRow {
+pub struct MethodRow {
     /// Method name (`random`, `first-come`, `jrs-ranking`, `lucid-style`, `tandem-balanced`,
     /// `tandem-min-slowdown`, `tandem-max-packing`, `oracle`).
     pub method: &'static str,
@@ -169,7 +150,7 @@ pub(crate) struct MethodRow {
 
 /// One point of the learning curve.
 #[derive(Debug, Serialize)]
-pub(crate) struct CurveRow {
+pub struct CurveRow {
     /// Share of the measured pairs observed.
     pub train_share: f64,
     /// Measured pairs observed.
@@ -220,7 +201,7 @@ fn rng(seed: u64, stream: Stream) -> Xoshiro256PlusPlus {
 
 /// Settings checked against their catalog: everything needed to run, nothing run yet.
 #[derive(Debug)]
-pub(crate) struct Plan {
+pub struct Plan {
     settings: Settings,
     bench: Bench,
     queue_size: usize,
@@ -228,12 +209,12 @@ pub(crate) struct Plan {
 
 /// Reads the catalog and checks every setting against it (bad input is exit code 2), before
 /// any engine is loaded.
-pub(crate) fn plan(settings: Settings) -> Result<Plan, InputError> {
+pub fn plan(settings: Settings) -> Result<Plan> {
     if settings.queues == 0 {
-        return Err(InputError::usage("--queues 0: must be at least 1"));
+        return Err(Error::Setting("--queues 0: must be at least 1".into()));
     }
     if !(0.0..=1.0).contains(&settings.train_share) {
-        return Err(InputError::usage(format!(
+        return Err(Error::Setting(format!(
             "--train-share {}: must be within 0..=1",
             settings.train_share
         )));
@@ -243,12 +224,12 @@ pub(crate) fn plan(settings: Settings) -> Result<Plan, InputError> {
     let types = bench.types.len();
     let queue_size = match settings.queue_size {
         Some(size) if size < 2 => {
-            return Err(InputError::usage(format!(
+            return Err(Error::Setting(format!(
                 "--queue-size {size}: must be at least 2 (a pair)"
             )));
         }
         Some(size) if size > types => {
-            return Err(InputError::usage(format!(
+            return Err(Error::Setting(format!(
                 "--queue-size {size}: at most {types}, the job types with solo data on {} in {} \
                  (a queue holds each job type once)",
                 bench.gpu_model,
@@ -266,7 +247,7 @@ pub(crate) fn plan(settings: Settings) -> Result<Plan, InputError> {
 }
 
 /// Runs every method and the learning curve.
-pub(crate) fn run(runtime: &Runtime, plan: &Plan) -> anyhow::Result<Report> {
+pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
     let (settings, bench, queue_size) = (&plan.settings, &plan.bench, plan.queue_size);
     let types = bench.types.len();
     let queues = draw_queues(bench, settings.queues, queue_size, settings.seed);
@@ -274,7 +255,7 @@ pub(crate) fn run(runtime: &Runtime, plan: &Plan) -> anyhow::Result<Report> {
     split.shuffle(&mut rng(settings.seed, Stream::Split));
     let observed = &split[..training_count(settings.train_share, split.len())];
 
-    let mut keys = IdKeys::new(key_secret(settings.seed));
+    let secret = key_secret(settings.seed);
     let mut rows = Vec::new();
     let mut pairing_rng = rng(settings.seed, Stream::RandomPairing);
     rows.push(score("random", bench, &queues, |queue| {
@@ -298,14 +279,8 @@ pub(crate) fn run(runtime: &Runtime, plan: &Plan) -> anyhow::Result<Report> {
         ("tandem-min-slowdown", Objective::MinSlowdown),
         ("tandem-max-packing", Objective::MaxPacking),
     ] {
-        let mut trained = Trained::new(
-            runtime,
-            bench,
-            &mut keys,
-            objective,
-            settings.seed,
-            observed,
-        )?;
+        let mut trained =
+            Trained::new(runtime, bench, &secret, objective, settings.seed, observed)?;
         let mut row = score(method, bench, &queues, |queue| trained.pairs(bench, queue))?;
         row.engine = Some(trained.training.clone());
         rows.push(row);
@@ -328,14 +303,14 @@ pub(crate) fn run(runtime: &Runtime, plan: &Plan) -> anyhow::Result<Report> {
             curve_row(
                 runtime,
                 bench,
-                &mut keys,
+                &secret,
                 &queues,
                 &split,
                 share,
                 settings.seed,
             )
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<_>>()?;
 
     Ok(Report {
         catalog: CatalogInfo {
@@ -361,18 +336,10 @@ pub(crate) fn run(runtime: &Runtime, plan: &Plan) -> anyhow::Result<Report> {
     })
 }
 
-/// Reads the catalog; any problem with it is bad input (exit code 2).
-fn read_catalog(path: &Path) -> Result<Catalog, InputError> {
-    Catalog::read(path).map_err(|error| {
-        // The catalog's errors already start with the file; keep their causes in the message.
-        let mut problem = error.to_string();
-        let mut cause = std::error::Error::source(&error);
-        while let Some(inner) = cause {
-            problem.push_str(&format!(": {inner}"));
-            cause = inner.source();
-        }
-        InputError::usage(problem)
-    })
+/// Reads the catalog; any problem with it is bad input ([`Error::is_bad_input`]).
+fn read_catalog(path: &Path) -> Result<Catalog> {
+    // The catalog's errors start with the file and keep their cause as their source.
+    Ok(Catalog::read(path)?)
 }
 
 /// Number of pairs observed for a training share: the share of all, rounded to the nearest.
@@ -408,8 +375,8 @@ fn score(
     method: &'static str,
     bench: &Bench,
     queues: &[Vec<usize>],
-    mut group: impl FnMut(&[usize]) -> anyhow::Result<Pairs>,
-) -> anyhow::Result<MethodRow> {
+    mut group: impl FnMut(&[usize]) -> Result<Pairs>,
+) -> Result<MethodRow> {
     let mut outcomes = Vec::with_capacity(queues.len());
     for queue in queues {
         let pairs = group(queue)?;
@@ -489,14 +456,14 @@ impl Summary {
 fn curve_row(
     runtime: &Runtime,
     bench: &Bench,
-    keys: &mut IdKeys,
+    secret: &[u8],
     queues: &[Vec<usize>],
     split: &[usize],
     share: f64,
     seed: u64,
-) -> anyhow::Result<CurveRow> {
+) -> Result<CurveRow> {
     let (observed, held_out) = split.split_at(training_count(share, split.len()));
-    let mut trained = Trained::new(runtime, bench, keys, Objective::Balanced, seed, observed)?;
+    let mut trained = Trained::new(runtime, bench, secret, Objective::Balanced, seed, observed)?;
     let mut outcomes = Vec::with_capacity(queues.len());
     for queue in queues {
         let pairs = trained.pairs(bench, queue)?;

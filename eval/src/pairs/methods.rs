@@ -4,6 +4,7 @@
 use rand::seq::SliceRandom as _;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use tandem_engine::grouping::{Edge, best_pairs};
+use tandem_sim::policy::JrsScore;
 
 use super::bench::Bench;
 
@@ -23,8 +24,8 @@ pub(crate) fn random(len: usize, rng: &mut Xoshiro256PlusPlus) -> Pairs {
 }
 
 /// JRS / PriRecT cluster ranking. Without profiles every job type is its own cluster, so the
-/// ranking is over the observed (training) pairs themselves: best measured packing saving
-/// first, ties broken by the lower worst slowdown.
+/// ranking is over the observed (training) pairs themselves, in the simulator's JRS order
+/// ([`JrsScore`]): best measured packing saving first, ties broken by the lower worst slowdown.
 #[derive(Debug, Clone)]
 pub(crate) struct JrsRanking {
     /// Type pairs, best first; only those whose measured saving is positive (a pair the
@@ -35,25 +36,17 @@ pub(crate) struct JrsRanking {
 impl JrsRanking {
     /// Ranks the observed pairs (indices into `bench.pairs`).
     pub(crate) fn new(bench: &Bench, observed: &[usize]) -> Self {
-        let mut scored: Vec<(f64, f64, usize)> = observed
+        let mut scored: Vec<(JrsScore, usize)> = observed
             .iter()
-            .map(|&p| {
-                let pair = &bench.pairs[p];
-                let [sa, sb] = bench.slowdowns(pair);
-                (bench.packing_saving(pair), sa.max(sb), p)
-            })
-            .filter(|(saving, _, _)| *saving > 0.0)
+            .map(|&p| (bench.jrs_score(&bench.pairs[p]), p))
+            .filter(|(score, _)| score.saves_time())
             .collect();
         // Catalog order settles exact ties, so the ranking is reproducible.
-        scored.sort_by(|x, y| {
-            y.0.total_cmp(&x.0)
-                .then(x.1.total_cmp(&y.1))
-                .then(x.2.cmp(&y.2))
-        });
+        scored.sort_by(|x, y| x.0.rank(&y.0).then(x.1.cmp(&y.1)));
         Self {
             ranked: scored
                 .into_iter()
-                .map(|(_, _, p)| (bench.pairs[p].a, bench.pairs[p].b))
+                .map(|(_, p)| (bench.pairs[p].a, bench.pairs[p].b))
                 .collect(),
         }
     }

@@ -1,23 +1,23 @@
 //! Tandem itself, through the real component: train a recommender on observed outcomes, then
 //! ask it to group queues and to predict held-out pairs.
 //!
-//! The engine sees keyed ids only: each job type's name is keyed once (HMAC, see
-//! [`crate::keys`]) and every job of that type carries the keyed id, so what the engine learns
+//! The engine sees keyed ids only: each job type's name is keyed once (HMAC-SHA256, as the CLI
+//! keys job ids; see `tandem_host::keys`) and every job of that type carries the keyed id, so what the engine learns
 //! about a job type it learns per id, exactly as it would for a recurring workload.
 
 use std::collections::HashMap;
 
-use anyhow::Context as _;
 use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy, Prediction};
+use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
 
 use super::bench::Bench;
 use super::methods::Pairs;
-use crate::keys::IdKeys;
+use crate::error::{Error, Result};
 
 /// How the engine took its training outcomes.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub(crate) struct Training {
+pub struct Training {
     /// Outcomes the engine accepted.
     pub outcomes_observed: usize,
     /// Outcomes it refused (an error value, or a call that failed); nothing is learned from
@@ -45,11 +45,11 @@ impl Trained {
     pub(crate) fn new(
         runtime: &Runtime,
         bench: &Bench,
-        keys: &mut IdKeys,
+        secret: &[u8],
         objective: Objective,
         seed: u64,
         observed: &[usize],
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self> {
         let policy = Policy {
             objective,
             max_jobs_per_gpu: 2,
@@ -58,8 +58,15 @@ impl Trained {
         };
         let mut recommender = runtime
             .bootstrap(&policy, seed)
-            .context("cannot create the recommender to evaluate")?;
-        let ids: Vec<String> = bench.types.iter().map(|t| keys.key(&t.name)).collect();
+            .map_err(|source| Error::Engine {
+                doing: "cannot create the recommender to evaluate",
+                source,
+            })?;
+        let ids: Vec<String> = bench
+            .types
+            .iter()
+            .map(|t| keyed_id(secret, &t.name))
+            .collect();
         let types = ids.iter().cloned().zip(0..).collect();
         let mut training = Training::default();
         for &p in observed {
@@ -90,7 +97,7 @@ impl Trained {
 
     /// The engine's grouping of a queue (job types in queue order): its placements of two jobs
     /// are the pairs; a job placed alone or left unplaced runs alone.
-    pub(crate) fn pairs(&mut self, bench: &Bench, queue: &[usize]) -> anyhow::Result<Pairs> {
+    pub(crate) fn pairs(&mut self, bench: &Bench, queue: &[usize]) -> Result<Pairs> {
         let jobs: Vec<Job> = queue
             .iter()
             .enumerate()
@@ -116,11 +123,18 @@ impl Trained {
         let answer = self
             .recommender
             .recommend(&jobs, &gpus)
-            .context("the engine failed to group an evaluation queue")?;
-        let position = |id: &str| -> anyhow::Result<usize> {
+            .map_err(|source| Error::Engine {
+                doing: "the engine failed to group an evaluation queue",
+                source,
+            })?;
+        let position = |id: &str| -> Result<usize> {
             let t = self.types.get(id).copied();
             t.and_then(|t| queue.iter().position(|&q| q == t))
-                .with_context(|| format!("the engine placed a job `{id}` that was not queued"))
+                .ok_or_else(|| {
+                    Error::Answer(format!(
+                        "the engine placed a job `{id}` that was not queued"
+                    ))
+                })
         };
         let mut pairs = Vec::new();
         for placement in &answer.placements {
@@ -130,11 +144,13 @@ impl Trained {
                     let (i, j) = (position(a)?, position(b)?);
                     pairs.push((i.min(j), i.max(j)));
                 }
-                jobs => anyhow::bail!(
-                    "the engine put {} jobs on {} although at most 2 may share a GPU",
-                    jobs.len(),
-                    placement.gpu
-                ),
+                jobs => {
+                    return Err(Error::Answer(format!(
+                        "the engine put {} jobs on {} although at most 2 may share a GPU",
+                        jobs.len(),
+                        placement.gpu
+                    )));
+                }
             }
         }
         Ok(pairs)

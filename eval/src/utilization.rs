@@ -1,4 +1,4 @@
-//! `tandem eval utilization`: how well does the engine predict a declared job's GPU
+//! Utilization prediction (`tandem eval utilization`): how well does the engine predict a declared job's GPU
 //! utilization before it runs (Yeung et al.)?
 //!
 //! The data are the 49 Futurewei training runs bundled with the engine (15 networks, batch
@@ -12,7 +12,8 @@
 //! - `random`: five folds of a seeded shuffle.
 //!
 //! Three predictors: the engine's forest (`tandem_engine::utilization`, the code the component
-//! runs); the mean of the training runs (in log space, what RMSLE rewards); and a FLOPs-only
+//! runs, here natively: see the crate docs for why, and for the check that its figures are the
+//! component's); the mean of the training runs (in log space, what RMSLE rewards); and a FLOPs-only
 //! log-log line. Scores: RMSLE on utilization in percent (`ln(1 + %)`), RMSLE on utilization as
 //! a fraction (`ln(1 + u)`, u in 0..1; Yeung et al.'s paper does not say which unit its 0.154
 //! is in, and the two differ a lot), and the mean absolute error in percentage points.
@@ -21,16 +22,19 @@ use serde::Serialize;
 use tandem_engine::forest::{groups, held_out};
 use tandem_engine::utilization::{self, Forest, Labelled, Row, UtilizationError};
 
+use crate::error::Result;
+use crate::folds::random_folds;
+
 /// Folds of the random split.
 const RANDOM_FOLDS: usize = 5;
 
 /// Yeung et al.'s reported RMSLE with a random forest.
-pub(crate) const YEUNG_RMSLE: f64 = 0.154;
+pub const YEUNG_RMSLE: f64 = 0.154;
 
 /// How runs are held out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum Split {
+pub enum Split {
     /// Each network in turn.
     LeaveOneModelOut,
     /// Each family of networks in turn (the small BERTs together).
@@ -46,7 +50,8 @@ impl Split {
         Split::Random,
     ];
 
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The split's name, as the reports print it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Split::LeaveOneModelOut => "leave-one-model-out",
             Split::LeaveOneFamilyOut => "leave-one-family-out",
@@ -58,14 +63,14 @@ impl Split {
         match self {
             Split::LeaveOneModelOut => groups(rows.iter().map(|l| l.network)),
             Split::LeaveOneFamilyOut => groups(rows.iter().map(|l| l.family)),
-            Split::Random => super::random_folds(rows.len(), RANDOM_FOLDS, seed),
+            Split::Random => random_folds(rows.len(), RANDOM_FOLDS, seed),
         }
     }
 }
 
 /// Errors of one predictor under one split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Score {
+pub struct Score {
     /// The split.
     pub split: Split,
     /// The predictor.
@@ -80,7 +85,7 @@ pub(crate) struct Score {
 
 /// The engine's forest on one held-out network (leave-one-model-out).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct NetworkScore {
+pub struct NetworkScore {
     /// The network.
     pub network: &'static str,
     /// Its runs.
@@ -95,7 +100,7 @@ pub(crate) struct NetworkScore {
 
 /// The whole evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     /// Runs evaluated on.
     pub runs: usize,
     /// Networks among them.
@@ -113,7 +118,7 @@ pub(crate) struct Report {
 }
 
 /// Runs the evaluation on the bundled runs.
-pub(crate) fn run(seed: u64) -> anyhow::Result<Report> {
+pub fn run(seed: u64) -> Result<Report> {
     let labelled = utilization::bundled();
     let rows: Vec<Row> = labelled.iter().map(|l| l.row).collect();
     let truth: Vec<f64> = rows.iter().map(|r| r.util_pct).collect();
@@ -241,7 +246,7 @@ mod tests {
         let rows = utilization::bundled();
         for split in Split::ALL {
             assert!(
-                super::super::each_once(split.folds(&rows, 3), rows.len()),
+                crate::folds::each_once(split.folds(&rows, 3), rows.len()),
                 "{split:?}"
             );
         }

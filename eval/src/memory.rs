@@ -1,4 +1,4 @@
-//! `tandem eval memory`: how well does the engine predict a declared job's peak memory on a GPU
+//! Memory prediction (`tandem eval memory`): how well does the engine predict a declared job's peak memory on a GPU
 //! model, and does the guard built on it catch every would-be OOM?
 //!
 //! The data are SchedTune's 240 measurements bundled with the engine (12 CNNs × batch sizes 8,
@@ -9,7 +9,8 @@
 //! - `leave-one-model-out`: every network in turn (a model nobody declared before).
 //!
 //! Three predictors: the engine's forest (`tandem_engine::memory`, the code the component
-//! runs); a Torchinfo-like sum (parameters + activations + input, the same on every GPU); and a
+//! runs, here natively: see the crate docs for why, and for the check that its figures are the
+//! component's); a Torchinfo-like sum (parameters + activations + input, the same on every GPU); and a
 //! Horus-like linear model (least squares over the model's characteristics, GPU-agnostic).
 //!
 //! The guard: on each held-out row the engine reserves its prediction times (1 + margin), the
@@ -25,16 +26,19 @@ use smartcore::linear::linear_regression::{
 use tandem_engine::forest::groups;
 use tandem_engine::memory::{self, Forest, Labelled, MemoryError, Row};
 
+use crate::error::Result;
+use crate::folds::random_folds;
+
 /// Folds of the random split.
 const RANDOM_FOLDS: usize = 5;
 
 /// SchedTune's reported average error on a random split, %.
-pub(crate) const SCHEDTUNE_AVG_ERROR_PCT: f64 = 1.50;
+pub const SCHEDTUNE_AVG_ERROR_PCT: f64 = 1.50;
 
 /// How rows are held out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum Split {
+pub enum Split {
     /// Five folds of a seeded shuffle.
     Random,
     /// Each GPU in turn.
@@ -50,7 +54,8 @@ impl Split {
         Split::LeaveOneModelOut,
     ];
 
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The split's name, as the reports print it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Split::Random => "random",
             Split::LeaveOneGpuOut => "leave-one-gpu-out",
@@ -60,7 +65,7 @@ impl Split {
 
     fn folds(self, rows: &[Labelled], seed: u64) -> Vec<Vec<usize>> {
         match self {
-            Split::Random => super::random_folds(rows.len(), RANDOM_FOLDS, seed),
+            Split::Random => random_folds(rows.len(), RANDOM_FOLDS, seed),
             Split::LeaveOneGpuOut => groups(rows.iter().map(|l| l.gpu)),
             Split::LeaveOneModelOut => groups(rows.iter().map(|l| l.network)),
         }
@@ -69,7 +74,7 @@ impl Split {
 
 /// Errors of one predictor under one split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Score {
+pub struct Score {
     /// The split.
     pub split: Split,
     /// The predictor.
@@ -84,7 +89,7 @@ pub(crate) struct Score {
 
 /// The guard under one split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Guard {
+pub struct Guard {
     /// The split.
     pub split: Split,
     /// Held-out rows.
@@ -103,7 +108,7 @@ pub(crate) struct Guard {
 
 /// The whole evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     /// Measurements evaluated on.
     pub rows: usize,
     /// Networks and GPUs among them.
@@ -123,7 +128,7 @@ pub(crate) struct Report {
 }
 
 /// Runs the evaluation on the bundled measurements.
-pub(crate) fn run(seed: u64) -> anyhow::Result<Report> {
+pub fn run(seed: u64) -> Result<Report> {
     let labelled = memory::bundled();
     let rows: Vec<Row> = labelled.iter().map(|l| l.row).collect();
     let mut scores = Vec::new();
@@ -175,12 +180,7 @@ fn score(split: Split, method: &'static str, rows: &[Row], predictions: &[f64]) 
     }
 }
 
-fn guard(
-    split: Split,
-    rows: &[Row],
-    folds: &[Vec<usize>],
-    forest: &[f64],
-) -> anyhow::Result<Guard> {
+fn guard(split: Split, rows: &[Row], folds: &[Vec<usize>], forest: &[f64]) -> Result<Guard> {
     let mut margins = Vec::new();
     let (mut would_be, mut caught, mut over_pct, mut over_mib, mut held) = (0, 0, 0.0, 0.0, 0);
     for fold in folds {
@@ -255,7 +255,7 @@ mod tests {
         let rows = memory::bundled();
         for split in Split::ALL {
             assert!(
-                super::super::each_once(split.folds(&rows, 3), rows.len()),
+                crate::folds::each_once(split.folds(&rows, 3), rows.len()),
                 "{split:?}"
             );
         }

@@ -1,0 +1,287 @@
+//! `tandem simulate`: replay a trace under every policy on a simulated cluster.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use tandem_catalog::Catalog;
+use tandem_host::Runtime;
+use tandem_sim::policy::PolicyName;
+use tandem_sim::{Cluster, Report, Scenario, Settings, Trace, Truth, demo};
+
+use crate::args::{EngineArgs, Format};
+use crate::atomic::write_shared;
+use crate::error::from_sim;
+use crate::output::print_as;
+use crate::queue::InputError;
+
+/// The options of `tandem simulate`.
+#[derive(Debug, ClapArgs)]
+pub(crate) struct Args {
+    /// Trace CSV (`arrival_s,job_type,gpus,steps`; see `tandem trace`) [default: the built-in
+    /// demo trace, sim/data/demo-trace.csv].
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+
+    /// Cluster CSV (`nodes,gpus_per_node,gpu_model`) [default: the demo's 16 K80, 16 P100 and
+    /// 16 V100].
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+
+    /// Catalog of measured co-locations, repeatable; they are merged [default: the three
+    /// Gavel catalogs, K80, P100 and V100, built in].
+    #[arg(long = "catalog", value_name = "FILE")]
+    catalogs: Vec<PathBuf>,
+
+    /// Policies to compare, comma-separated, or `all`: exclusive-fifo, random, ffd-util,
+    /// schedtune-min-jct, jrs-ranking, lucid-style, tandem-balanced, tandem-min-slowdown,
+    /// tandem-max-packing, tandem-balanced-blind (balanced, told no GPU speeds),
+    /// tandem-balanced-undeclared (balanced, declared models withheld).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "all"
+    )]
+    policies: Vec<String>,
+
+    /// Solo profiling window of a job type's first run, in seconds (0: no profiling).
+    #[arg(long, value_name = "S", default_value_t = Settings::default().profile_window_s)]
+    profile_window_s: f64,
+
+    /// Seconds from the start of a group that cannot run to the OOM of the job that joined.
+    #[arg(long, value_name = "S", default_value_t = Settings::default().oom_after_s)]
+    oom_after_s: f64,
+
+    /// Queued jobs, from the head, that a policy considers at each decision.
+    #[arg(long, value_name = "N", default_value_t = Settings::default().window)]
+    window: usize,
+
+    /// Share (0..=1) of the catalogs' measured pairs told to every policy before the run, as
+    /// the history a cluster would have.
+    #[arg(long, value_name = "F", default_value_t = Settings::default().history_share)]
+    history_share: f64,
+
+    /// Shortest sharing, in seconds, reported to the policies as an outcome.
+    #[arg(long, value_name = "S", default_value_t = Settings::default().min_outcome_s)]
+    min_outcome_s: f64,
+
+    /// Seed of the history split, the random policy, the id keys and the engine.
+    #[arg(long, default_value_t = Settings::default().seed)]
+    seed: u64,
+
+    /// Write an HTML report with plots (JCT CDF, utilization over time, slowdowns) here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+impl Args {
+    /// Replays the trace under every policy asked for and prints (and writes) the report.
+    pub(crate) fn execute(self, engine: &EngineArgs) -> anyhow::Result<()> {
+        let request = Request {
+            catalogs: self.catalogs,
+            trace: self.trace,
+            cluster: self.cluster,
+            policies: if self.policies.iter().any(|p| p == "all") {
+                PolicyName::ALL
+                    .iter()
+                    .map(|p| p.as_str().to_owned())
+                    .collect()
+            } else {
+                self.policies
+            },
+            settings: Settings {
+                profile_window_s: self.profile_window_s,
+                oom_after_s: self.oom_after_s,
+                window: self.window,
+                history_share: self.history_share,
+                min_outcome_s: self.min_outcome_s,
+                seed: self.seed,
+            },
+            command: std::iter::once("tandem".to_owned())
+                .chain(std::env::args().skip(1).map(|arg| shell_quoted(&arg)))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        // Bad settings are reported before the engine is loaded.
+        request
+            .settings
+            .check()
+            .map_err(|e| InputError::usage(e.to_string()))?;
+        let runtime = engine.runtime()?;
+        let report = run(&runtime, &request)?;
+        if let Some(path) = &self.report {
+            write_shared(path, &tandem_sim::report::html(&report))?;
+        }
+        print_as(self.format, &report, || tandem_sim::report::table(&report))?;
+        if let Some(path) = &self.report {
+            eprintln!("report written to {}", path.display());
+        }
+        Ok(())
+    }
+}
+
+/// `arg` as a POSIX shell reads it back: unchanged when it holds only safe characters, else in
+/// single quotes (a quote inside becomes `'\''`), so a printed command can be pasted.
+fn shell_quoted(arg: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./=:,@%+".contains(c);
+    if !arg.is_empty() && arg.chars().all(safe) {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// What to replay and how, as the command line gave it.
+#[derive(Debug)]
+struct Request {
+    catalogs: Vec<PathBuf>,
+    trace: Option<PathBuf>,
+    cluster: Option<PathBuf>,
+    policies: Vec<String>,
+    settings: Settings,
+    /// The command line, to print at the top of the report.
+    command: String,
+}
+
+/// Reads the inputs (or the built-in demo's), replays every policy and returns the report.
+fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
+    let policies = request
+        .policies
+        .iter()
+        .map(|name| {
+            PolicyName::parse(name).ok_or_else(|| {
+                let all: Vec<&str> = PolicyName::ALL.iter().map(|p| p.as_str()).collect();
+                InputError::usage(format!(
+                    "--policies: unknown policy `{name}` (known: all, {})",
+                    all.join(", ")
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let input = |e: tandem_sim::Error| -> anyhow::Error {
+        from_sim(e, |e| {
+            matches!(
+                e,
+                tandem_sim::Error::Input { .. } | tandem_sim::Error::Read { .. }
+            )
+        })
+    };
+    let catalogs: Vec<Catalog> = if request.catalogs.is_empty() {
+        demo::catalogs().map_err(input)?
+    } else {
+        request
+            .catalogs
+            .iter()
+            .map(|path| Catalog::read(path).map_err(|e| input(e.into())))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let truth = Truth::new(&catalogs).map_err(input)?;
+    let (trace, trace_name) = match &request.trace {
+        Some(path) => (
+            Trace::read(path).map_err(|e| input(e.into()))?,
+            path.display().to_string(),
+        ),
+        None => (demo::trace().map_err(input)?, demo::TRACE_PATH.to_owned()),
+    };
+    let (cluster, cluster_name) = match &request.cluster {
+        Some(path) => (
+            Cluster::read(path).map_err(|e| input(e.into()))?,
+            path.display().to_string(),
+        ),
+        None => (
+            demo::cluster().map_err(input)?,
+            demo::CLUSTER_PATH.to_owned(),
+        ),
+    };
+    let scenario = Scenario {
+        truth: &truth,
+        cluster: &cluster,
+        cluster_name,
+        trace: &trace,
+        trace_name,
+    };
+    let mut progress = Progress::new();
+    let report = tandem_sim::compare(
+        &scenario,
+        &request.settings,
+        &policies,
+        runtime,
+        request.command.clone(),
+        &mut |policy, share| progress.update(policy, share),
+    )
+    .map_err(input)?;
+    progress.finish();
+    Ok(report)
+}
+
+/// A progress bar on stderr that appears only once a run has lasted a few seconds, and only
+/// on a terminal.
+struct Progress {
+    started: Instant,
+    bar: Option<indicatif::ProgressBar>,
+    policy: String,
+}
+
+impl Progress {
+    /// Runs shorter than this show no bar.
+    const QUIET_FOR: Duration = Duration::from_secs(2);
+
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            bar: None,
+            policy: String::new(),
+        }
+    }
+
+    fn update(&mut self, policy: &str, share: f64) {
+        if self.bar.is_none() {
+            if self.started.elapsed() < Self::QUIET_FOR || !std::io::stderr().is_terminal() {
+                return;
+            }
+            let bar = indicatif::ProgressBar::new(100);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix:>20} [{bar:40}] {pos:>3}% of jobs finished, {elapsed}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            if policy != self.policy {
+                self.policy = policy.to_owned();
+                bar.set_prefix(self.policy.clone());
+                bar.reset();
+            }
+            bar.set_position((share * 100.0).round() as u64);
+        }
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quoted;
+
+    #[test]
+    fn printed_commands_paste_back_into_a_shell() {
+        assert_eq!(shell_quoted("--report"), "--report");
+        assert_eq!(shell_quoted("a/b-c_d.csv"), "a/b-c_d.csv");
+        assert_eq!(shell_quoted("my trace.csv"), "'my trace.csv'");
+        assert_eq!(shell_quoted("it's"), "'it'\\''s'");
+        assert_eq!(shell_quoted(""), "''");
+    }
+}

@@ -1,0 +1,291 @@
+//! The tables `tandem eval` prints for a person (JSON output is plain serde of the reports).
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+
+use crate::{memory, pairs, utilization};
+
+/// `eval pairs`: the settings, one row per method, then the learning curve.
+pub fn pairs(report: &pairs::Report) -> String {
+    let s = &report.settings;
+    let solo = if s.solo_times_measured {
+        "measured solo times".to_owned()
+    } else {
+        format!(
+            "solo times not measured: {:.0} s assumed for every job",
+            pairs::ASSUMED_SOLO_S
+        )
+    };
+    let mut out = format!(
+        "catalog {} ({}), GPU model {} ({} MiB)\n\
+         {} job types ({solo}); {} measured pairs of two types ({} self-pairs left out)\n\
+         train share {}: {} pairs observed by Tandem and the JRS ranking, {} held out\n\
+         {} queues of {} distinct job types, seed {}\n",
+        report.catalog.name,
+        report.catalog.file.display(),
+        s.gpu_model,
+        s.memory_mib,
+        s.job_types,
+        s.measured_pairs,
+        s.self_pairs_skipped,
+        s.train_share,
+        s.training_pairs,
+        s.held_out_pairs,
+        s.queues,
+        s.queue_size,
+        s.seed,
+    );
+
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "method",
+        "pairs/queue",
+        "PacSav %",
+        "IndSD mean %",
+        "IndSD p95 %",
+        "pairs IndSD>50% %",
+        "OOMs",
+        "of oracle %",
+    ]);
+    let mut notes = Vec::new();
+    for row in &report.methods {
+        if !row.applicable {
+            let mut cells = vec![row.method.to_owned()];
+            cells.extend(std::iter::repeat_n("n/a".to_owned(), 7));
+            table.add_row(cells);
+            notes.push(format!(
+                "{}: not applicable: {}",
+                row.method,
+                row.reason.as_deref().unwrap_or("no reason given")
+            ));
+            continue;
+        }
+        table.add_row([
+            row.method.to_owned(),
+            figure(row.pairs_per_queue, 2),
+            figure(row.packing_saving_pct, 1),
+            figure(row.slowdown_mean_pct, 1),
+            figure(row.slowdown_p95_pct, 1),
+            figure(row.high_slowdown_pairs_pct, 1),
+            row.ooms.map_or_else(|| "–".into(), |o| o.to_string()),
+            figure(row.of_oracle_pct, 1),
+        ]);
+        if let Some(training) = &row.engine
+            && training.outcomes_rejected > 0
+        {
+            notes.push(format!(
+                "{}: the engine refused {} of {} training outcomes (first: {})",
+                row.method,
+                training.outcomes_rejected,
+                training.outcomes_rejected + training.outcomes_observed,
+                training.first_rejection.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    for column in 1..8 {
+        if let Some(c) = table.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out.push_str(&format!("{table}\n"));
+    out.push_str(
+        "PacSav: time saved against running each queue one job after another (mean over queues);\n\
+         IndSD: individual slowdown of the jobs that shared a GPU in a measured pair; OOMs: pairs\n\
+         formed that the catalog never measured (they save nothing and have no slowdown); – : none\n",
+    );
+    for note in notes {
+        out.push_str(&format!("{note}\n"));
+    }
+
+    out.push_str(
+        "\nlearning curve: tandem-balanced trained on a share of the measured pairs; the same queues,\n\
+         and predictions for the pairs held out\n",
+    );
+    let mut curve = Table::new();
+    curve.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "train share",
+        "outcomes seen",
+        "PacSav %",
+        "IndSD p95 %",
+        "OOMs",
+        "held out",
+        "IndSD MAE pp",
+        "naive MAE pp",
+        "PacSav Spearman",
+        "predict errors",
+    ]);
+    let mut notes = Vec::new();
+    for row in &report.learning_curve {
+        let seen = if row.engine.outcomes_rejected > 0 {
+            format!("{} of {}", row.engine.outcomes_observed, row.training_pairs)
+        } else {
+            row.engine.outcomes_observed.to_string()
+        };
+        curve.add_row([
+            format!("{:.2}", row.train_share),
+            seen,
+            figure(row.packing_saving_pct, 1),
+            figure(row.slowdown_p95_pct, 1),
+            row.ooms.to_string(),
+            row.held_out_pairs.to_string(),
+            figure(row.slowdown_mae_pp, 1),
+            figure(row.naive_slowdown_mae_pp, 1),
+            figure(row.packing_saving_spearman, 2),
+            row.predict_errors.to_string(),
+        ]);
+        for message in [&row.engine.first_rejection, &row.first_predict_error]
+            .into_iter()
+            .flatten()
+        {
+            if !notes.contains(message) {
+                notes.push(message.clone());
+            }
+        }
+    }
+    for column in 0..10 {
+        if let Some(c) = curve.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out.push_str(&format!("{curve}\n"));
+    out.push_str(
+        "MAE: mean absolute error of the predicted IndSD of both jobs of each held-out pair, in\n\
+         percentage points; naive: predicting the training pairs' mean IndSD for every job\n",
+    );
+    for note in notes {
+        out.push_str(&format!("engine: {note}\n"));
+    }
+    out
+}
+
+/// A number with `decimals` decimals, or – when there is none.
+fn figure(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "–".into(), |v| format!("{v:.decimals$}"))
+}
+
+/// `tandem eval memory`: errors per split and predictor, then the guard.
+pub fn memory(report: &memory::Report) -> String {
+    let mut out = format!(
+        "{} measured peaks ({} networks × 4 batch sizes × {} GPUs, SchedTune); random split seed {}\n",
+        report.rows, report.networks, report.gpus, report.seed
+    );
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "split",
+        "predictor",
+        "RMSE MiB",
+        "avg error %",
+        "max error %",
+    ]);
+    for s in &report.scores {
+        table.add_row([
+            s.split.as_str().to_owned(),
+            s.method.to_owned(),
+            format!("{:.0}", s.rmse_mib),
+            format!("{:.2}", s.avg_error_pct),
+            format!("{:.1}", s.max_error_pct),
+        ]);
+    }
+    right_align(&mut table, 2..5);
+    out.push_str(&format!("{table}\n"));
+    out.push_str(&format!(
+        "anchor: SchedTune reports {:.2}% average error on a random split\n\n",
+        report.schedtune_avg_error_pct
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "split",
+        "held out",
+        "would-be OOMs",
+        "caught",
+        "margin % (per fold)",
+        "over-reserved avg %",
+        "over-reserved avg MiB",
+    ]);
+    for g in &report.guards {
+        table.add_row([
+            g.split.as_str().to_owned(),
+            g.rows.to_string(),
+            g.would_be_ooms.to_string(),
+            format!(
+                "{} ({:.0}%)",
+                g.caught,
+                100.0 * g.caught as f64 / g.would_be_ooms.max(1) as f64
+            ),
+            format!("{:.1}-{:.1}", g.margin_pct.0, g.margin_pct.1),
+            format!("{:.1}", g.over_reserved_avg_pct),
+            format!("{:.0}", g.over_reserved_avg_mib),
+        ]);
+    }
+    right_align(&mut table, 1..7);
+    out.push_str(&format!(
+        "guard: reserve prediction × (1 + margin); would-be OOM = true peak above the bare prediction\n{table}\n"
+    ));
+    out.push_str(&format!(
+        "the engine's margin, trained on all {} rows: {:.1}%\n",
+        report.rows, report.engine_margin_pct
+    ));
+    out
+}
+
+/// `tandem eval utilization`: errors per split and predictor, then per held-out network.
+pub fn utilization(report: &utilization::Report) -> String {
+    let mut out = format!(
+        "{} measured runs ({} networks in {} families, maximum GPU utilization on a Tesla P100, \
+         Futurewei); random split seed {}\n",
+        report.runs, report.networks, report.families, report.seed
+    );
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "split",
+        "predictor",
+        "RMSLE (%)",
+        "RMSLE (fraction)",
+        "MAE points",
+    ]);
+    for s in &report.scores {
+        table.add_row([
+            s.split.as_str().to_owned(),
+            s.method.to_owned(),
+            format!("{:.3}", s.rmsle_pct),
+            format!("{:.3}", s.rmsle_fraction),
+            format!("{:.1}", s.mae_points),
+        ]);
+    }
+    right_align(&mut table, 2..5);
+    out.push_str(&format!("{table}\n"));
+    out.push_str(&format!(
+        "anchor: Yeung et al. report an RMSLE of {:.3} with a random forest (unit not stated)\n\n",
+        report.yeung_rmsle
+    ));
+    out.push_str("tandem-forest, leave-one-model-out, per held-out network:\n");
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "network",
+        "runs",
+        "measured %",
+        "RMSLE (%)",
+        "MAE points",
+    ]);
+    for n in &report.per_network {
+        table.add_row([
+            n.network.to_owned(),
+            n.runs.to_string(),
+            format!("{:.1}-{:.1}", n.measured_pct.0, n.measured_pct.1),
+            format!("{:.3}", n.rmsle_pct),
+            format!("{:.1}", n.mae_points),
+        ]);
+    }
+    right_align(&mut table, 1..5);
+    out.push_str(&format!("{table}\n"));
+    out
+}
+
+/// Right-aligns `columns` of `table` (numbers line up on their last digit).
+fn right_align(table: &mut Table, columns: std::ops::Range<usize>) {
+    for column in columns {
+        if let Some(c) = table.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Tests of `tandem-eval` against the real engine component.
+
+mod component;
