@@ -75,7 +75,11 @@ pub fn synthesize(
     points_per_gap: u32,
     bounds: &[Option<(f64, f64)>],
 ) -> Result<Synthesis> {
-    Ok(synthesize::synthesize(ground_truth, points_per_gap, bounds)?.into())
+    Ok(synthesize::synthesize(
+        ground_truth,
+        points_per_gap,
+        bounds,
+    )?)
 }
 
 /// One knowledge base plus the policy that uses it, and the cluster view its host keeps it
