@@ -35,7 +35,7 @@ pub mod clusters;
 pub mod features;
 pub mod forest;
 pub mod grouping;
-mod heterogeneity;
+mod identity;
 pub mod interference;
 mod knowledge;
 pub mod learning;
@@ -75,7 +75,11 @@ pub fn synthesize(
     points_per_gap: u32,
     bounds: &[Option<(f64, f64)>],
 ) -> Result<Synthesis> {
-    Ok(synthesize::synthesize(ground_truth, points_per_gap, bounds)?.into())
+    Ok(synthesize::synthesize(
+        ground_truth,
+        points_per_gap,
+        bounds,
+    )?)
 }
 
 /// One knowledge base plus the policy that uses it, and the cluster view its host keeps it
@@ -196,7 +200,7 @@ impl Recommender {
         validate::job_id(gpu_model, &Field::param("gpu-model"))?;
         validate::speed(work_per_s, &Field::param("work-per-s"))?;
         self.view.invalidate();
-        self.knowledge.speeds.observe(job, gpu_model, work_per_s);
+        self.knowledge.observe_speed(job, gpu_model, work_per_s);
         Ok(())
     }
 
@@ -270,12 +274,18 @@ impl Recommender {
 
     /// Serializes the whole state (policy, seed, knowledge base), not the cluster view.
     pub fn save(&self) -> Vec<u8> {
-        snapshot::save(self)
+        snapshot::save(&self.policy, self.seed, &self.knowledge)
     }
 
     /// Rebuilds a recommender from bytes produced by [`Recommender::save`], with an empty
     /// cluster view.
     pub fn load(state: &[u8]) -> Result<Self> {
-        snapshot::load(state)
+        let saved = snapshot::load(state)?;
+        Ok(Self {
+            policy: saved.policy,
+            seed: saved.seed,
+            knowledge: saved.knowledge,
+            view: View::default(),
+        })
     }
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use tandem_api::{EngineError, Policy};
 
 use crate::knowledge::Knowledge;
-use crate::{Recommender, Result, validate};
+use crate::{Result, validate};
 
 /// Identifies the layout below; bump it when the layout changes.
 const FORMAT: &str = "tandem-engine-state/1";
@@ -29,19 +29,29 @@ struct SnapshotRef<'a> {
     knowledge: &'a Knowledge,
 }
 
-pub(crate) fn save(recommender: &Recommender) -> Vec<u8> {
+/// What a snapshot holds: everything of a recommender but its cluster view.
+pub(crate) struct Saved {
+    pub(crate) policy: Policy,
+    pub(crate) seed: u64,
+    pub(crate) knowledge: Knowledge,
+}
+
+/// The state as versioned JSON.
+pub(crate) fn save(policy: &Policy, seed: u64, knowledge: &Knowledge) -> Vec<u8> {
     let snapshot = SnapshotRef {
         format: FORMAT,
         engine_version: crate::engine_version(),
-        policy: &recommender.policy,
-        seed: recommender.seed,
-        knowledge: &recommender.knowledge,
+        policy,
+        seed,
+        knowledge,
     };
     // Serializing plain structs with string keys cannot fail.
     serde_json::to_vec(&snapshot).unwrap_or_default()
 }
 
-pub(crate) fn load(state: &[u8]) -> Result<Recommender> {
+/// Reads a state written by [`save`], checking its format and policy and rebuilding what is
+/// not saved.
+pub(crate) fn load(state: &[u8]) -> Result<Saved> {
     let snapshot: Snapshot = serde_json::from_slice(state).map_err(|e| {
         EngineError::InvalidInput(format!("state is not a Tandem engine snapshot: {e}"))
     })?;
@@ -54,10 +64,9 @@ pub(crate) fn load(state: &[u8]) -> Result<Recommender> {
     validate::policy(&snapshot.policy)?;
     let mut knowledge = snapshot.knowledge;
     knowledge.after_load()?;
-    Ok(Recommender {
+    Ok(Saved {
         policy: snapshot.policy,
         seed: snapshot.seed,
         knowledge,
-        view: crate::view::View::default(),
     })
 }

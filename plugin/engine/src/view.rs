@@ -21,7 +21,8 @@ use tandem_api::{
 };
 
 use crate::Result;
-use crate::knowledge::{JobView, Knowledge, workload_of};
+use crate::identity::workload_of;
+use crate::knowledge::{JobView, Knowledge};
 use crate::placement::{PairMemo, Planner};
 
 /// A handle without a GPU.

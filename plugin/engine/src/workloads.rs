@@ -32,6 +32,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use tandem_api::Outcome;
 
+use crate::identity::workload_of;
 use crate::learning::RunningStats;
 
 /// Rank of the interaction term.
@@ -187,7 +188,7 @@ impl Workloads {
         let members: Vec<usize> = outcome
             .jobs
             .iter()
-            .map(|id| self.intern(crate::knowledge::workload_of(id)))
+            .map(|id| self.intern(workload_of(id)))
             .collect();
         let partners = (members.len() - 1) as f64;
         for (i, &of) in members.iter().enumerate() {

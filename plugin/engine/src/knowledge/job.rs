@@ -1,0 +1,39 @@
+//! A job as the predictor sees it.
+
+use crate::features::Features;
+
+/// Predicted slowdowns of a group's members; a GPU holds a few jobs, so they live on the stack.
+pub(crate) type Slowdowns = smallvec::SmallVec<[f64; 4]>;
+
+/// A job as the predictor sees it: its features and where it falls in the clustering when its
+/// profile is known, its workload when outcomes named its id.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct JobView {
+    /// Normalized telemetry; `None` for a job with no known profile.
+    pub(crate) features: Option<Features>,
+    pub(crate) cluster: Option<u32>,
+    /// How unsure the knowledge base is about the job, 0..=1: the distance-based uncertainty of
+    /// its cluster assignment for a profiled job (1 without clusters), the evidence on its
+    /// workload otherwise.
+    pub(crate) assignment_uncertainty: f64,
+    /// Index of the job's id among the workloads outcomes named.
+    pub(crate) workload: Option<usize>,
+    /// Memory the job uses, in MiB; `None` when unknown.
+    pub(crate) memory_mib: Option<u32>,
+}
+
+impl JobView {
+    /// What the predictor's answer for this job depends on, as bits (features, cluster,
+    /// workload; not memory): two views with the same key are predicted alike, which the
+    /// cluster view's states and pair memos rely on.
+    pub(crate) fn prediction_key(&self) -> [u64; 5] {
+        let [util, access, share] = self.features.map_or([u64::MAX; 3], |f| f.map(f64::to_bits));
+        [
+            util,
+            access,
+            share,
+            self.cluster.map_or(u64::MAX, u64::from),
+            self.workload.map_or(u64::MAX, |w| w as u64),
+        ]
+    }
+}

@@ -1,0 +1,282 @@
+//! What the engine knows: observed profiles (by keyed id), their clustering, the interference
+//! learned from outcomes, and what differs between GPU models.
+//!
+//! Job ids reaching the engine are opaque: hosts key real names (HMAC-SHA256 with a per-cluster
+//! secret) before calling it, so a saved knowledge base names no job. Profiles and outcomes are
+//! the only things stored per id, because later outcomes and queues refer to jobs by id; a job
+//! that comes without telemetry is predicted from the outcomes of its id alone
+//! ([`crate::workloads`]).
+//!
+//! The clustering is refit as profiles accumulate — whenever the number of points has grown by
+//! [`REFIT_GROWTH`] since the last fit — over the seed points (the bundled Futurewei profiles
+//! for a bootstrapped knowledge base) plus every observed profile.
+//!
+//! [`Knowledge`] is defined, saved and taught here; its other methods are split by concern
+//! into submodules that only add to it: [`predict`] (how the predictor sees a job, and
+//! slowdowns), [`estimate`] (a job's memory, speed and cost on each GPU model) and
+//! [`describe`]. The parts it is made of ([`job`], [`speeds`], [`memory_cell`], [`seed`]) know
+//! nothing of it.
+
+mod describe;
+mod estimate;
+mod job;
+mod memory_cell;
+mod predict;
+mod seed;
+mod speeds;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tandem_api::{Assignment, EngineError, Outcome, Profile};
+
+pub(crate) use self::job::{JobView, Slowdowns};
+use self::memory_cell::MemoryCell;
+use self::speeds::Speeds;
+use crate::Result;
+use crate::clusters::Clusters;
+use crate::features::{self, Features};
+use crate::identity::workload_of;
+use crate::interference;
+use crate::learning::{PairMatrix, ResidualModel};
+use crate::memory::Row;
+use crate::workloads::Workloads;
+
+/// Relative growth in points that triggers a refit of the clustering.
+pub const REFIT_GROWTH: f64 = 0.1;
+
+/// Profiles, clusters and learned interference. Its fields are its own: the rest of the engine
+/// asks through methods, and only this module and its submodules touch them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Knowledge {
+    profiles: BTreeMap<String, Profile>,
+    /// Anonymous points the clustering starts from (no ids, no names).
+    seed_points: Vec<Features>,
+    clusters: Clusters,
+    matrix: PairMatrix,
+    residual: ResidualModel,
+    /// Outcomes per id, for jobs without telemetry (absent from states saved before it existed).
+    #[serde(default)]
+    workloads: Workloads,
+    outcomes: u64,
+    /// Speeds reported per workload and GPU model (absent from states saved before 0.2.0).
+    #[serde(default)]
+    speeds: Speeds,
+    /// Peaks the host reported for declared jobs; the memory model trains on them too.
+    #[serde(default)]
+    memory_rows: Vec<Row>,
+    /// The memory model, a function of `memory_rows` (retrained on load, see
+    /// [`Knowledge::after_load`]).
+    #[serde(skip)]
+    memory: MemoryCell,
+}
+
+impl Knowledge {
+    /// A knowledge base seeded with the bundled Futurewei profiles, clustered with `seed`.
+    pub(crate) fn bootstrapped(seed: u64) -> Self {
+        let mut knowledge = Self {
+            seed_points: seed::seed_points(),
+            ..Self::default()
+        };
+        knowledge.refit(seed);
+        knowledge
+    }
+
+    fn points(&self) -> Vec<Features> {
+        let mut points = self.seed_points.clone();
+        points.extend(self.profiles.values().map(features::of));
+        points
+    }
+
+    fn refit(&mut self, seed: u64) {
+        let points = self.points();
+        self.clusters.fit(&points, seed);
+    }
+
+    /// Files a profile, refitting the clustering when enough new points arrived.
+    pub(crate) fn observe_profile(&mut self, job: &str, profile: Profile, seed: u64) -> Assignment {
+        let point = features::of(&profile);
+        self.profiles.insert(workload_of(job).to_owned(), profile);
+        let total = self.seed_points.len() + self.profiles.len();
+        let fitted = self.clusters.fitted_points;
+        if self.clusters.clusters.is_empty() || total as f64 >= fitted as f64 * (1.0 + REFIT_GROWTH)
+        {
+            self.refit(seed ^ total as u64);
+        }
+        let placed = self.clusters.place(&point);
+        Assignment {
+            cluster: placed.map_or(0, |p| p.cluster),
+            uncertainty: placed.map_or(1.0, |p| p.uncertainty) as f32,
+        }
+    }
+
+    /// Rebuilds what is not saved (the memory model) after deserializing.
+    pub(crate) fn after_load(&mut self) -> Result<()> {
+        self.memory = MemoryCell::retrained(&self.memory_rows)
+            .map_err(|e| EngineError::InvalidInput(format!("state: {e}")))?;
+        Ok(())
+    }
+
+    /// Learns a measured peak; the memory model retrains on it. On error nothing is learned.
+    pub(crate) fn observe_memory(&mut self, row: Row) -> Result<()> {
+        let mut rows = self.memory_rows.clone();
+        rows.push(row);
+        self.memory =
+            MemoryCell::retrained(&rows).map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+        self.memory_rows = rows;
+        Ok(())
+    }
+
+    /// Learns that `job`'s workload does `work_per_s` units of work per second alone on a GPU
+    /// of model `gpu_model` (replacing an earlier report).
+    pub(crate) fn observe_speed(&mut self, job: &str, gpu_model: &str, work_per_s: f64) {
+        self.speeds.observe(job, gpu_model, work_per_s);
+    }
+
+    /// Speed of `job`'s workload alone on `gpu_model`, reported or scaled from another model
+    /// (see [`Speeds::speed`]).
+    pub(crate) fn speed(&self, job: &str, gpu_model: &str) -> Option<f64> {
+        self.speeds.speed(job, gpu_model)
+    }
+
+    /// The profile observed under `job`, else under its workload (see [`workload_of`]).
+    pub(crate) fn profile(&self, job: &str) -> Option<&Profile> {
+        self.profiles
+            .get(job)
+            .or_else(|| self.profiles.get(workload_of(job)))
+    }
+
+    /// Folds a validated outcome into what the engine knows. Every outcome teaches the
+    /// per-workload model; one whose jobs all have profiles also refines the cluster matrix
+    /// and the residual model. Cannot fail once validated, so it is all or nothing.
+    pub(crate) fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
+        self.workloads.learn(outcome);
+        self.outcomes += 1;
+        let Some(profiles) = outcome
+            .jobs
+            .iter()
+            .map(|job| self.profile(job))
+            .collect::<Option<Vec<&Profile>>>()
+        else {
+            return Ok(());
+        };
+        let views: Vec<(JobView, Features)> = profiles
+            .into_iter()
+            .map(|p| (self.view(p), features::of(p)))
+            .collect();
+        let slowdowns: Vec<f64> = outcome
+            .solo_s
+            .iter()
+            .zip(&outcome.colocated_s)
+            .map(|(solo, colocated)| (colocated - solo) / solo)
+            .collect();
+        let partners = (views.len() - 1) as f64;
+        for (i, (view, a)) in views.iter().enumerate() {
+            for (j, (partner, b)) in views.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                // With more than two jobs, each partner is charged an equal share: the
+                // predictor adds pairwise slowdowns back up (see `predict`).
+                let share = slowdowns[i] / partners;
+                let prior = interference::prior_slowdowns_of(a, b);
+                let (blend, _) = self.matrix.blend(view.cluster, partner.cluster, prior);
+                self.residual.learn(a, b, share - blend);
+                if let (Some(a), Some(b)) = (view.cluster, partner.cluster) {
+                    self.matrix.push_slowdown(a, b, share);
+                }
+            }
+        }
+        if let [(a, _), (b, _)] = views.as_slice()
+            && let (Some(ca), Some(cb)) = (a.cluster, b.cluster)
+        {
+            let solo: f64 = outcome.solo_s.iter().sum();
+            let longest = outcome.colocated_s.iter().fold(0.0_f64, |m, t| m.max(*t));
+            self.matrix.push_saving(ca, cb, (solo - longest) / solo);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tandem_api::Job;
+
+    use super::*;
+
+    fn profile(util: f32, access: f32, mem: u32) -> Profile {
+        Profile {
+            gpu_util_pct: util,
+            mem_access_pct: access,
+            mem_used_mib: mem,
+            gpu_model: "V100".into(),
+        }
+    }
+
+    #[test]
+    fn the_bundled_seed_is_read_and_clustered() {
+        let kb = Knowledge::bootstrapped(1);
+        assert_eq!(kb.seed_points.len(), 175);
+        assert!(
+            (2..=8).contains(&kb.clusters.clusters.len()),
+            "{:?}",
+            kb.clusters
+        );
+    }
+
+    #[test]
+    fn outcomes_sharpen_predictions_for_similar_pairs() {
+        let mut kb = Knowledge::bootstrapped(1);
+        kb.observe_profile("a", profile(90.0, 40.0, 4000), 1);
+        kb.observe_profile("b", profile(85.0, 35.0, 5000), 1);
+        let (a, b) = (
+            kb.view(&profile(90.0, 40.0, 4000)),
+            kb.view(&profile(85.0, 35.0, 5000)),
+        );
+        let (_, var_before, _) = kb.predict_pair(&a, &b);
+        for _ in 0..10 {
+            kb.observe_outcome(&Outcome {
+                gpu_model: "V100".into(),
+                jobs: vec!["a".into(), "b".into()],
+                solo_s: vec![100.0, 100.0],
+                colocated_s: vec![140.0, 130.0],
+            })
+            .unwrap();
+        }
+        let (mean, var_after, _) = kb.predict_pair(&a, &b);
+        assert!((mean - 0.4).abs() < 0.1, "{mean}");
+        assert!(var_after < var_before / 4.0);
+        // A similar but unseen pair benefits too.
+        let (c, d) = (
+            kb.view(&profile(88.0, 38.0, 4500)),
+            kb.view(&profile(86.0, 36.0, 4800)),
+        );
+        let (similar, _, _) = kb.predict_pair(&c, &d);
+        assert!((similar - 0.4).abs() < 0.15, "{similar}");
+    }
+
+    #[test]
+    fn an_outcome_with_a_job_of_no_profile_teaches_only_the_workload_model() {
+        let mut kb = Knowledge::bootstrapped(1);
+        kb.observe_profile("a", profile(50.0, 20.0, 1000), 1);
+        let before = kb.clone();
+        let outcome = Outcome {
+            gpu_model: "V100".into(),
+            jobs: vec!["a".into(), "unprofiled".into()],
+            solo_s: vec![1.0, 1.0],
+            colocated_s: vec![1.2, 1.5],
+        };
+        kb.observe_outcome(&outcome).unwrap();
+        // The clusters know nothing of a job without telemetry: their matrix is untouched.
+        assert_eq!(kb.matrix, before.matrix);
+        assert_eq!(kb.residual, before.residual);
+        let (a, b) = (
+            kb.view_of(&Job::new("a")),
+            kb.view_of(&Job::new("unprofiled")),
+        );
+        assert_eq!(b.memory_mib, None);
+        assert!(kb.shared(&a, &b, "V100") && !kb.shared(&a, &b, "K80"));
+        let (slowdown, _, _) = kb.predict_pair(&b, &a);
+        assert!((slowdown - 0.5).abs() < 0.1, "{slowdown}");
+    }
+}

@@ -1,0 +1,100 @@
+//! What a group on one GPU is predicted to do, and the memo of pair predictions that makes
+//! judging many alike GPUs cheap.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use smallvec::SmallVec;
+
+use super::state::Member;
+use crate::interference;
+use crate::knowledge::{JobView, Knowledge, Slowdowns};
+
+/// Pair predictions already made by one planner, by the two jobs as the predictor sees them:
+/// on a cluster view most GPUs hold instances of a few workloads, so judging one job against
+/// every state repeats the same few pairs.
+#[derive(Default)]
+pub(crate) struct PairMemo(RefCell<PairTable>);
+
+/// Predictions by the pair's key (see `JobView::prediction_key`): `(mean, variance, no-evidence variance)`.
+type PairTable = HashMap<[u64; 10], (f64, f64, f64), BuildHasherDefault<KeyHasher>>;
+
+/// A multiply-rotate hasher for keys that are already well-spread bit patterns (SipHash,
+/// the default, costs as much as the prediction it would save).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl PairMemo {
+    fn pair(&self, knowledge: &Knowledge, a: &JobView, b: &JobView) -> (f64, f64, f64) {
+        let key = {
+            let (ka, kb) = (a.prediction_key(), b.prediction_key());
+            let mut key = [0; 10];
+            key[..5].copy_from_slice(&ka);
+            key[5..].copy_from_slice(&kb);
+            key
+        };
+        if let Some(&hit) = self.0.borrow().get(&key) {
+            return hit;
+        }
+        let value = knowledge.predict_pair(a, b);
+        self.0.borrow_mut().insert(key, value);
+        value
+    }
+}
+
+/// The predicted effect of a group sharing one GPU.
+pub(super) struct GroupForecast {
+    /// Each member's predicted slowdown, in the group's order.
+    pub(super) slowdowns: Slowdowns,
+    /// How unsure the prediction is, 0..=1.
+    pub(super) uncertainty: f64,
+    /// Time the group saves by sharing, in solo-time units.
+    pub(super) time_saved: f64,
+}
+
+impl GroupForecast {
+    /// The worst predicted slowdown in the group (0 for an empty one).
+    pub(super) fn worst(&self) -> f64 {
+        self.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s))
+    }
+}
+
+/// What `members`, and `joining` with them when given, are predicted to do sharing one GPU;
+/// through `memo` when the planner keeps one.
+pub(super) fn predict(
+    knowledge: &Knowledge,
+    memo: Option<&PairMemo>,
+    members: &[Member<'_>],
+    joining: Option<&JobView>,
+) -> GroupForecast {
+    let mut views: SmallVec<[&JobView; 4]> = members.iter().map(|m| &m.view).collect();
+    views.extend(joining);
+    let (slowdowns, uncertainty) = match memo {
+        Some(memo) => Knowledge::predict_by(&views, |a, b| memo.pair(knowledge, a, b)),
+        None => knowledge.predict(&views),
+    };
+    GroupForecast {
+        time_saved: interference::time_saved(&slowdowns),
+        slowdowns,
+        uncertainty,
+    }
+}

@@ -1,0 +1,474 @@
+//! Turning a queue into placements: the memory guard, the per-GPU job cap and the objectives.
+//!
+//! A plan runs in phases, each in its own module:
+//! 1. [`order`]: the objective ([`objective`]) decides which jobs choose their GPUs first
+//!    (surest first; largest memory first for `max-packing`).
+//! 2. [`pairs`]: under `balanced` and contention (fewer idle GPUs than queued jobs) queued
+//!    jobs are first paired by maximum-weight matching and each pair started on an idle GPU.
+//! 3. The rest are placed one at a time on the GPU the objective values most among those the
+//!    job may join ([`guard`]: the memory guard and the job cap). Under `balanced`, while idle
+//!    GPUs remain for every job, each starts alone; a co-location worth less than running
+//!    alone is refused, and the job stays queued rather than wreck its co-runners. A job about
+//!    to start alone may instead wait for a busy GPU that would finish it clearly sooner
+//!    ([`wait`]).
+//! 4. [`trade`]: jobs that started alone on GPUs of different models trade GPUs when that
+//!    lowers their total run time.
+//!
+//! [`reasons`] words the answer. Ties go to the first GPU in the order given. With probability
+//! `policy.exploration` the choice is instead drawn uniformly among the GPUs the job fits, from
+//! an RNG seeded by the recommender's seed and the queue, so the same seed and queue give the
+//! same answer.
+
+mod forecast;
+mod guard;
+mod objective;
+mod order;
+mod pairs;
+mod reasons;
+mod resolve;
+mod state;
+mod trade;
+mod wait;
+
+#[cfg(test)]
+mod tests;
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use smallvec::SmallVec;
+use tandem_api::{Fit, Gpu, GpuScore, GpuSpec, Job, Policy, Recommendation, Unplaced};
+
+pub(crate) use self::forecast::PairMemo;
+use self::objective::{Effect, Goal};
+use self::order::Entry;
+use self::resolve::Resolved;
+use self::state::GpuState;
+use crate::Result;
+use crate::knowledge::{JobView, Knowledge};
+
+/// What placing one job on one GPU would lead to.
+struct Candidate {
+    gpu: usize,
+    /// What the objective thinks of it; higher is better.
+    value: f64,
+    /// Worst predicted slowdown in the group, the newcomer included.
+    worst_slowdown: f64,
+    /// The job's slowness on this GPU's model (see [`Resolved::slowness`]).
+    slowness: f64,
+    score: u8,
+}
+
+impl Candidate {
+    /// What the choice maximizes: the objective's value less what the GPU model costs the job.
+    fn merit(&self) -> f64 {
+        self.value - self.slowness
+    }
+}
+
+/// Plans placements against one snapshot of the GPUs.
+pub(crate) struct Planner<'a> {
+    policy: &'a Policy,
+    /// The policy's objective.
+    goal: &'static dyn Goal,
+    knowledge: &'a Knowledge,
+    seed: u64,
+    gpus: Vec<GpuState<'a>>,
+    /// The distinct GPU models offered, first spec of each name.
+    models: Vec<&'a GpuSpec>,
+    /// Seconds until each GPU is free for a newcomer: its residents' longest run time left
+    /// (work over speed), plus what queued jobs waiting for it will take. `None` where
+    /// unknown.
+    free_in: Vec<Option<f64>>,
+    /// Pair predictions made so far, when the planner judges many GPUs holding the same few
+    /// workloads (the cluster view); `None` otherwise.
+    memo: Option<PairMemo>,
+}
+
+impl<'a> Planner<'a> {
+    /// A planner over `gpus`, resolving jobs on the models among them.
+    pub(crate) fn new(
+        policy: &'a Policy,
+        knowledge: &'a Knowledge,
+        seed: u64,
+        gpus: &'a [Gpu],
+    ) -> Self {
+        let mut models: Vec<&'a GpuSpec> = Vec::new();
+        for gpu in gpus {
+            if !models.iter().any(|m| m.model == gpu.spec.model) {
+                models.push(&gpu.spec);
+            }
+        }
+        let gpus = gpus.iter().map(|gpu| (gpu, None)).collect();
+        Self::over(policy, knowledge, seed, gpus, models, None)
+    }
+
+    /// A planner over `gpus` that resolves jobs on `models` (the first spec of each GPU model
+    /// in the cluster, which may hold more GPUs than `gpus`): a job's slowness on a model is
+    /// relative to its best model among these, so the same job gets the same answer on a GPU
+    /// whichever other GPUs are judged with it. A GPU may come with its residents already
+    /// resolved on `models` (in its residents' order), as the cluster view keeps them.
+    pub(crate) fn over(
+        policy: &'a Policy,
+        knowledge: &'a Knowledge,
+        seed: u64,
+        gpus: Vec<(&'a Gpu, Option<&[JobView]>)>,
+        models: Vec<&'a GpuSpec>,
+        memo: Option<PairMemo>,
+    ) -> Self {
+        let gpus: Vec<GpuState<'a>> = gpus
+            .into_iter()
+            .map(|(gpu, resolved)| {
+                let model = models
+                    .iter()
+                    .position(|m| m.model == gpu.spec.model)
+                    .unwrap_or_default();
+                let mut state = GpuState {
+                    gpu,
+                    model,
+                    members: SmallVec::new(),
+                    residents: gpu.residents.len(),
+                    used_mib: 0,
+                    unknown_memory: None,
+                    time_saved: 0.0,
+                    cap: policy.max_jobs_on(&gpu.spec.model) as usize,
+                };
+                match resolved {
+                    Some(views) => {
+                        for (resident, view) in gpu.residents.iter().zip(views) {
+                            state.add(&resident.id, *view);
+                        }
+                    }
+                    None => {
+                        for resident in &gpu.residents {
+                            state.add(
+                                &resident.id,
+                                knowledge.view_on(resident, &gpu.spec, &models),
+                            );
+                        }
+                    }
+                }
+                state.time_saved =
+                    forecast::predict(knowledge, memo.as_ref(), &state.members, None).time_saved;
+                state
+            })
+            .collect();
+        let free_in = gpus
+            .iter()
+            .map(|state| {
+                state.gpu.residents.iter().try_fold(0.0_f64, |longest, r| {
+                    let speed = knowledge.speed(&r.id, &state.gpu.spec.model)?;
+                    Some(longest.max(r.work? / speed))
+                })
+            })
+            .collect();
+        Self {
+            policy,
+            goal: objective::goal(policy.objective),
+            knowledge,
+            seed,
+            gpus,
+            models,
+            free_in,
+            memo,
+        }
+    }
+
+    /// `job` on every model of the request.
+    fn resolve(&self, job: &Job) -> Resolved {
+        resolve::resolve(self.knowledge, &self.models, job)
+    }
+
+    /// Groups queued jobs and places each group on one GPU (the phases of the module docs).
+    pub(crate) fn recommend(mut self, queue: &'a [Job]) -> Recommendation {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ queue_fingerprint(queue));
+        let entries: Vec<Entry> = queue
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (i, self.resolve(job)))
+            .collect();
+        let exploration = f64::from(self.policy.exploration);
+        let mut order = self.goal.order(entries, queue, exploration, &mut rng);
+
+        let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
+        // Sharing pays for itself only under contention: while idle GPUs remain for every job
+        // still to place, `balanced` starts each alone, since any slowdown is then pure loss
+        // to its user. `max-packing` packs regardless (the provider's view: whole GPUs freed).
+        let mut idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
+        if self.goal.pairs_first()
+            && self.policy.max_jobs_anywhere() >= 2
+            && order.len() > idle_left
+        {
+            order = pairs::place_matched_pairs(
+                self.knowledge,
+                self.memo.as_ref(),
+                self.models.len(),
+                &mut self.gpus,
+                queue,
+                order,
+                &mut placed_on,
+            );
+            idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
+        }
+        let mut jobs_left = order.len();
+        let mut unplaced = Vec::new();
+        // Jobs started alone on an idle GPU: once all are placed, they may trade GPUs.
+        let mut alone: Vec<trade::Alone<'a>> = Vec::new();
+        for (i, resolved) in order {
+            let job = &queue[i];
+            let contention = jobs_left > idle_left;
+            jobs_left -= 1;
+            let best = match self.choose_for(&resolved, contention, &mut rng) {
+                Ok(best) => best,
+                Err(reason) => {
+                    unplaced.push(Unplaced {
+                        job: job.id.clone(),
+                        reason,
+                    });
+                    continue;
+                }
+            };
+            if self.gpus[best].is_idle()
+                && let Some(wait) = wait::for_faster(&self.gpus, &mut self.free_in, &resolved, best)
+            {
+                unplaced.push(Unplaced {
+                    job: job.id.clone(),
+                    reason: reasons::waits(
+                        &self.gpus[wait.gpu].gpu.id,
+                        wait.later_s,
+                        &self.gpus[best].gpu.id,
+                        wait.now_s,
+                    ),
+                });
+                continue;
+            }
+            let state = &mut self.gpus[best];
+            let was_idle = state.is_idle();
+            if was_idle {
+                idle_left -= 1;
+            }
+            state.add(&job.id, resolved.views[state.model]);
+            state.time_saved =
+                forecast::predict(self.knowledge, self.memo.as_ref(), &state.members, None)
+                    .time_saved;
+            placed_on[best].push(&job.id);
+            if was_idle {
+                alone.push((best, &job.id, resolved));
+            }
+        }
+        trade::trade_gpus(&mut self.gpus, alone, &mut placed_on);
+
+        let placements = self
+            .gpus
+            .iter()
+            .zip(placed_on)
+            .filter(|(_, placed)| !placed.is_empty())
+            .map(|(state, placed)| {
+                reasons::placement(
+                    self.knowledge,
+                    self.memo.as_ref(),
+                    self.policy,
+                    state,
+                    &placed,
+                )
+            })
+            .collect();
+        // Report unplaced jobs in queue order, whatever order they were tried in.
+        let position = |id: &str| queue.iter().position(|j| j.id == id);
+        unplaced.sort_by_key(|u| position(&u.job));
+        Recommendation {
+            placements,
+            unplaced,
+        }
+    }
+
+    /// The GPU a queued job goes to, or why it goes nowhere. Without `contention` (idle GPUs
+    /// left for every job still to place) an objective that shares only under contention
+    /// judges idle GPUs first, and the busy ones (a pair prediction each) only if none fits.
+    fn choose_for(
+        &self,
+        resolved: &Resolved,
+        contention: bool,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<usize, String> {
+        let mut candidates = if self.goal.idle_first() && !contention {
+            let idle = self.candidates_among(resolved, |state| state.is_idle());
+            if idle.is_empty() {
+                self.candidates(resolved)
+            } else {
+                idle
+            }
+        } else {
+            self.candidates(resolved)
+        };
+        let too_harmful = self.drop_harmful(&mut candidates);
+        self.choose(&candidates, rng)
+            .ok_or_else(|| match too_harmful {
+                Some(worst) => reasons::too_harmful(worst),
+                None => reasons::unplaceable(self.knowledge, self.policy, &self.gpus, resolved),
+            })
+    }
+
+    /// Whether `job` may join each GPU, and why not where it may not.
+    pub(crate) fn filter(&self, job: &Job) -> Result<Vec<Fit>> {
+        Ok(self
+            .gpus
+            .iter()
+            .zip(self.refusals(job))
+            .map(|(state, reason)| Fit {
+                gpu: state.gpu.id.clone(),
+                fits: reason.is_none(),
+                reason: reason.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Why the job may not join each GPU now, in order: `None` where it may.
+    pub(crate) fn refusals(&self, job: &Job) -> Vec<Option<String>> {
+        let resolved = self.resolve(job);
+        self.gpus
+            .iter()
+            .map(|state| {
+                guard::fits(
+                    self.knowledge,
+                    self.policy,
+                    state,
+                    &resolved.views[state.model],
+                )
+                .err()
+            })
+            .collect()
+    }
+
+    /// `job`'s score on each GPU, by GPU id.
+    pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
+        Ok(self
+            .gpus
+            .iter()
+            .zip(self.scores(job))
+            .map(|(state, score)| GpuScore {
+                gpu: state.gpu.id.clone(),
+                score,
+            })
+            .collect())
+    }
+
+    /// The job's score on each GPU, in order: 0 where it does not fit.
+    pub(crate) fn scores(&self, job: &Job) -> Vec<u8> {
+        let resolved = self.resolve(job);
+        let mut scores = vec![0; self.gpus.len()];
+        for candidate in self.candidates(&resolved) {
+            scores[candidate.gpu] = candidate.score;
+        }
+        scores
+    }
+
+    fn candidates(&self, resolved: &Resolved) -> Vec<Candidate> {
+        self.candidates_among(resolved, |_| true)
+    }
+
+    /// The candidates among the GPUs `keep` selects, in GPU order.
+    fn candidates_among(
+        &self,
+        resolved: &Resolved,
+        keep: impl Fn(&GpuState<'_>) -> bool,
+    ) -> Vec<Candidate> {
+        self.gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, state)| keep(state))
+            .filter(|(_, state)| {
+                guard::refusal(self.knowledge, state, &resolved.views[state.model]).is_none()
+            })
+            .map(|(gpu, state)| {
+                let view = &resolved.views[state.model];
+                self.evaluate(gpu, state, view, resolved.slowness[state.model])
+            })
+            .collect()
+    }
+
+    /// Under an objective that refuses harm (`balanced`), a co-location worth less than
+    /// running alone (its slowdown penalty outweighs the time it saves) is not an option: the
+    /// job waits for a better slot rather than wreck its co-runners. Returns the smallest worst
+    /// slowdown among the dropped candidates when that left none.
+    fn drop_harmful(&self, candidates: &mut Vec<Candidate>) -> Option<f64> {
+        if !self.goal.refuses_harm() {
+            return None;
+        }
+        let least_harmful = candidates
+            .iter()
+            .filter(|c| c.value < 0.0)
+            .map(|c| c.worst_slowdown)
+            .min_by(f64::total_cmp);
+        candidates.retain(|c| c.value >= 0.0);
+        least_harmful.filter(|_| candidates.is_empty())
+    }
+
+    /// What the objective makes of the job seen as `view` joining `state`.
+    fn evaluate(
+        &self,
+        gpu: usize,
+        state: &GpuState<'_>,
+        view: &JobView,
+        slowness: f64,
+    ) -> Candidate {
+        let after = forecast::predict(
+            self.knowledge,
+            self.memo.as_ref(),
+            &state.members,
+            Some(view),
+        );
+        // A job of unknown memory fills the GPU as far as packing can tell.
+        let left = view
+            .memory_mib
+            .filter(|_| state.unknown_memory.is_none())
+            .map_or(0, |mib| state.free_mib().saturating_sub(u64::from(mib)));
+        let effect = Effect {
+            time_gained: after.time_saved - state.time_saved,
+            worst_slowdown: after.worst(),
+            uncertainty: after.uncertainty,
+            free_share: left as f64 / state.capacity() as f64,
+        };
+        let value = self.goal.value(&effect);
+        // Scores follow the choice: the objective's value less the model's slowness.
+        let score = self.goal.score(&effect, value, slowness);
+        Candidate {
+            gpu,
+            value,
+            worst_slowdown: effect.worst_slowdown,
+            slowness,
+            // A GPU the job fits never scores 0: 0 means "does not fit".
+            score: score.round().clamp(1.0, 100.0) as u8,
+        }
+    }
+
+    /// The candidate's GPU with the highest merit (the first among equals), or with
+    /// probability `policy.exploration` a candidate drawn at random.
+    fn choose(&self, candidates: &[Candidate], rng: &mut Xoshiro256PlusPlus) -> Option<usize> {
+        if candidates.is_empty() {
+            return None;
+        }
+        let exploration = f64::from(self.policy.exploration);
+        if exploration > 0.0 && rng.r#gen::<f64>() < exploration {
+            return Some(candidates[rng.gen_range(0..candidates.len())].gpu);
+        }
+        // `max_by` keeps the last of equal values; iterate in reverse so ties go to the first GPU.
+        candidates
+            .iter()
+            .rev()
+            .max_by(|a, b| a.merit().total_cmp(&b.merit()))
+            .map(|c| c.gpu)
+    }
+}
+
+/// FNV-1a over the queue's ids, so exploration draws differ between queues but not between
+/// runs.
+fn queue_fingerprint(queue: &[Job]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for job in queue {
+        for byte in job.id.bytes().chain([0xff]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}

@@ -1,0 +1,185 @@
+//! The objectives as types: what each wants of a placement, in one place per objective.
+//!
+//! - [`Balanced`]: the marginal time saved by sharing (in solo-time units), minus a penalty
+//!   once the group's worst predicted slowdown, raised in proportion to the prediction's
+//!   uncertainty, passes [`SLOWDOWN_TOLERANCE`]. Sharing is for contention: a co-location
+//!   worth less than running alone is refused, and the job stays queued rather than wreck its
+//!   co-runners.
+//! - [`MinSlowdown`]: the smallest worst predicted slowdown (an idle GPU is best).
+//! - [`MaxPacking`]: best fit, the least memory left over; the largest jobs choose first.
+//!
+//! The planner asks [`goal`] for the policy's objective once and consults it wherever the
+//! objectives differ.
+
+use rand_xoshiro::Xoshiro256PlusPlus;
+use tandem_api::{Job, Objective};
+
+use super::order::{self, Entry};
+
+/// Worst individual slowdown `balanced` accepts without penalty (50%, the threshold the
+/// evaluation counts as a bad pairing).
+pub(super) const SLOWDOWN_TOLERANCE: f64 = 0.5;
+/// Value `balanced` loses per unit of slowdown beyond the tolerance.
+const SLOWDOWN_PENALTY: f64 = 1.0;
+/// Slowdown added, per unit of uncertainty (0..=1), to the worst predicted slowdown before the
+/// penalty applies.
+const RISK_AVERSION: f64 = 0.5;
+
+/// What placing one job on one GPU would do, as the objectives weigh it.
+pub(super) struct Effect {
+    /// Time the GPU's group saves by sharing with the job, less what it saved without it, in
+    /// solo-time units.
+    pub(super) time_gained: f64,
+    /// Worst predicted slowdown in the group, the newcomer included.
+    pub(super) worst_slowdown: f64,
+    /// How unsure the group's prediction is, 0..=1.
+    pub(super) uncertainty: f64,
+    /// Memory the GPU would have left, as a fraction of its memory (0 once a member's memory
+    /// is unknown, or the newcomer's).
+    pub(super) free_share: f64,
+}
+
+/// What an objective wants of a placement.
+pub(super) trait Goal {
+    /// The order in which queued jobs choose their GPUs.
+    fn order(
+        &self,
+        entries: Vec<Entry>,
+        queue: &[Job],
+        exploration: f64,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Vec<Entry>;
+
+    /// What the objective thinks of `effect`; higher is better.
+    fn value(&self, effect: &Effect) -> f64;
+
+    /// The GPU's score for the job, before rounding into 1..=100: `value` (from
+    /// [`Goal::value`]) less the job's `slowness` on the GPU's model, as the choice weighs it.
+    fn score(&self, effect: &Effect, value: f64, slowness: f64) -> f64;
+
+    /// Whether, under contention, queued jobs are first paired by maximum-weight matching and
+    /// each pair started on an idle GPU.
+    fn pairs_first(&self) -> bool {
+        false
+    }
+
+    /// Whether, while idle GPUs remain for every job still to place, a job that fits an idle
+    /// GPU is judged on idle GPUs only (sharing would only slow someone down).
+    fn idle_first(&self) -> bool {
+        false
+    }
+
+    /// Whether a placement of negative value is refused, leaving the job queued.
+    fn refuses_harm(&self) -> bool {
+        false
+    }
+}
+
+/// The objective `objective` names.
+pub(super) fn goal(objective: Objective) -> &'static dyn Goal {
+    match objective {
+        Objective::Balanced => &Balanced,
+        Objective::MinSlowdown => &MinSlowdown,
+        Objective::MaxPacking => &MaxPacking,
+    }
+}
+
+/// `balanced`: time saved by sharing, less a penalty for slowdowns beyond the tolerance.
+pub(super) struct Balanced;
+
+impl Balanced {
+    /// What a pair is worth on a GPU of its own: the time it saves less the slowdown penalty;
+    /// only pairs better than running alone (positive) are worth forming.
+    pub(super) fn pair_value(time_saved: f64, worst_slowdown: f64, uncertainty: f64) -> f64 {
+        time_saved - slowdown_penalty(worst_slowdown, uncertainty)
+    }
+}
+
+impl Goal for Balanced {
+    fn order(
+        &self,
+        entries: Vec<Entry>,
+        queue: &[Job],
+        exploration: f64,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Vec<Entry> {
+        order::surest_first(entries, queue, exploration, rng)
+    }
+
+    fn value(&self, effect: &Effect) -> f64 {
+        effect.time_gained - slowdown_penalty(effect.worst_slowdown, effect.uncertainty)
+    }
+
+    fn score(&self, _: &Effect, value: f64, slowness: f64) -> f64 {
+        50.0 + 50.0 * (value - slowness).clamp(-1.0, 1.0)
+    }
+
+    fn pairs_first(&self) -> bool {
+        true
+    }
+
+    fn idle_first(&self) -> bool {
+        true
+    }
+
+    fn refuses_harm(&self) -> bool {
+        true
+    }
+}
+
+/// `min-slowdown`: the smallest worst predicted slowdown.
+pub(super) struct MinSlowdown;
+
+impl Goal for MinSlowdown {
+    fn order(
+        &self,
+        entries: Vec<Entry>,
+        queue: &[Job],
+        exploration: f64,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Vec<Entry> {
+        order::surest_first(entries, queue, exploration, rng)
+    }
+
+    fn value(&self, effect: &Effect) -> f64 {
+        -effect.worst_slowdown
+    }
+
+    fn score(&self, effect: &Effect, _: f64, slowness: f64) -> f64 {
+        100.0 * (1.0 - (effect.worst_slowdown + slowness).min(1.0))
+    }
+}
+
+/// `max-packing`: best fit, the provider's view (whole GPUs freed); packs regardless of
+/// contention.
+pub(super) struct MaxPacking;
+
+impl Goal for MaxPacking {
+    fn order(
+        &self,
+        entries: Vec<Entry>,
+        _: &[Job],
+        _: f64,
+        _: &mut Xoshiro256PlusPlus,
+    ) -> Vec<Entry> {
+        order::largest_first(entries)
+    }
+
+    fn value(&self, effect: &Effect) -> f64 {
+        -effect.free_share
+    }
+
+    fn score(&self, effect: &Effect, _: f64, slowness: f64) -> f64 {
+        100.0 * (1.0 - (effect.free_share + slowness).min(1.0))
+    }
+}
+
+/// What `balanced` charges for a group whose worst predicted slowdown is `worst`: nothing up to
+/// [`SLOWDOWN_TOLERANCE`], then [`SLOWDOWN_PENALTY`] per unit beyond it. The slowdown is taken
+/// pessimistically — raised by [`RISK_AVERSION`] times the prediction's uncertainty — so a
+/// pairing the knowledge base knows little about must promise more before it is made, and
+/// the outcome it then produces makes the next decision surer.
+fn slowdown_penalty(worst: f64, uncertainty: f64) -> f64 {
+    let pessimistic = worst + RISK_AVERSION * uncertainty;
+    SLOWDOWN_PENALTY * (pessimistic - SLOWDOWN_TOLERANCE).max(0.0)
+}

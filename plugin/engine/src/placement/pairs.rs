@@ -1,0 +1,130 @@
+//! `balanced` under contention, first phase: queued jobs paired by maximum-weight matching,
+//! each pair started on an idle GPU.
+
+use smallvec::SmallVec;
+use tandem_api::Job;
+
+use super::forecast::{self, PairMemo};
+use super::objective::Balanced;
+use super::order::Entry;
+use super::state::GpuState;
+use crate::grouping;
+use crate::interference;
+use crate::knowledge::{JobView, Knowledge};
+
+/// Most queued jobs `balanced` pairs by matching; above it (the edges grow as n²) it places
+/// jobs greedily only.
+const PAIRING_LIMIT: usize = 600;
+
+/// Pairs queued jobs by maximum-weight matching (see [`grouping`]) and starts each pair on an
+/// idle GPU, best fit by memory, surest jobs' pairs first. An edge's weight is what the pair is
+/// worth on its own GPU ([`Balanced::pair_value`]), so only pairs better than running alone are
+/// formed. `models` is how many GPU models the request offers. Returns the jobs still to place
+/// (unpaired, or paired but left without an idle GPU big enough), in order; the greedy phase
+/// places them, on GPUs with residents too.
+pub(super) fn place_matched_pairs<'q>(
+    knowledge: &Knowledge,
+    memo: Option<&PairMemo>,
+    models: usize,
+    gpus: &mut [GpuState<'q>],
+    queue: &'q [Job],
+    order: Vec<Entry>,
+    placed_on: &mut [Vec<&'q str>],
+) -> Vec<Entry> {
+    // Only an idle GPU whose cap admits two can take a pair.
+    let pairable = |s: &GpuState<'_>| s.is_idle() && s.cap >= 2;
+    // The largest such GPU of each model.
+    let mut roomiest: SmallVec<[Option<u64>; 4]> = smallvec::smallvec![None; models];
+    for s in gpus.iter().filter(|s| pairable(s)) {
+        let room = &mut roomiest[s.model];
+        *room = (*room).max(Some(s.capacity()));
+    }
+    if roomiest.iter().all(Option::is_none) {
+        return order;
+    }
+    if order.len() > PAIRING_LIMIT {
+        return order;
+    }
+    let mut idle_models: Vec<&str> = gpus
+        .iter()
+        .filter(|s| pairable(s))
+        .map(|s| s.gpu.spec.model.as_str())
+        .collect();
+    idle_models.sort_unstable();
+    idle_models.dedup();
+    let mut edges = Vec::new();
+    for a in 0..order.len() {
+        for b in a + 1..order.len() {
+            let (ra, rb) = (&order[a].1, &order[b].1);
+            let (va, vb) = (ra.any(), rb.any());
+            // Two profiled jobs may pair wherever their memory fits (the profiles predict
+            // their interference); any other pair only if it was seen sharing (an outcome
+            // is the only evidence it fits and how it interferes).
+            let profiled = va.features.is_some() && vb.features.is_some();
+            let fits = (profiled
+                && roomiest.iter().enumerate().any(|(m, room)| {
+                    room.is_some_and(|room| {
+                        pair_memory(&ra.views[m], &rb.views[m]).is_some_and(|mib| mib <= room)
+                    })
+                }))
+                || knowledge.shared_on_any(va, vb, idle_models.iter().copied());
+            if !fits {
+                continue;
+            }
+            let (slowdowns, uncertainty) = knowledge.predict(&[va, vb]);
+            let worst = slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+            let value =
+                Balanced::pair_value(interference::time_saved(&slowdowns), worst, uncertainty);
+            if value > 0.0 {
+                edges.push(grouping::Edge { a, b, value });
+            }
+        }
+    }
+    let mut pairs = grouping::best_pairs(order.len(), &edges);
+    // Pairs holding the jobs of highest precedence choose their GPUs first.
+    pairs.sort_by_key(|&(a, b)| a.min(b));
+    let mut placed = vec![false; order.len()];
+    for (a, b) in pairs {
+        let (ra, rb) = (&order[a].1, &order[b].1);
+        // The idle GPU whose model suits the pair best (least slowness), then best fit by
+        // memory.
+        let best_fit = gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| pairable(s))
+            .filter_map(|(g, s)| {
+                let (va, vb) = (&ra.views[s.model], &rb.views[s.model]);
+                let left = match pair_memory(va, vb) {
+                    Some(memory) => (s.free_mib() >= memory).then(|| s.free_mib() - memory),
+                    // Unknown memory: any GPU of a model the two were seen sharing.
+                    None => knowledge
+                        .shared(va, vb, &s.gpu.spec.model)
+                        .then_some(s.free_mib()),
+                }?;
+                Some((g, ra.slowness[s.model] + rb.slowness[s.model], left))
+            })
+            .min_by(|x, y| x.1.total_cmp(&y.1).then(x.2.cmp(&y.2)))
+            .map(|(g, _, _)| g);
+        let Some(g) = best_fit else { continue };
+        let model = gpus[g].model;
+        for &member in &[a, b] {
+            let (i, ref resolved) = order[member];
+            gpus[g].add(&queue[i].id, resolved.views[model]);
+            placed_on[g].push(&queue[i].id);
+            placed[member] = true;
+        }
+        let state = &mut gpus[g];
+        state.time_saved = forecast::predict(knowledge, memo, &state.members, None).time_saved;
+    }
+    order
+        .into_iter()
+        .zip(placed)
+        .filter(|(_, placed)| !placed)
+        .map(|(entry, _)| entry)
+        .collect()
+}
+
+/// Memory two jobs need together, if both are known.
+fn pair_memory(a: &JobView, b: &JobView) -> Option<u64> {
+    Some(u64::from(a.memory_mib?) + u64::from(b.memory_mib?))
+}

@@ -1,0 +1,339 @@
+//! Tests of the planner through the engine's public API: the memory guard and job cap hold for any
+//! queue, and each objective chooses as it says.
+
+use proptest::prelude::*;
+use tandem_api::{Gpu, GpuSpec, Job, ModelCap, Objective, Policy, Profile};
+
+use crate::Recommender;
+
+fn profile(util: f32, mem: u32) -> Profile {
+    Profile {
+        gpu_util_pct: util,
+        mem_access_pct: util / 2.0,
+        mem_used_mib: mem,
+        gpu_model: "V100".into(),
+    }
+}
+
+fn gpu(id: &str, memory: u32, residents: Vec<Job>) -> Gpu {
+    Gpu {
+        id: id.into(),
+        node: "n".into(),
+        spec: GpuSpec::new("V100", memory),
+        residents,
+    }
+}
+
+prop_compose! {
+    fn arb_job(i: usize)(util in 0.0f32..=100.0, mem in 0u32..20_000) -> Job {
+        Job::profiled(format!("j{i}"), profile(util, mem))
+    }
+}
+
+fn arb_queue(max: usize) -> impl Strategy<Value = Vec<Job>> {
+    (0..=max).prop_flat_map(|n| (0..n).map(arb_job).collect::<Vec<_>>())
+}
+
+fn arb_gpus(max: usize) -> impl Strategy<Value = Vec<Gpu>> {
+    prop::collection::vec((1u32..40_000, 0u32..12_000, any::<bool>()), 0..=max).prop_map(|specs| {
+        specs
+            .into_iter()
+            .enumerate()
+            .map(|(g, (memory, resident_mem, has_resident))| {
+                let residents = if has_resident {
+                    vec![Job::profiled(format!("r{g}"), profile(30.0, resident_mem))]
+                } else {
+                    Vec::new()
+                };
+                gpu(&format!("g{g}"), memory, residents)
+            })
+            .collect()
+    })
+}
+
+fn arb_policy() -> impl Strategy<Value = Policy> {
+    (
+        0usize..3,
+        1u32..5,
+        0.0f32..=1.0,
+        proptest::option::of(1u32..4),
+    )
+        .prop_map(|(o, cap, exploration, test_cap)| Policy {
+            objective: Objective::ALL[o],
+            max_jobs_per_gpu: cap,
+            exploration,
+            // The test GPUs are all V100s: a cap of their own overrides `cap`.
+            model_caps: test_cap
+                .map(|max_jobs| ModelCap {
+                    gpu_model: "V100".into(),
+                    max_jobs,
+                })
+                .into_iter()
+                .collect(),
+        })
+}
+
+proptest! {
+    #[test]
+    fn no_placement_exceeds_gpu_memory_or_the_job_cap(
+        queue in arb_queue(30), gpus in arb_gpus(12), policy in arb_policy(), seed in any::<u64>()
+    ) {
+        let cap = policy.max_jobs_on("V100") as usize;
+        let answer = Recommender::new(policy, seed).unwrap().recommend(&queue, &gpus).unwrap();
+        let mem_of = |id: &str| queue.iter().find(|j| j.id == id).and_then(|j| j.profile.as_ref()).map_or(0, |p| u64::from(p.mem_used_mib));
+        for placement in &answer.placements {
+            let gpu = gpus.iter().find(|g| g.id == placement.gpu).unwrap();
+            let resident_mem: u64 = gpu.residents.iter().map(|r| u64::from(r.profile.as_ref().unwrap().mem_used_mib)).sum();
+            let placed_mem: u64 = placement.jobs.iter().map(|id| mem_of(id)).sum();
+            prop_assert!(resident_mem + placed_mem <= u64::from(gpu.spec.memory_mib));
+            prop_assert!(gpu.residents.len() + placement.jobs.len() <= cap);
+        }
+        let placed: usize = answer.placements.iter().map(|p| p.jobs.len()).sum();
+        prop_assert_eq!(placed + answer.unplaced.len(), queue.len());
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_answer(
+        queue in arb_queue(20), gpus in arb_gpus(8), policy in arb_policy(), seed in any::<u64>()
+    ) {
+        let engine = Recommender::new(policy, seed).unwrap();
+        prop_assert_eq!(engine.recommend(&queue, &gpus).unwrap(), engine.recommend(&queue, &gpus).unwrap());
+    }
+}
+
+#[test]
+fn zero_one_and_ten_thousand_jobs_are_grouped_without_panic() {
+    let engine = Recommender::bootstrap(Policy::default(), 3).unwrap();
+    let gpus: Vec<Gpu> = (0..100)
+        .map(|g| gpu(&format!("g{g}"), 16_384, vec![]))
+        .collect();
+    assert!(engine.recommend(&[], &gpus).unwrap().placements.is_empty());
+    let one = [Job::profiled("only", profile(50.0, 1_000))];
+    assert_eq!(engine.recommend(&one, &gpus).unwrap().placements.len(), 1);
+    let many: Vec<Job> = (0..10_000)
+        .map(|i| {
+            Job::profiled(
+                format!("j{i}"),
+                profile((i % 97) as f32, 500 + (i % 13) as u32 * 700),
+            )
+        })
+        .collect();
+    let answer = engine.recommend(&many, &gpus).unwrap();
+    let placed: usize = answer.placements.iter().map(|p| p.jobs.len()).sum();
+    assert_eq!(placed + answer.unplaced.len(), many.len());
+    assert!(placed <= 200);
+}
+
+#[test]
+fn matching_pairs_complementary_jobs() {
+    // Two compute-heavy and two light jobs, two idle GPUs: pairing heavy with light saves
+    // the most time and keeps slowdowns low; heavy with heavy would time-slice.
+    let queue = [
+        Job::profiled("heavy-1", profile(95.0, 2_000)),
+        Job::profiled("heavy-2", profile(90.0, 2_000)),
+        Job::profiled("light-1", profile(10.0, 2_000)),
+        Job::profiled("light-2", profile(8.0, 2_000)),
+    ];
+    let gpus = [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])];
+    let answer = Recommender::new(Policy::default(), 0)
+        .unwrap()
+        .recommend(&queue, &gpus)
+        .unwrap();
+    assert_eq!(answer.placements.len(), 2, "{answer:?}");
+    for placement in &answer.placements {
+        let heavy = placement
+            .jobs
+            .iter()
+            .filter(|j| j.starts_with("heavy"))
+            .count();
+        assert_eq!(heavy, 1, "{answer:?}");
+    }
+}
+
+#[test]
+fn an_unknown_resident_closes_its_gpu() {
+    let engine = Recommender::new(Policy::default(), 0).unwrap();
+    let gpus = [gpu("g0", 16_384, vec![Job::new("mystery")])];
+    let answer = engine
+        .recommend(&[Job::profiled("a", profile(10.0, 10))], &gpus)
+        .unwrap();
+    assert!(answer.placements.is_empty());
+    assert!(
+        answer.unplaced[0].reason.contains("unknown memory"),
+        "{answer:?}"
+    );
+    let fits = engine
+        .filter(&Job::profiled("a", profile(10.0, 10)), &gpus)
+        .unwrap();
+    assert!(
+        !fits[0].fits && fits[0].reason.contains("mystery"),
+        "{fits:?}"
+    );
+}
+
+fn outcome(a: &str, b: &str, model: &str) -> tandem_api::Outcome {
+    tandem_api::Outcome {
+        gpu_model: model.into(),
+        jobs: vec![a.into(), b.into()],
+        solo_s: vec![100.0, 100.0],
+        colocated_s: vec![120.0, 130.0],
+    }
+}
+
+#[test]
+fn jobs_of_unknown_memory_share_only_with_an_observed_co_runner_on_that_model() {
+    let mut engine = Recommender::bootstrap(Policy::default(), 0).unwrap();
+    let queue = [Job::new("a"), Job::new("b")];
+    let one_gpu = [gpu("g0", 16_384, vec![])];
+    // Never seen together: one runs alone, the other waits.
+    let answer = engine.recommend(&queue, &one_gpu).unwrap();
+    assert_eq!(answer.placements.len(), 1);
+    assert_eq!(answer.placements[0].jobs.len(), 1);
+    assert_eq!(answer.placements[0].predicted.peak_mem_mib, 16_384);
+    assert!(
+        answer.unplaced[0].reason.contains("unknown memory"),
+        "{answer:?}"
+    );
+    // Seen sharing a K80 says nothing about a V100.
+    engine.observe_outcome(&outcome("a", "b", "K80")).unwrap();
+    let answer = engine.recommend(&queue, &one_gpu).unwrap();
+    assert_eq!(answer.unplaced.len(), 1, "{answer:?}");
+    // Seen sharing a V100: they may share one again, with the learned prediction.
+    engine.observe_outcome(&outcome("a", "b", "V100")).unwrap();
+    let answer = engine.recommend(&queue, &one_gpu).unwrap();
+    assert!(answer.unplaced.is_empty(), "{answer:?}");
+    assert_eq!(answer.placements[0].jobs.len(), 2);
+    let slowdowns = &answer.placements[0].predicted.slowdown_pct;
+    assert!(
+        slowdowns.iter().all(|s| (15.0..35.0).contains(s)),
+        "{slowdowns:?}"
+    );
+    // A third job of unknown memory never joins them, whatever the cap.
+    engine
+        .set_policy(Policy {
+            max_jobs_per_gpu: 4,
+            ..Policy::default()
+        })
+        .unwrap();
+    let busy = [gpu("g0", 16_384, vec![Job::new("a")])];
+    let fits = engine.filter(&Job::new("b"), &busy).unwrap();
+    assert!(fits[0].fits, "{fits:?}");
+    let fits = engine.filter(&Job::new("c"), &busy).unwrap();
+    assert!(!fits[0].fits && fits[0].reason.contains("`a`"), "{fits:?}");
+    let profiled = engine
+        .filter(&Job::profiled("d", profile(10.0, 10)), &busy)
+        .unwrap();
+    assert!(!profiled[0].fits, "{profiled:?}");
+}
+
+#[test]
+fn instances_of_one_workload_share_what_it_learned() {
+    let mut engine = Recommender::bootstrap(Policy::default(), 0).unwrap();
+    let one_gpu = [gpu("g0", 16_384, vec![])];
+    let queue = [Job::new("w~1"), Job::new("w~2"), Job::new("v~1")];
+    // Nothing learned yet: two instances are strangers of unknown memory.
+    let answer = engine.recommend(&queue[..2], &one_gpu).unwrap();
+    assert_eq!(answer.unplaced.len(), 1, "{answer:?}");
+    // Two instances of `w` were seen sharing a V100 (outcomes name any instances).
+    engine
+        .observe_outcome(&outcome("w~7", "w~8", "V100"))
+        .unwrap();
+    let answer = engine.recommend(&queue[..2], &one_gpu).unwrap();
+    assert!(answer.unplaced.is_empty(), "{answer:?}");
+    // But not beside `v`, which no outcome named.
+    let busy = [gpu("g0", 16_384, vec![Job::new("w~1")])];
+    assert!(engine.filter(&Job::new("w~3"), &busy).unwrap()[0].fits);
+    assert!(!engine.filter(&queue[2], &busy).unwrap()[0].fits);
+    // A profile observed for one instance serves every instance.
+    engine.observe_profile("v~1", profile(10.0, 1_000)).unwrap();
+    assert_eq!(
+        engine
+            .predict(&[Job::new("v~9")], &one_gpu[0].spec)
+            .unwrap()
+            .peak_mem_mib,
+        1_000
+    );
+}
+
+#[test]
+fn objectives_choose_differently() {
+    // g0 already runs a light job; g1 is idle and larger.
+    let resident = Job::profiled("r", profile(20.0, 2_000));
+    let gpus = [gpu("g0", 16_384, vec![resident]), gpu("g1", 32_768, vec![])];
+    let newcomer = [Job::profiled("a", profile(30.0, 4_000))];
+    let choice = |objective| {
+        let policy = Policy {
+            objective,
+            ..Policy::default()
+        };
+        Recommender::new(policy, 0)
+            .unwrap()
+            .recommend(&newcomer, &gpus)
+            .unwrap()
+            .placements[0]
+            .gpu
+            .clone()
+    };
+    // Packing fills g0 beside the light job.
+    assert_eq!(choice(Objective::MaxPacking), "g0");
+    // Only an idle GPU means no slowdown at all.
+    assert_eq!(choice(Objective::MinSlowdown), "g1");
+    // With an idle GPU for every queued job, sharing would only slow someone down.
+    assert_eq!(choice(Objective::Balanced), "g1");
+    // Under contention (two jobs, one idle GPU) balanced shares, since sharing light
+    // jobs saves time: both start now, on a shared GPU.
+    let two = [
+        Job::profiled("a", profile(30.0, 4_000)),
+        Job::profiled("b", profile(25.0, 3_000)),
+    ];
+    let answer = Recommender::new(Policy::default(), 0)
+        .unwrap()
+        .recommend(&two, &gpus)
+        .unwrap();
+    assert!(answer.unplaced.is_empty(), "{answer:?}");
+    assert!(
+        answer
+            .placements
+            .iter()
+            .any(|p| p.jobs.len() + p.residents.len() == 2),
+        "{answer:?}"
+    );
+}
+
+#[test]
+fn balanced_leaves_a_job_queued_rather_than_wreck_its_co_runner() {
+    // The only GPU with room runs a job that saturates it; sharing would slow both by
+    // far more than it saves.
+    let hog = Job::profiled("hog", profile(100.0, 2_000));
+    let gpus = [gpu("g0", 16_384, vec![hog])];
+    let newcomer = [Job::profiled("a", profile(95.0, 2_000))];
+    let answer = Recommender::new(Policy::default(), 0)
+        .unwrap()
+        .recommend(&newcomer, &gpus)
+        .unwrap();
+    assert!(answer.placements.is_empty(), "{answer:?}");
+    assert!(
+        answer.unplaced[0].reason.contains("better slot"),
+        "{answer:?}"
+    );
+    // max-packing, the provider's view, shares anyway.
+    let packing = Policy {
+        objective: Objective::MaxPacking,
+        ..Policy::default()
+    };
+    let answer = Recommender::new(packing, 0)
+        .unwrap()
+        .recommend(&newcomer, &gpus)
+        .unwrap();
+    assert_eq!(answer.placements.len(), 1);
+}
+
+#[test]
+fn scores_are_zero_exactly_where_the_job_does_not_fit() {
+    let engine = Recommender::new(Policy::default(), 0).unwrap();
+    let gpus = [gpu("small", 1_000, vec![]), gpu("big", 16_384, vec![])];
+    let job = Job::profiled("a", profile(50.0, 4_000));
+    let scores = engine.score(&job, &gpus).unwrap();
+    assert_eq!(scores[0].score, 0);
+    assert!(scores[1].score > 0);
+}
