@@ -332,7 +332,12 @@ impl<'ast> Visit<'ast> for Collector<'_> {
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        if let Some(target) = absolute(&segments, self.module) {
+        // A one-segment path in code names a value or a type, never a module (a local
+        // `synthesis` is not the child module `synthesis`).
+        let anchored = matches!(segments[..], [ref first, ..] if ["crate", "super", "self"].contains(&first.as_str()));
+        if (anchored || segments.len() > 1)
+            && let Some(target) = absolute(&segments, self.module)
+        {
             let text = segments.join("::");
             self.references.push((target, text));
         }
