@@ -65,9 +65,9 @@ pub enum Error {
         problem: String,
     },
 
-    /// A trace or cluster file could not be read. Unlike [`Error::Read`], the message carries
-    /// the cause inline: the simulator's command line has always shown these errors that way.
-    #[error("cannot read {path}: {source}")]
+    /// A trace or cluster file could not be read (the cause is the source, as everywhere: a
+    /// cause printed in the message and again as the source would show twice in a chain).
+    #[error("cannot read {path}")]
     ReadInput {
         /// The file.
         path: PathBuf,

@@ -14,22 +14,16 @@ impl BadInput {
     }
 }
 
-/// A simulator error as the CLI reports it. A catalog error keeps its cause as its source; an
-/// engine failure names the policy, then the host's error once. (`tandem_sim::Error`'s own
-/// messages of those two carry the cause as well as the source, so it would print twice.)
-/// `input` says whether the rest (unreadable or malformed inputs, rules broken) is the user's
-/// to fix.
+/// A simulator error as the CLI reports it: with its chain of causes, each once, and marked as
+/// bad input when `input` says the error (unreadable or malformed inputs, rules broken) is the
+/// user's to fix.
 pub(crate) fn from_sim(
     error: tandem_sim::Error,
     input: impl Fn(&tandem_sim::Error) -> bool,
 ) -> anyhow::Error {
     match error {
         tandem_sim::Error::Catalog(error) => BadInput::new(error).into(),
-        tandem_sim::Error::Engine { policy, source } => {
-            anyhow::Error::new(source).context(format!("policy {policy}: the engine failed"))
-        }
-        // The message already holds the cause (`cannot read <file>: <why>`).
-        other if input(&other) => crate::queue::InputError::usage(other.to_string()).into(),
+        other if input(&other) => BadInput::new(other).into(),
         other => other.into(),
     }
 }

@@ -75,6 +75,11 @@ impl fmt::Display for InputError {
 }
 
 /// One GPU of the queue file.
+///
+/// A mirror of [`tandem_api::Gpu`] with its [`GpuSpec`] flattened, kept because the file format
+/// is flat (`{"id", "node", "model", "memory_mib", …}`) while the contract nests the model's
+/// characteristics in `spec`; `serde(flatten)` cannot be combined with `deny_unknown_fields`,
+/// which is what makes a misspelt field an error naming it rather than a silently ignored key.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuEntry {

@@ -1,30 +1,9 @@
 //! Errors of the simulator: bad input files (with the line at fault) and policies that break
 //! the cluster's rules or whose engine fails.
 
-use std::path::PathBuf;
-
 /// What went wrong in a simulation or in reading its inputs.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be read. The simulator itself no longer produces it: its inputs are
-    /// read by `tandem-catalog` and fail as [`Error::Catalog`] with the same message. Kept
-    /// because callers match on it.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A file could not be written. Not produced by the simulator today; kept because it is
-    /// part of the public error type.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
     /// An input (trace, cluster file, catalog set, option) is malformed. `origin` names the
     /// file and, for line-oriented formats, the line (`trace.csv:12`).
     #[error("{origin}: {problem}")]
@@ -49,7 +28,7 @@ pub enum Error {
         problem: String,
     },
     /// The engine component failed (a trap, a deadline, an error it returned).
-    #[error("policy {policy}: the engine failed: {source}")]
+    #[error("policy {policy}: the engine failed")]
     Engine {
         /// The policy's name.
         policy: String,

@@ -165,12 +165,7 @@ fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let input = |e: tandem_sim::Error| -> anyhow::Error {
-        from_sim(e, |e| {
-            matches!(
-                e,
-                tandem_sim::Error::Input { .. } | tandem_sim::Error::Read { .. }
-            )
-        })
+        from_sim(e, |e| matches!(e, tandem_sim::Error::Input { .. }))
     };
     let catalogs: Vec<Catalog> = if request.catalogs.is_empty() {
         demo::catalogs().map_err(input)?
