@@ -160,6 +160,23 @@ pub(crate) async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<St
         .collect())
 }
 
+/// The first event of `pod` that gives Tandem's reason, waiting up to 30 s for the scheduler
+/// to record it.
+pub(crate) async fn tandem_event(client: &kube::Client, pod: &str) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = events_of(client, pod).await?;
+        if let Some(event) = events.iter().find(|m| m.contains("Tandem")) {
+            return Ok(event.clone());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no Tandem reason in {pod}'s events: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 #[tokio::test]
 async fn tandem_decides_inside_a_real_kube_scheduler() -> Result<()> {
     crate::cluster::install_crypto_provider();
@@ -300,18 +317,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // (a) big needs 20,000 MiB: no GPU fits; it stays Pending, unbound, the reason in its events.
     pods.create(&params, &job_pod("big-run", "big", None)?)
         .await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let reason = loop {
-        let events = events_of(&client, "big-run").await?;
-        if let Some(e) = events.iter().find(|m| m.contains("Tandem")) {
-            break e.clone();
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "no Tandem reason in big-run's events: {events:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let reason = tandem_event(&client, "big-run").await?;
     println!("(a) big-run event: {reason}");
     ensure!(
         reason.contains("needs 20000 MiB"),

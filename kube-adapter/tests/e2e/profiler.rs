@@ -23,8 +23,8 @@ use crate::cluster::{
     Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
 };
 use crate::extender::{
-    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, job_pod, knowledge, start_adapter,
-    wait_ready,
+    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, job_pod, knowledge, start_adapter,
+    tandem_event, wait_ready,
 };
 
 /// The profiler's recording, and the pod UIDs in it (replaced by the real pods' UIDs).
@@ -83,18 +83,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // Without profiles, a second beta fits nowhere, and the pod's events say why.
     pods.create(&params, &job_pod("beta-early", "beta", None)?)
         .await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let unprofiled = loop {
-        let events = events_of(&client, "beta-early").await?;
-        if let Some(e) = events.iter().find(|m| m.contains("Tandem")) {
-            break e.clone();
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "no Tandem reason in beta-early's events: {events:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let unprofiled = tandem_event(&client, "beta-early").await?;
     println!("(before) beta-early, no profiles yet: {unprofiled}");
     ensure!(
         unprofiled.contains("no known profile") || unprofiled.contains("has no profile"),
