@@ -11,7 +11,7 @@
 //!   whose 11,000 MiB (the profile's memory) leave no room for a second.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use clap::Parser as _;
