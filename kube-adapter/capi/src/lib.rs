@@ -414,10 +414,6 @@ pub unsafe extern "C" fn tandem_plugin_unreserve(
 /// # Safety
 /// As [`tandem_plugin_set_node`].
 #[unsafe(no_mangle)]
-#[expect(
-    clippy::too_many_arguments,
-    reason = "a C function: three strings as (pointer, length) pairs and the output buffer"
-)]
 pub unsafe extern "C" fn tandem_plugin_observe_profile(
     plugin: *const TandemPlugin,
     namespace: *const u8,
