@@ -11,14 +11,20 @@
 //!    `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS 500 / burst 1,000);
 //! 3. the same with the adapter stopped: fail-open must bind every pod through the
 //!    scheduler's fallback; the adapter is then started and must account for each of them
-//!    (`tandem_binds_without_tandem_total`).
+//!    (`tandem_binds_without_tandem_total`);
+//! 4. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
+//!    (`deploy/kube/40-plugin-scheduler.yaml`'s profile), pods with its `schedulerName`.
 //!
-//! It prints pods/s of each, their ratio, how many pods ended up without Tandem's
-//! `tandem.dev/gpu` annotation (bound by the scheduler's fallback), and how many annotations
-//! name a GPU of another node than the pod's. Sizes: `TANDEM_BENCH_NODES`, `TANDEM_BENCH_PODS`.
+//! It prints pods/s of each, the p99 of the scheduler's own scheduling-attempt latency
+//! (`scheduler_scheduling_attempt_duration_seconds`, read from its `/metrics` at the end, to
+//! its bucket's upper bound), the extender's and the plugin's throughput as a fraction of the
+//! default's, how many pods ended up without Tandem's `tandem.dev/gpu` annotation (bound by
+//! the scheduler's fallback), and how many annotations name a GPU of another node than the
+//! pod's. Sizes: `TANDEM_BENCH_NODES`, `TANDEM_BENCH_PODS`.
 //!
 //! Run: `cargo bench -p tandem-kube-adapter --bench scheduler` (or `cargo xtask bench`); the
-//! Kubernetes binaries come from `TANDEM_KUBE_BIN_DIR` or are built on first use.
+//! Kubernetes binaries come from `TANDEM_KUBE_BIN_DIR`, `tandem-kube-scheduler` from
+//! `TANDEM_PLUGIN_SCHEDULER`, or they are built on first use.
 
 #[expect(
     dead_code,
@@ -65,6 +71,8 @@ enum Mode {
     Tandem,
     /// kube-scheduler configured with the extender, which is not running.
     AdapterDown,
+    /// `tandem-kube-scheduler`: the framework plugin, in-process.
+    Plugin,
 }
 
 /// What one run measured.
@@ -75,6 +83,8 @@ struct Run {
     misplaced: usize,
     /// Pods the adapter, started after the run, counted as bound without its record.
     accounted: u64,
+    /// p99 of the scheduler's scheduling-attempt latency, in seconds (a bucket bound).
+    attempt_p99: Option<f64>,
 }
 
 impl Run {
@@ -103,6 +113,10 @@ async fn main() -> Result<()> {
         .await
         .context("Tandem extender, adapter down")?;
     report("  ... with the adapter down", &down);
+    let plugin = run(nodes, pods, Mode::Plugin)
+        .await
+        .context("Tandem framework plugin")?;
+    report("tandem-kube-scheduler (plugin)", &plugin);
     println!(
         "adapter down: {} of {} pods bound by the scheduler's fallback (fail-open); the adapter started afterwards counted {} bound without its record",
         down.unannotated, down.pods, down.accounted
@@ -114,16 +128,73 @@ async fn main() -> Result<()> {
         tandem.unannotated,
         tandem.misplaced
     );
+    println!(
+        "Tandem plugin / default: {:.0}% of the default scheduler's pods/s (goal: at least 90%); \
+         Tandem plugin / extender: {:.2}x; pods without Tandem's annotation: {} (goal 0); \
+         annotations naming another node's GPU: {}",
+        100.0 * plugin.pods_per_s() / default.pods_per_s(),
+        plugin.pods_per_s() / tandem.pods_per_s(),
+        plugin.unannotated,
+        plugin.misplaced
+    );
     Ok(())
 }
 
 fn report(what: &str, run: &Run) {
+    let p99 = run
+        .attempt_p99
+        .map_or_else(|| "?".to_owned(), |s| format!("{:.1} ms", s * 1_000.0));
     println!(
-        "{what:<34} {:>6} pods bound in {:>7.2} s = {:>7.1} pods/s",
+        "{what:<34} {:>6} pods bound in {:>7.2} s = {:>7.1} pods/s, p99 attempt <= {p99}",
         run.pods,
         run.seconds,
         run.pods_per_s()
     );
+}
+
+/// The p99 of `scheduler_scheduling_attempt_duration_seconds` over every result and profile:
+/// the upper bound of the first bucket holding 99% of the attempts.
+fn attempt_p99(metrics: &str) -> Option<f64> {
+    const NAME: &str = "scheduler_scheduling_attempt_duration_seconds";
+    let mut buckets: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
+    let mut count = 0.0;
+    for line in metrics.lines() {
+        if let Some(rest) = line.strip_prefix(&format!("{NAME}_bucket{{")) {
+            let le = rest.split("le=\"").nth(1)?.split('"').next()?;
+            let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            *buckets.entry(bound.to_bits()).or_default() += value;
+        } else if let Some(rest) = line.strip_prefix(&format!("{NAME}_count")) {
+            count += rest.rsplit(' ').next()?.parse::<f64>().ok()?;
+        }
+    }
+    let mut bounds: Vec<(f64, f64)> = buckets
+        .into_iter()
+        .map(|(bits, cumulative)| (f64::from_bits(bits), cumulative))
+        .collect();
+    bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    bounds
+        .into_iter()
+        .find(|&(_, cumulative)| count > 0.0 && cumulative >= 0.99 * count)
+        .map(|(bound, _)| bound)
+}
+
+/// The scheduler's metrics, read with its self-signed certificate accepted.
+async fn scheduler_metrics(cluster: &Cluster) -> Result<String> {
+    let url = cluster
+        .scheduler_metrics_url()
+        .context("no scheduler was started")?;
+    Ok(cluster::insecure_http_client()?
+        .get(url)
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?)
 }
 
 async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
@@ -153,14 +224,18 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
         .map(|i| {
             let api = api.clone();
             async move {
-                let pod: Pod = serde_json::from_value(json!({
+                let mut pod = json!({
                     "metadata": { "name": format!("job-{i:05}"),
                                   "labels": { "tandem.dev/job": format!("job-{}", i % 50) } },
                     "spec": { "containers": [{
                         "name": "main", "image": "registry.invalid/none",
                         "resources": { "limits": { "nvidia.com/gpu": "1" } },
                     }]},
-                }))?;
+                });
+                if mode == Mode::Plugin {
+                    pod["spec"]["schedulerName"] = json!(PLUGIN_SCHEDULER_NAME);
+                }
+                let pod: Pod = serde_json::from_value(pod)?;
                 api.create(&PostParams::default(), &pod).await?;
                 anyhow::Ok(())
             }
@@ -201,6 +276,15 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
                 .await?;
             None
         }
+        Mode::Plugin => {
+            let binary = plugin_scheduler().await?;
+            let secret = cluster.dir().join("id-secret");
+            std::fs::write(&secret, SECRET_HEX)?;
+            cluster
+                .start_scheduler_binary(&binary, &plugin_config(&secret))
+                .await?;
+            None
+        }
     };
     // The scheduler was ready (informers synced) when `start_scheduler` returned; count from
     // there, as kube-scheduler's own throughput figures do.
@@ -223,6 +307,7 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let attempt_p99 = attempt_p99(&scheduler_metrics(&cluster).await?);
     let bound = api.list(&ListParams::default()).await?.items;
     let (mut unannotated, mut misplaced) = (0, 0);
     for pod in &bound {
@@ -268,7 +353,56 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
         },
         misplaced,
         accounted,
+        attempt_p99,
     })
+}
+
+/// The plugin's profile.
+const PLUGIN_SCHEDULER_NAME: &str = "tandem-plugin-scheduler";
+
+/// `tandem-kube-scheduler` from `TANDEM_PLUGIN_SCHEDULER`, or built (minutes, the first time).
+async fn plugin_scheduler() -> Result<std::path::PathBuf> {
+    tokio::task::spawn_blocking(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .context("the crate has no parent directory")?
+            .to_path_buf();
+        tandem_xtask::kube_plugin::plugin_scheduler_from_env(&root)
+    })
+    .await
+    .context("the task building tandem-kube-scheduler panicked")?
+}
+
+/// The plugin's `KubeSchedulerConfiguration`: the deploy file's profile, the e2e harness's
+/// client limits, no leader election.
+fn plugin_config(secret: &std::path::Path) -> String {
+    format!(
+        "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {}
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: {PLUGIN_SCHEDULER_NAME}
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Tandem
+        weight: 10
+  pluginConfig:
+  - name: Tandem
+    args: {{idSecretFile: {}, namespace: {SYSTEM}}}
+  - name: NodeResourcesFit
+    args:
+      ignoredResources: [\"nvidia.com/gpu\"]
+",
+        cluster::KUBECONFIG_PLACEHOLDER,
+        secret.display()
+    )
 }
 
 fn start_adapter(cluster: &Cluster, port: u16) -> Result<ChildProcess> {

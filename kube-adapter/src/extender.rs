@@ -229,6 +229,26 @@ pub fn filter(
 /// A failed node's reason when other nodes passed.
 pub const PASSED_OVER: &str = "Tandem: no GPU of this node fits the pod (other nodes do; the engine's reasons are given when none does)";
 
+/// How good node `name` is for `pod`, 0..=100 (0: it cannot take it): the engine's best GPU
+/// score there (from `scores`, see [`score_nodes`]) for a one-GPU pod; for a pod of several
+/// GPUs (which run alone), how little of the node it leaves fragmented. Shared by `prioritize`
+/// and the framework plugin's Score.
+pub fn node_score(view: &ClusterView, pod: &GpuPod, name: &str, scores: &NodeScores) -> u32 {
+    let Some(Ok(gpus)) = view.node(name) else {
+        return 0;
+    };
+    if pod.gpus > 1 {
+        // Multi-GPU pods run alone: prefer the node they leave the least fragmented.
+        let idle = gpus.iter().filter(|g| g.residents.is_empty()).count() as u32;
+        return if idle >= pod.gpus {
+            100 - 100 * (idle - pod.gpus) / gpus.len().max(1) as u32
+        } else {
+            0
+        };
+    }
+    scores.get(name).copied().map_or(0, u32::from)
+}
+
 /// Scores the candidate nodes 0..=10: the engine's best GPU score on each node (from
 /// `scores`), relative to the best node (which gets 10), so the engine's ranking survives the
 /// protocol's 11 levels.
@@ -240,21 +260,7 @@ pub fn prioritize(
 ) -> Vec<HostPriority> {
     let best: Vec<u32> = candidates
         .iter()
-        .map(|name| {
-            let Some(Ok(gpus)) = view.node(name) else {
-                return 0;
-            };
-            if pod.gpus > 1 {
-                // Multi-GPU pods run alone: prefer the node they leave the least fragmented.
-                let idle = gpus.iter().filter(|g| g.residents.is_empty()).count() as u32;
-                return if idle >= pod.gpus {
-                    100 - 100 * (idle - pod.gpus) / gpus.len().max(1) as u32
-                } else {
-                    0
-                };
-            }
-            scores.get(name).copied().map_or(0, u32::from)
-        })
+        .map(|name| node_score(view, pod, name, scores))
         .collect();
     let top = best.iter().copied().max().unwrap_or(0);
     candidates

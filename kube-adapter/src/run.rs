@@ -21,7 +21,7 @@ use crate::store::ConfigMapStore;
 use crate::watch::{self, spawn_until};
 
 /// Seed of a new knowledge base (exploration draws from it; the engine has no entropy).
-const SEED: u64 = 0x7a4d_656d;
+pub const SEED: u64 = 0x7a4d_656d;
 
 /// How often a follower checks whether the leader stored new knowledge.
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);

@@ -59,35 +59,7 @@ impl ConfigMapStore {
         let Some(map) = self.api.get_opt(&self.name).await.map_err(api_error)? else {
             return Ok(None);
         };
-        let malformed = |why: String| StoreError::Malformed {
-            name: format!("ConfigMap {}", self.name),
-            why,
-        };
-        let data = map.data.unwrap_or_default();
-        match data.get("format").map(String::as_str) {
-            Some(FORMAT) => {}
-            other => {
-                return Err(malformed(format!(
-                    "format is {other:?}, expected {FORMAT:?}"
-                )));
-            }
-        }
-        let engine = map
-            .binary_data
-            .and_then(|mut b| b.remove("engine"))
-            .ok_or_else(|| malformed("binaryData.engine is missing".into()))?
-            .0;
-        let adapter = data
-            .get("adapter.json")
-            .map(|text| serde_json::from_str(text))
-            .transpose()
-            .map_err(|e| malformed(format!("data[adapter.json]: {e}")))?
-            .unwrap_or_default();
-        Ok(Some(Stored {
-            engine,
-            adapter,
-            version: map.metadata.resource_version.unwrap_or_default(),
-        }))
+        from_config_map(map).map(Some)
     }
 
     /// Writes the knowledge base: creates it when `version` is `None`, else replaces the one
@@ -98,36 +70,7 @@ impl ConfigMapStore {
         engine: &[u8],
         adapter: &AdapterState,
     ) -> Result<String, StoreError> {
-        let adapter_json =
-            serde_json::to_string(adapter).map_err(|e| StoreError::Backend(Box::new(e)))?;
-        let size = engine.len() + adapter_json.len();
-        if size > MAX_BYTES - 4096 {
-            return Err(StoreError::TooLarge {
-                size,
-                backend: "a ConfigMap",
-                limit: MAX_BYTES,
-            });
-        }
-        let map = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                resource_version: version.map(str::to_owned),
-                labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/name".to_owned(),
-                    "tandem".to_owned(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([
-                ("format".to_owned(), FORMAT.to_owned()),
-                ("adapter.json".to_owned(), adapter_json),
-            ])),
-            binary_data: Some(BTreeMap::from([(
-                "engine".to_owned(),
-                ByteString(engine.to_vec()),
-            )])),
-            ..ConfigMap::default()
-        };
+        let map = to_config_map(&self.name, version, engine, adapter)?;
         let params = PostParams::default();
         let written = match version {
             None => self.api.create(&params, &map).await,
@@ -141,6 +84,81 @@ impl ConfigMapStore {
             Err(e) => Err(api_error(e)),
         }
     }
+}
+
+/// Reads a knowledge base from the ConfigMap holding it (whoever fetched it: this store, or
+/// the framework plugin's Go side), at the ConfigMap's `resourceVersion`.
+pub fn from_config_map(map: ConfigMap) -> Result<Stored, StoreError> {
+    let name = map.metadata.name.clone().unwrap_or_default();
+    let malformed = |why: String| StoreError::Malformed {
+        name: format!("ConfigMap {name}"),
+        why,
+    };
+    let data = map.data.unwrap_or_default();
+    match data.get("format").map(String::as_str) {
+        Some(FORMAT) => {}
+        other => {
+            return Err(malformed(format!(
+                "format is {other:?}, expected {FORMAT:?}"
+            )));
+        }
+    }
+    let engine = map
+        .binary_data
+        .and_then(|mut b| b.remove("engine"))
+        .ok_or_else(|| malformed("binaryData.engine is missing".into()))?
+        .0;
+    let adapter = data
+        .get("adapter.json")
+        .map(|text| serde_json::from_str(text))
+        .transpose()
+        .map_err(|e| malformed(format!("data[adapter.json]: {e}")))?
+        .unwrap_or_default();
+    Ok(Stored {
+        engine,
+        adapter,
+        version: map.metadata.resource_version.unwrap_or_default(),
+    })
+}
+
+/// The ConfigMap `name` holding a knowledge base: to create when `version` is `None`, else to
+/// replace the one at that `resourceVersion`. Fails when it would not fit a ConfigMap.
+pub fn to_config_map(
+    name: &str,
+    version: Option<&str>,
+    engine: &[u8],
+    adapter: &AdapterState,
+) -> Result<ConfigMap, StoreError> {
+    let adapter_json =
+        serde_json::to_string(adapter).map_err(|e| StoreError::Backend(Box::new(e)))?;
+    let size = engine.len() + adapter_json.len();
+    if size > MAX_BYTES - 4096 {
+        return Err(StoreError::TooLarge {
+            size,
+            backend: "a ConfigMap",
+            limit: MAX_BYTES,
+        });
+    }
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            resource_version: version.map(str::to_owned),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".to_owned(),
+                "tandem".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([
+            ("format".to_owned(), FORMAT.to_owned()),
+            ("adapter.json".to_owned(), adapter_json),
+        ])),
+        binary_data: Some(BTreeMap::from([(
+            "engine".to_owned(),
+            ByteString(engine.to_vec()),
+        )])),
+        ..ConfigMap::default()
+    })
 }
 
 impl KnowledgeStore for ConfigMapStore {

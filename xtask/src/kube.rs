@@ -131,17 +131,15 @@ pub fn module_hash() -> String {
     hash_parts(&[RECIPE, GO_MOD, GO_SUM, TOOLS_GO])
 }
 
-fn hash_parts(parts: &[&str]) -> String {
+/// The FNV-1a hash of `parts` (text or bytes), each preceded by its length.
+pub(crate) fn hash_parts<P: AsRef<[u8]>>(parts: &[P]) -> String {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut hash = OFFSET;
     for part in parts {
+        let part = part.as_ref();
         // The length first, so that moving text from one part to the next changes the hash.
-        for byte in (part.len() as u64)
-            .to_le_bytes()
-            .iter()
-            .chain(part.as_bytes())
-        {
+        for byte in (part.len() as u64).to_le_bytes().iter().chain(part) {
             hash ^= u64::from(*byte);
             hash = hash.wrapping_mul(PRIME);
         }
@@ -267,7 +265,7 @@ fn build(src: &Path, program: Program, kubernetes: &str, binary: &Path) -> Resul
 
 /// The `-X` flags Kubernetes' own build (`hack/lib/version.sh`) sets, so that `--version` and
 /// the apiserver's `/version` name the release rather than `v0.0.0-master`.
-fn kubernetes_version_ldflags(version: &str) -> String {
+pub(crate) fn kubernetes_version_ldflags(version: &str) -> String {
     let numbers = version.trim_start_matches('v');
     let mut parts = numbers.split('.');
     let major = parts.next().unwrap_or("0");
@@ -305,7 +303,7 @@ fn write_module(src: &Path) -> Result<()> {
 }
 
 /// Removes the temporary binaries a killed build left (we hold the lock).
-fn remove_leftovers(bin: &Path) -> Result<()> {
+pub(crate) fn remove_leftovers(bin: &Path) -> Result<()> {
     let Ok(entries) = fs::read_dir(bin) else {
         return Ok(());
     };
@@ -320,7 +318,7 @@ fn remove_leftovers(bin: &Path) -> Result<()> {
 }
 
 /// Checks that `go` runs and is at least the `go` line of `go.mod`.
-fn check_go(entry: &Path) -> Result<()> {
+pub(crate) fn check_go(entry: &Path) -> Result<()> {
     let needed = go_directive(GO_MOD).context("xtask/kube/go.mod has no `go` line")?;
     let mut command = Command::new("go");
     // Asked outside the module: inside it, GOTOOLCHAIN=auto would first fetch a newer Go.
@@ -370,7 +368,7 @@ fn go_directive(go_mod: &str) -> Option<String> {
 }
 
 /// The version `go_mod` requires of `module` (in a `require` block or a one-line `require`).
-fn required_version(go_mod: &str, module: &str) -> Option<String> {
+pub(crate) fn required_version(go_mod: &str, module: &str) -> Option<String> {
     go_mod.lines().find_map(|line| {
         let line = line.trim();
         let line = line.strip_prefix("require ").unwrap_or(line);

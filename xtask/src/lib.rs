@@ -36,12 +36,15 @@
 //! run against: [`kube::ensure_kube_binaries`] builds `kube-apiserver`, `kube-scheduler` and
 //! `etcd` from the Go module in `xtask/kube` (pinned by its committed `go.sum`) into a cache
 //! outside the tree ([`kube::kube_dir`]), once per version of the module
-//! (`cargo xtask kube-bins`; `cargo xtask test` does it before running the tests).
+//! (`cargo xtask kube-bins`; `cargo xtask test` does it before running the tests), and
+//! [`kube_plugin::ensure_plugin_scheduler`] builds `tandem-kube-scheduler`, kube-scheduler
+//! with the Tandem framework plugin linked in through cgo (`cargo xtask kube-scheduler-plugin`).
 
 mod build_script;
 pub mod cycles;
 mod guest;
 pub mod kube;
+pub mod kube_plugin;
 mod process;
 pub mod tasks;
 mod toolchain;

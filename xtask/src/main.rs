@@ -35,6 +35,13 @@ enum Task {
     /// $XDG_CACHE_HOME/tandem/kube, else ~/.cache/tandem/kube (one directory per version of the
     /// module); nothing is rebuilt when they are there. Needs Go 1.25 or newer.
     KubeBins,
+    /// Build tandem-kube-scheduler (kube-scheduler with the Tandem framework plugin) and print
+    /// its path.
+    ///
+    /// The static library of tandem-kube-capi (`cargo build --release`), then the Go module in
+    /// kube-adapter/scheduler-plugin with cgo, into the same cache as kube-bins (one directory
+    /// per version of the library and the module). Needs Go 1.25 or newer and a C compiler.
+    KubeSchedulerPlugin,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
     /// the unit and integration tests (`cargo test --workspace`), then every end-to-end tier.
     ///
@@ -44,7 +51,9 @@ enum Task {
     /// Run end-to-end tiers alone: suites that start real scheduler processes.
     ///
     /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
-    /// binaries are built from Go on first use). A plain `cargo test` runs none of them.
+    /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
+    /// tandem-kube-scheduler, the framework plugin; not yet part of `cargo xtask test`). A
+    /// plain `cargo test` runs none of them.
     E2e {
         /// Tiers to run [default: all].
         #[arg(value_name = "TIER")]
@@ -92,6 +101,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for binary in [&binaries.apiserver, &binaries.scheduler, &binaries.etcd] {
                 println!("{}", binary.display());
             }
+        }
+        Task::KubeSchedulerPlugin => {
+            let binary = tandem_xtask::kube_plugin::ensure_plugin_scheduler(
+                workspace.root(),
+                &workspace.target_dir(),
+            )?;
+            println!("{}", binary.display());
         }
         Task::Test => tasks::test(&workspace)?,
         Task::E2e { tiers } => {

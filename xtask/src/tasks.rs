@@ -11,6 +11,7 @@ use anyhow::{Context as _, Result};
 
 use crate::guest::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
+use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, ensure_plugin_scheduler};
 use crate::process::{display, fresh_cargo, run};
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
 
@@ -144,16 +145,35 @@ pub struct Tier {
     package: &'static str,
     feature: &'static str,
     test: &'static str,
+    /// Only the tests whose names contain this, if set.
+    filter: Option<&'static str>,
+    /// Whether `cargo xtask test` runs it (otherwise only `cargo xtask e2e` does).
+    in_gate: bool,
 }
 
 /// The end-to-end tiers, in the order `cargo xtask test` runs them.
-pub const TIERS: &[Tier] = &[Tier {
-    name: "kube",
-    what: "etcd, kube-apiserver and kube-scheduler with the Tandem extender",
-    package: "tandem-kube-adapter",
-    feature: "e2e",
-    test: "e2e",
-}];
+pub const TIERS: &[Tier] = &[
+    Tier {
+        name: "kube",
+        what: "etcd, kube-apiserver and kube-scheduler with the Tandem extender",
+        package: "tandem-kube-adapter",
+        feature: "e2e",
+        test: "e2e",
+        filter: None,
+        in_gate: true,
+    },
+    Tier {
+        name: "kube-plugin",
+        what: "etcd, kube-apiserver and tandem-kube-scheduler (the Tandem framework plugin)",
+        package: "tandem-kube-adapter",
+        feature: "e2e-plugin",
+        test: "e2e",
+        filter: Some("plugin::"),
+        // Not yet: it adds a release build of tandem-kube-capi and a cgo build of
+        // kube-scheduler to the gate (about half an hour on two cores, the first time).
+        in_gate: false,
+    },
+];
 
 impl Tier {
     /// The tier called `name`.
@@ -171,8 +191,8 @@ impl Tier {
             })
     }
 
-    fn args(&self) -> [&'static str; 7] {
-        [
+    fn args(&self) -> Vec<&'static str> {
+        let mut args = vec![
             "test",
             "--package",
             self.package,
@@ -180,7 +200,9 @@ impl Tier {
             self.feature,
             "--test",
             self.test,
-        ]
+        ];
+        args.extend(self.filter);
+        args
     }
 }
 
@@ -205,7 +227,8 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         eprintln!("==> {shown}");
         run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
     }
-    e2e(workspace, TIERS)?;
+    let gated: Vec<Tier> = TIERS.iter().copied().filter(|tier| tier.in_gate).collect();
+    e2e(workspace, &gated)?;
     eprintln!("==> gate passed");
     Ok(())
 }
@@ -218,7 +241,7 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
         let mut cargo = workspace.cargo(tier.args());
         let mut shown = String::new();
-        if tier.name == "kube" {
+        if tier.name.starts_with("kube") {
             let binaries = ensure_kube_binaries()?;
             let dir = binaries.dir();
             eprintln!(
@@ -227,6 +250,12 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             );
             cargo.env(KUBE_BIN_DIR_VAR, dir);
             shown.push_str(&format!("{KUBE_BIN_DIR_VAR}={} ", dir.display()));
+        }
+        if tier.name == "kube-plugin" {
+            let binary = ensure_plugin_scheduler(workspace.root(), &workspace.target_dir())?;
+            eprintln!("==> tandem-kube-scheduler: {}", binary.display());
+            cargo.env(PLUGIN_SCHEDULER_VAR, &binary);
+            shown.push_str(&format!("{PLUGIN_SCHEDULER_VAR}={} ", binary.display()));
         }
         shown.push_str(&display_as_cargo(&cargo));
         eprintln!("==> {shown}");
@@ -356,6 +385,10 @@ mod tests {
         assert_eq!(
             kube.args().join(" "),
             "test --package tandem-kube-adapter --features e2e --test e2e"
+        );
+        assert_eq!(
+            Tier::named("kube-plugin").unwrap().args().join(" "),
+            "test --package tandem-kube-adapter --features e2e-plugin --test e2e plugin::"
         );
         let error = Tier::named("kubernetes").unwrap_err().to_string();
         assert!(

@@ -124,6 +124,8 @@ pub struct Cluster {
     processes: Vec<(Component, ChildProcess)>,
     server_url: String,
     kubeconfig: PathBuf,
+    /// The secure port of the scheduler last started.
+    scheduler_port: Option<u16>,
     /// Declared last: removed only after the processes that use it are gone.
     dir: tempfile::TempDir,
 }
@@ -153,6 +155,7 @@ impl Cluster {
             processes: Vec::new(),
             server_url: String::new(),
             kubeconfig: dir.path().join("kubeconfig"),
+            scheduler_port: None,
             dir,
         };
         let etcd_url = cluster.start_etcd(&binaries).await?;
@@ -269,6 +272,13 @@ impl Cluster {
     /// it is ready (its informers synced).
     pub async fn start_scheduler(&mut self, config: &str) -> Result<()> {
         let binaries = binaries().await?;
+        self.start_scheduler_binary(&binaries.scheduler, config)
+            .await
+    }
+
+    /// [`Cluster::start_scheduler`] with another kube-scheduler binary (one with extra
+    /// framework plugins, such as `tandem-kube-scheduler`).
+    pub async fn start_scheduler_binary(&mut self, binary: &Path, config: &str) -> Result<()> {
         let config_path = self.dir().join("kube-scheduler.yaml");
         let kubeconfig = self.kubeconfig.display().to_string();
         fs::write(
@@ -276,7 +286,7 @@ impl Cluster {
             config.replace(KUBECONFIG_PLACEHOLDER, &kubeconfig),
         )?;
         let port = free_port()?;
-        let mut scheduler = Command::new(&binaries.scheduler);
+        let mut scheduler = Command::new(binary);
         scheduler
             .arg(format!("--config={}", config_path.display()))
             .arg("--bind-address=127.0.0.1")
@@ -286,6 +296,7 @@ impl Cluster {
             // only warns, and the health endpoints need neither when always allowed.
             .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics");
         self.spawn(Component::Scheduler, scheduler)?;
+        self.scheduler_port = Some(port);
 
         // /readyz rather than /healthz: it also waits for the informers' caches to sync, so
         // a pod created right after start is seen.
@@ -338,6 +349,21 @@ impl Cluster {
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The scheduler's metrics endpoint (HTTPS, self-signed), once one was started.
+    pub fn scheduler_metrics_url(&self) -> Option<String> {
+        self.scheduler_port
+            .map(|port| format!("https://127.0.0.1:{port}/metrics"))
+    }
+
+    /// Stops `component` (SIGTERM, then SIGKILL after the grace period), so that it can be
+    /// started again.
+    pub fn stop(&mut self, component: Component) {
+        if let Some(at) = self.processes.iter().position(|(c, _)| *c == component) {
+            let (_, mut process) = self.processes.remove(at);
+            process.terminate(TERMINATION_GRACE);
         }
     }
 

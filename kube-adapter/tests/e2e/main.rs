@@ -4,6 +4,8 @@
 
 mod cluster;
 mod extender;
+#[cfg(feature = "e2e-plugin")]
+mod plugin;
 mod profiler;
 mod tls;
 
@@ -70,6 +72,24 @@ async fn default_scheduler_binds_a_gpu_pod_to_a_node() -> Result<()> {
             "unexpected apiserver version {version}"
         );
         ensure!(cluster.kubeconfig_path().starts_with(cluster.dir()));
+        // The scheduler's own metrics, which the throughput benchmark reads its attempt
+        // latency from, are reachable.
+        let metrics = insecure_http_client()?
+            .get(
+                cluster
+                    .scheduler_metrics_url()
+                    .context("the scheduler's metrics endpoint is unknown")?,
+            )
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?;
+        ensure!(
+            metrics.contains("scheduler_scheduling_attempt_duration_seconds")
+                || metrics.contains("scheduler_pending_pods"),
+            "the scheduler's /metrics lacks its scheduling metrics"
+        );
         ensure!(
             cluster
                 .logs(Component::ApiServer)

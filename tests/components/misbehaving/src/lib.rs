@@ -11,7 +11,8 @@
 //! - `panic`: panics (the host must report a typed panic with the message).
 //!
 //! A job observed with a profile measured on GPU model `loop` spins too (in `score-all` and
-//! `choose-gpu`): adapters key job ids, so their tests reach the loop through the intake.
+//! `choose-gpu`), and one observed on GPU model `panic` panics there: adapters key job ids, so
+//! their tests reach the misbehaviour through the intake.
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -80,12 +81,15 @@ fn misbehave(job: &str) {
 }
 
 impl Recommender {
-    /// Misbehaves for `job` by its id, or spins if it was observed on GPU model `loop`.
+    /// Misbehaves for `job` by its id, or as the GPU model it was observed on (`loop`,
+    /// `panic`) says.
     fn judge(&self, job: &str) {
         misbehave(job);
-        let looping = format!("loop:{job}");
-        if self.0.borrow().contains(&looping) {
-            misbehave("loop");
+        for how in ["loop", "panic"] {
+            let marked = format!("{how}:{job}");
+            if self.0.borrow().contains(&marked) {
+                misbehave(how);
+            }
         }
     }
 }
@@ -128,8 +132,8 @@ impl GuestRecommender for Recommender {
     }
 
     fn observe_profile(&self, job: String, p: wit::Profile) -> Result<wit::Assignment, wit::Error> {
-        let entry = if p.gpu_model == "loop" {
-            format!("loop:{job}")
+        let entry = if matches!(p.gpu_model.as_str(), "loop" | "panic") {
+            format!("{}:{job}", p.gpu_model)
         } else {
             job
         };

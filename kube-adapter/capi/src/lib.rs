@@ -1,0 +1,512 @@
+//! A C ABI over Tandem's host and the kube front-end's decisions, for the kube-scheduler
+//! framework plugin (`kube-adapter/scheduler-plugin`, Go, linked with this crate's static
+//! library through cgo).
+//!
+//! The Go side holds Kubernetes I/O only: it hands over the objects it sees (Node, Pod and
+//! ConfigMap as their API JSON) and asks the questions of the scheduling cycle; everything
+//! decided — keyed identities, the cluster view, the OOM guard, the sharing cap, the reasons,
+//! the scores, the GPU choice, the knowledge base's format — is decided here, by the same code
+//! as the HTTP extender ([`tandem_kube_adapter`]), around the same engine component.
+//!
+//! # The contract
+//! - A plugin is an opaque [`TandemPlugin`] from [`tandem_plugin_new`], freed by
+//!   [`tandem_plugin_free`]. Its functions may be called from any thread; calls on one plugin
+//!   are serialized by a lock inside it.
+//! - Bytes go in as `(pointer, length)`; nothing passed in is kept after the call returns.
+//! - Every function returns a [`TandemStatus`] and, where it says so, fills a [`TandemBuf`]:
+//!   the answer (JSON) on [`TANDEM_OK`], a message for a person otherwise. A filled buffer is
+//!   Rust's memory and must be given back with [`tandem_buf_free`].
+//! - Nothing unwinds into the caller: a Rust panic is caught at the edge of every function and
+//!   returned as [`TANDEM_ERROR`] with its message, and a trap or deadline inside the engine
+//!   component is an ordinary engine error (the host rebuilds the instance from its last
+//!   snapshot, so the next call is served).
+
+mod plugin;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+pub use plugin::{Config, Error, Plugin, Prepared, Reserved, Settings};
+
+/// What a call returned: [`TANDEM_OK`], [`TANDEM_REFUSED`] or [`TANDEM_ERROR`].
+pub type TandemStatus = i32;
+
+/// The call succeeded; its buffer, if any, holds the answer.
+pub const TANDEM_OK: TandemStatus = 0;
+/// The pod cannot go where asked (Reserve); the buffer holds the reason. Not a failure.
+pub const TANDEM_REFUSED: TandemStatus = 1;
+/// The call failed (bad input, the engine failed, a panic); the buffer holds why.
+pub const TANDEM_ERROR: TandemStatus = 2;
+
+/// Bytes allocated by this library and handed to the caller, who frees them with
+/// [`tandem_buf_free`]. An empty buffer has a null `ptr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TandemBuf {
+    /// The first byte, or null.
+    pub ptr: *mut u8,
+    /// How many bytes.
+    pub len: usize,
+}
+
+impl TandemBuf {
+    fn empty() -> Self {
+        Self {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    fn from_vec(bytes: Vec<u8>) -> Self {
+        if bytes.is_empty() {
+            return Self::empty();
+        }
+        let boxed = bytes.into_boxed_slice();
+        let len = boxed.len();
+        Self {
+            ptr: Box::into_raw(boxed).cast::<u8>(),
+            len,
+        }
+    }
+}
+
+/// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock.
+#[derive(Debug)]
+pub struct TandemPlugin(Mutex<Plugin>);
+
+impl TandemPlugin {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Plugin> {
+        // A panic while the lock was held left the plugin in some state; every later call
+        // checks its input and the view is rebuilt from events, so carrying on beats refusing
+        // every pod from now on.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What an exported function's body returns: a status and the buffer's contents.
+type Outcome = (TandemStatus, Vec<u8>);
+
+fn ok_json<T: serde::Serialize>(value: &T) -> Outcome {
+    match serde_json::to_vec(value) {
+        Ok(json) => (TANDEM_OK, json),
+        Err(e) => (
+            TANDEM_ERROR,
+            format!("cannot encode the answer: {e}").into_bytes(),
+        ),
+    }
+}
+
+/// The error and its causes on one line, each cause once (some messages embed their source).
+fn failed(error: &Error) -> Outcome {
+    let mut message = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(source) = cause {
+        let text = source.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = source.source();
+    }
+    (TANDEM_ERROR, message.into_bytes())
+}
+
+/// Runs `body`, turning a panic into [`TANDEM_ERROR`], and writes its buffer to `out` (when
+/// not null).
+fn guarded(out: *mut TandemBuf, body: impl FnOnce() -> Outcome) -> TandemStatus {
+    let (status, bytes) = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        (
+            TANDEM_ERROR,
+            format!("Tandem plugin bug (panicked): {what}").into_bytes(),
+        )
+    });
+    if !out.is_null() {
+        // SAFETY: the caller passes either null (checked above) or a pointer to a TandemBuf it
+        // owns for the duration of the call, as every function's `# Safety` section requires.
+        unsafe { out.write(TandemBuf::from_vec(bytes)) };
+    }
+    status
+}
+
+/// The bytes at `(ptr, len)`, or an empty slice for a null pointer.
+///
+/// # Safety
+/// `ptr` is null or points to `len` readable bytes that stay valid and unchanged for `'a`.
+unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if ptr.is_null() || len == 0 {
+        return &[];
+    }
+    // SAFETY: non-null and, by this function's contract, `len` readable bytes valid for 'a.
+    unsafe { std::slice::from_raw_parts(ptr, len) }
+}
+
+/// The text at `(ptr, len)`.
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn text<'a>(what: &str, ptr: *const u8, len: usize) -> Result<&'a str, Outcome> {
+    // SAFETY: forwarded contract.
+    let raw = unsafe { bytes(ptr, len) };
+    std::str::from_utf8(raw).map_err(|_| {
+        (
+            TANDEM_ERROR,
+            format!("the {what} is not UTF-8").into_bytes(),
+        )
+    })
+}
+
+/// The plugin behind `plugin`, or the error for a null handle.
+///
+/// # Safety
+/// `plugin` is null or a handle from [`tandem_plugin_new`] not yet freed.
+unsafe fn handle<'a>(plugin: *const TandemPlugin) -> Result<&'a TandemPlugin, Outcome> {
+    // SAFETY: by contract, non-null handles point to a live TandemPlugin.
+    unsafe { plugin.as_ref() }
+        .ok_or_else(|| (TANDEM_ERROR, b"no Tandem plugin (null handle)".to_vec()))
+}
+
+/// Frees a buffer this library filled. A buffer with a null `ptr` is ignored.
+///
+/// # Safety
+/// `buf` was filled by this library and is freed once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_buf_free(buf: TandemBuf) {
+    if buf.ptr.is_null() {
+        return;
+    }
+    // SAFETY: a non-null buffer was made by `TandemBuf::from_vec` from a boxed slice of
+    // exactly `len` bytes, and is freed once.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(buf.ptr, buf.len)) });
+}
+
+/// Starts a plugin from its arguments (the profile's `pluginConfig` args as JSON; empty means
+/// all defaults). On [`TANDEM_OK`], `*plugin` is the new handle and `out` holds the
+/// [`Settings`] the Go side needs (JSON); otherwise `out` says why, naming the field at fault.
+///
+/// # Safety
+/// `args` points to `args_len` readable bytes (or is null); `plugin` and `out` are valid for
+/// writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_new(
+    args: *const u8,
+    args_len: usize,
+    plugin: *mut *mut TandemPlugin,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    guarded(out, || {
+        // SAFETY: the caller's contract.
+        let args = unsafe { bytes(args, args_len) };
+        if plugin.is_null() {
+            return (TANDEM_ERROR, b"no place for the plugin handle".to_vec());
+        }
+        match Plugin::new(args) {
+            Ok((state, settings)) => {
+                let handle = Box::into_raw(Box::new(TandemPlugin(Mutex::new(state))));
+                // SAFETY: non-null (checked) and valid for writes by the caller's contract.
+                unsafe { plugin.write(handle) };
+                ok_json(&settings)
+            }
+            Err(e) => failed(&e),
+        }
+    })
+}
+
+/// Frees a plugin and everything it holds. A null handle is ignored.
+///
+/// # Safety
+/// `plugin` came from [`tandem_plugin_new`], is freed once, and no call on it is running or
+/// will run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_free(plugin: *mut TandemPlugin) {
+    if plugin.is_null() {
+        return;
+    }
+    // A panic while dropping (wasmtime's teardown) must not unwind into Go either.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: made by Box::into_raw in tandem_plugin_new, freed once, unused from now on.
+        drop(unsafe { Box::from_raw(plugin) });
+    }));
+}
+
+/// Runs `body` on the plugin behind `plugin` under its lock.
+///
+/// # Safety
+/// As [`handle`], and `out` as [`guarded`].
+unsafe fn with_plugin(
+    plugin: *const TandemPlugin,
+    out: *mut TandemBuf,
+    body: impl FnOnce(&mut Plugin) -> Outcome,
+) -> TandemStatus {
+    guarded(out, || {
+        // SAFETY: the caller's contract.
+        match unsafe { handle(plugin) } {
+            Ok(plugin) => body(&mut plugin.lock()),
+            Err(outcome) => outcome,
+        }
+    })
+}
+
+fn done(result: Result<(), Error>) -> Outcome {
+    match result {
+        Ok(()) => (TANDEM_OK, Vec::new()),
+        Err(e) => failed(&e),
+    }
+}
+
+/// A node was added or changed: `node` is the Node object as JSON.
+///
+/// # Safety
+/// `plugin` is a live handle; `node` points to `node_len` readable bytes; `out` is null or
+/// valid for writes (it receives the error message).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_set_node(
+    plugin: *const TandemPlugin,
+    node: *const u8,
+    node_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { with_plugin(plugin, out, |p| done(p.set_node(bytes(node, node_len)))) }
+}
+
+/// Node `name` (UTF-8) was deleted.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_delete_node(
+    plugin: *const TandemPlugin,
+    name: *const u8,
+    name_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| match text("node name", name, name_len) {
+            Ok(name) => {
+                p.delete_node(name);
+                (TANDEM_OK, Vec::new())
+            }
+            Err(outcome) => outcome,
+        })
+    }
+}
+
+/// A pod was added or changed: `pod` is the Pod object as JSON.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_set_pod(
+    plugin: *const TandemPlugin,
+    pod: *const u8,
+    pod_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { with_plugin(plugin, out, |p| done(p.set_pod(bytes(pod, pod_len)))) }
+}
+
+/// The pod with UID `uid` (UTF-8) was deleted.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_delete_pod(
+    plugin: *const TandemPlugin,
+    uid: *const u8,
+    uid_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| match text("pod UID", uid, uid_len) {
+            Ok(uid) => {
+                p.delete_pod(uid);
+                (TANDEM_OK, Vec::new())
+            }
+            Err(outcome) => outcome,
+        })
+    }
+}
+
+/// PreFilter: judges the pod (its JSON) on every node; `out` receives [`Prepared`] as JSON.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`]; `out` must not be null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_prefilter(
+    plugin: *const TandemPlugin,
+    pod: *const u8,
+    pod_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| match p.prefilter(bytes(pod, pod_len)) {
+            Ok(prepared) => ok_json(&prepared),
+            Err(e) => failed(&e),
+        })
+    }
+}
+
+/// Reserve: chooses the GPUs of the pod PreFilter judged last (UID `uid`) on `node`. On
+/// [`TANDEM_OK`] `out` holds [`Reserved`] as JSON; on [`TANDEM_REFUSED`] why the node cannot
+/// take it.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`]; `out` must not be null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_reserve(
+    plugin: *const TandemPlugin,
+    uid: *const u8,
+    uid_len: usize,
+    node: *const u8,
+    node_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| {
+            let (uid, node) = match (text("pod UID", uid, uid_len), text("node", node, node_len)) {
+                (Ok(uid), Ok(node)) => (uid, node),
+                (Err(outcome), _) | (_, Err(outcome)) => return outcome,
+            };
+            match p.reserve(uid, node) {
+                Ok(Ok(reserved)) => ok_json(&reserved),
+                Ok(Err(reason)) => (TANDEM_REFUSED, reason.into_bytes()),
+                Err(e) => failed(&e),
+            }
+        })
+    }
+}
+
+/// Unreserve: undoes Reserve's choice for the pod with UID `uid`.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_unreserve(
+    plugin: *const TandemPlugin,
+    uid: *const u8,
+    uid_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| match text("pod UID", uid, uid_len) {
+            Ok(uid) => done(p.unreserve(uid)),
+            Err(outcome) => outcome,
+        })
+    }
+}
+
+/// Records the profile (JSON: `gpuUtilPct`, `memAccessPct`, `memUsedMib`, `gpuModel`) of job
+/// `job` in `namespace` (both UTF-8; the job is the pod's `tandem.dev/job` label or name).
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_observe_profile(
+    plugin: *const TandemPlugin,
+    namespace: *const u8,
+    namespace_len: usize,
+    job: *const u8,
+    job_len: usize,
+    profile: *const u8,
+    profile_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| {
+            match (
+                text("namespace", namespace, namespace_len),
+                text("job", job, job_len),
+            ) {
+                (Ok(namespace), Ok(job)) => {
+                    done(p.observe_profile(namespace, job, bytes(profile, profile_len)))
+                }
+                (Err(outcome), _) | (_, Err(outcome)) => outcome,
+            }
+        })
+    }
+}
+
+/// Loads the knowledge base from its ConfigMap (JSON, as read). `out` receives `true` or
+/// `false`: whether the engine's knowledge changed.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`]; `out` must not be null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_restore(
+    plugin: *const TandemPlugin,
+    config_map: *const u8,
+    config_map_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| {
+            match p.restore(bytes(config_map, config_map_len)) {
+                Ok(changed) => ok_json(&changed),
+                Err(e) => failed(&e),
+            }
+        })
+    }
+}
+
+/// The knowledge-base ConfigMap (JSON) to write: to create if none was read, else to replace
+/// the version read or written last. After writing, tell [`tandem_plugin_stored`] the new
+/// `resourceVersion`.
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`]; `out` must not be null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_snapshot(
+    plugin: *const TandemPlugin,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| match p.snapshot() {
+            Ok(json) => (TANDEM_OK, json),
+            Err(e) => failed(&e),
+        })
+    }
+}
+
+/// The knowledge base from [`tandem_plugin_snapshot`] was written at `version` (UTF-8).
+///
+/// # Safety
+/// As [`tandem_plugin_set_node`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_stored(
+    plugin: *const TandemPlugin,
+    version: *const u8,
+    version_len: usize,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| {
+            match text("resourceVersion", version, version_len) {
+                Ok(version) => {
+                    p.stored(version);
+                    (TANDEM_OK, Vec::new())
+                }
+                Err(outcome) => outcome,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,525 @@
+//! The framework plugin's state and decisions, in safe Rust: what the C functions of the crate
+//! root call under their handle's lock.
+//!
+//! kube-scheduler runs one scheduling cycle at a time (PreFilter, Filter, Score, Reserve for
+//! one pod), while its informers deliver node and pod events from other goroutines. The
+//! plugin therefore keeps its own copy of what the extender's watchers keep — GPU nodes and
+//! the pods holding their GPUs — and brings the engine's view up to date lazily, at the next
+//! PreFilter after something that matters changed. Every decision is the extender's
+//! ([`tandem_kube_adapter::extender`]): the same OOM guard, sharing cap, reasons and scores.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use serde::{Deserialize, Serialize};
+use tandem_adapter_core::store::{AdapterState, StoreError};
+use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys};
+use tandem_api::{ModelCap, Objective, Policy, Profile};
+use tandem_host::{HostConfig, Runtime};
+use tandem_kube_adapter::cluster::{ClusterView, GPU_ANNOTATION, GpuPod, gpu_pod};
+use tandem_kube_adapter::extender::{self, NodeScores};
+use tandem_kube_adapter::store::{from_config_map, to_config_map};
+
+/// Why a call into the plugin failed. Every message is meant for a person reading the
+/// scheduler's log or a pod's events.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The plugin arguments (`pluginConfig` args) are malformed; the message names the field.
+    #[error("invalid Tandem plugin args: {0}")]
+    Config(String),
+    /// The engine component could not be loaded or started.
+    #[error("cannot start the engine: {0}")]
+    Start(#[source] tandem_host::Error),
+    /// The id secret could not be read or is unusable (the message names the file).
+    #[error("idSecretFile: {0}")]
+    Secret(String),
+    /// An object from the Go side could not be read.
+    #[error("cannot read the {what} passed by the scheduler: {why}")]
+    Input {
+        /// Which object.
+        what: &'static str,
+        /// What was wrong with it, with the path of the field.
+        why: String,
+    },
+    /// The engine failed (a trap, a deadline, a refusal).
+    #[error(transparent)]
+    Engine(#[from] EngineFailure),
+    /// The knowledge base could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Reserve was called for a pod that PreFilter did not see last.
+    #[error("Reserve for pod {0} without its PreFilter")]
+    NotPrepared(String),
+}
+
+/// The plugin's arguments, as written under `pluginConfig[].args` of the profile (the scheduler
+/// hands them over as JSON). Unknown fields are refused, so a misspelt one is named.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// What placements optimize: `balanced`, `min-slowdown` or `max-packing`.
+    #[serde(default)]
+    pub objective: Objective,
+    /// Most pods sharing one GPU.
+    #[serde(default = "default_max_jobs")]
+    pub max_jobs_per_gpu: u32,
+    /// Caps for particular GPU models (`{"gpuModel": "K80", "maxJobs": 1}`).
+    #[serde(default)]
+    pub model_caps: Vec<ModelCapArg>,
+    /// File with the per-cluster secret that keys job ids (hex, at least 16 bytes).
+    pub id_secret_file: PathBuf,
+    /// Extended resource Tandem manages.
+    #[serde(default = "default_resource")]
+    pub resource: String,
+    /// Engine component to load instead of the one built into the scheduler.
+    #[serde(default)]
+    pub engine: Option<PathBuf>,
+    /// Longest one engine call may run, in milliseconds, before the sandbox interrupts it.
+    #[serde(default = "default_deadline_ms")]
+    pub engine_deadline_ms: u64,
+    /// Namespace of the knowledge-base ConfigMap and of the scheduler's leader Lease.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// Name of the ConfigMap holding the knowledge base (the extender's format).
+    #[serde(default = "default_configmap")]
+    pub knowledge_config_map: String,
+}
+
+/// A per-model sharing cap in the plugin's arguments.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelCapArg {
+    /// The GPU model's short name (for example `K80`).
+    pub gpu_model: String,
+    /// Most pods sharing one GPU of it.
+    pub max_jobs: u32,
+}
+
+fn default_max_jobs() -> u32 {
+    Policy::DEFAULT_MAX_JOBS_PER_GPU
+}
+fn default_resource() -> String {
+    "nvidia.com/gpu".to_owned()
+}
+fn default_deadline_ms() -> u64 {
+    500
+}
+fn default_namespace() -> String {
+    "kube-system".to_owned()
+}
+fn default_configmap() -> String {
+    "tandem-knowledge".to_owned()
+}
+
+impl Config {
+    /// Parses the arguments, naming the field at fault.
+    pub fn parse(json: &[u8]) -> Result<Self, Error> {
+        let json = if json.iter().all(u8::is_ascii_whitespace) {
+            b"{}".as_slice()
+        } else {
+            json
+        };
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let config: Self = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                Error::Config(inner.to_string())
+            } else {
+                Error::Config(format!("{path}: {inner}"))
+            }
+        })?;
+        if config.max_jobs_per_gpu == 0 {
+            return Err(Error::Config("maxJobsPerGpu: must be at least 1".into()));
+        }
+        if let Some(at) = config.model_caps.iter().position(|c| c.max_jobs == 0) {
+            return Err(Error::Config(format!(
+                "modelCaps[{at}].maxJobs: must be at least 1"
+            )));
+        }
+        if config.engine_deadline_ms == 0 {
+            return Err(Error::Config("engineDeadlineMs: must be at least 1".into()));
+        }
+        Ok(config)
+    }
+
+    /// The engine's policy.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            objective: self.objective,
+            max_jobs_per_gpu: self.max_jobs_per_gpu,
+            exploration: 0.0,
+            model_caps: self
+                .model_caps
+                .iter()
+                .map(|c| ModelCap {
+                    gpu_model: c.gpu_model.clone(),
+                    max_jobs: c.max_jobs,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What the Go side needs of the arguments once Rust has validated them.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Namespace of the knowledge-base ConfigMap.
+    pub namespace: String,
+    /// Name of the knowledge-base ConfigMap.
+    pub knowledge_config_map: String,
+}
+
+/// PreFilter's answer for one pod: everything Filter and Score need, so that they do not
+/// cross into Rust once per node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prepared {
+    /// Whether Tandem manages the pod (it requests the managed GPU resource); when not, the
+    /// rest is empty and the plugin stays out of the pod's way.
+    pub managed: bool,
+    /// Nodes that may not take the pod, and why; preemption might change that.
+    pub failed: HashMap<String, String>,
+    /// Nodes that may not take the pod, and why; preemption cannot change that.
+    pub unresolvable: HashMap<String, String>,
+    /// How good each node that may take it is, 0..=100.
+    pub scores: HashMap<String, u32>,
+}
+
+/// Reserve's answer: the annotation PreBind writes on the pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reserved {
+    /// The annotation's key ([`GPU_ANNOTATION`]).
+    pub key: String,
+    /// The GPUs chosen, as the extender writes them (`<node>/<index>`, comma-separated).
+    pub value: String,
+}
+
+/// A GPU choice made in Reserve, until a pod event shows the pod bound there.
+#[derive(Debug, Clone)]
+struct Assumed {
+    pod: GpuPod,
+}
+
+/// The plugin's state: the engine and what it knows of the cluster.
+pub struct Plugin {
+    engine: EngineState,
+    keys: JobKeys,
+    config: Config,
+    policy: Policy,
+    /// Nodes by name.
+    nodes: HashMap<String, Node>,
+    /// Pods requesting managed GPUs, by UID.
+    pods: HashMap<String, GpuPod>,
+    /// Reserve's choices not yet confirmed by a pod event, by pod UID.
+    assumed: HashMap<String, Assumed>,
+    /// The view the engine was last told; rebuilt when `dirty`.
+    view: ClusterView,
+    dirty: bool,
+    /// Whether Reserve or Unreserve changed residents since the view was built. The engine
+    /// holds them already, and only multi-GPU pods read residents from the view (idle GPUs),
+    /// so the view is rebuilt for those only: rebuilding it after every placement would cost
+    /// every pod a pass over the whole cluster.
+    residents_moved: bool,
+    /// The pod of the running scheduling cycle, as PreFilter saw it.
+    cycle: Option<GpuPod>,
+    /// What the stored knowledge base holds beside the engine (the extender's ledger), kept
+    /// as read so a write from here does not lose it.
+    adapter: AdapterState,
+    /// The `resourceVersion` of the knowledge base the engine holds.
+    version: Option<String>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("nodes", &self.nodes.len())
+            .field("pods", &self.pods.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn input<T: serde::de::DeserializeOwned>(what: &'static str, json: &[u8]) -> Result<T, Error> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Input {
+        what,
+        why: e.to_string(),
+    })
+}
+
+impl Plugin {
+    /// Starts the plugin from its arguments (JSON): reads the id secret, loads the engine
+    /// component (the embedded one, or `engine`) and starts a fresh knowledge base from the
+    /// bundled seed profiles; [`Plugin::restore`] replaces it with the stored one.
+    pub fn new(args: &[u8]) -> Result<(Self, Settings), Error> {
+        let config = Config::parse(args)?;
+        // The secret's error is a chain (anyhow): render all of it.
+        let keys = JobKeys::from_file(&config.id_secret_file)
+            .map_err(|e| Error::Secret(format!("{e:#}")))?;
+        let host = HostConfig {
+            call_deadline: Duration::from_millis(config.engine_deadline_ms),
+            ..HostConfig::default()
+        };
+        let runtime = match &config.engine {
+            Some(path) => Runtime::from_file(path, host),
+            None => Runtime::from_bytes(EMBEDDED_ENGINE, host),
+        }
+        .map_err(Error::Start)?;
+        let policy = config.policy();
+        let mut recommender = runtime
+            .bootstrap(&policy, tandem_kube_adapter::SEED)
+            .map_err(Error::Start)?;
+        recommender.set_policy(&policy).map_err(Error::Start)?;
+        let settings = Settings {
+            namespace: config.namespace.clone(),
+            knowledge_config_map: config.knowledge_config_map.clone(),
+        };
+        Ok((
+            Self {
+                engine: EngineState::new(runtime, recommender),
+                keys,
+                config,
+                policy,
+                nodes: HashMap::new(),
+                pods: HashMap::new(),
+                assumed: HashMap::new(),
+                view: ClusterView::default(),
+                dirty: true,
+                residents_moved: false,
+                cycle: None,
+                adapter: AdapterState::default(),
+                version: None,
+            },
+            settings,
+        ))
+    }
+
+    /// A node was added or changed (the Node object as JSON).
+    pub fn set_node(&mut self, json: &[u8]) -> Result<(), Error> {
+        let node: Node = input("Node", json)?;
+        let name = node.metadata.name.clone().unwrap_or_default();
+        // Only what the view reads of a node matters: status updates (heartbeats) do not.
+        let same = self.nodes.get(&name).is_some_and(|old| {
+            old.metadata.labels == node.metadata.labels
+                && old.status.as_ref().map(|s| (&s.allocatable, &s.capacity))
+                    == node.status.as_ref().map(|s| (&s.allocatable, &s.capacity))
+        });
+        if !same {
+            self.nodes.insert(name, node);
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Node `name` is gone.
+    pub fn delete_node(&mut self, name: &str) {
+        if self.nodes.remove(name).is_some() {
+            self.dirty = true;
+        }
+    }
+
+    /// A pod was added or changed (the Pod object as JSON). The view is stale only when the
+    /// pod started or stopped holding GPUs, or moved; the echo of Tandem's own choice (the
+    /// pod bound where Reserve put it) changes nothing.
+    pub fn set_pod(&mut self, json: &[u8]) -> Result<(), Error> {
+        let pod: Pod = input("Pod", json)?;
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let Some(now) = gpu_pod(&pod, &self.keys, &self.config.resource) else {
+            self.delete_pod(&uid);
+            return Ok(());
+        };
+        let holds = |p: &GpuPod| p.active && p.node.is_some();
+        let place = |p: &GpuPod| (p.node.clone(), p.assigned.clone());
+        if holds(&now) {
+            if let Some(assumed) = self.assumed.remove(&uid) {
+                if place(&assumed.pod) != place(&now) {
+                    self.dirty = true;
+                }
+            } else if self
+                .pods
+                .get(&uid)
+                .is_none_or(|old| !holds(old) || place(old) != place(&now))
+            {
+                self.dirty = true;
+            }
+        } else if self.pods.get(&uid).is_some_and(holds) || self.assumed.remove(&uid).is_some() {
+            self.dirty = true;
+        }
+        self.pods.insert(uid, now);
+        Ok(())
+    }
+
+    /// The pod with UID `uid` is gone.
+    pub fn delete_pod(&mut self, uid: &str) {
+        let held = self
+            .pods
+            .remove(uid)
+            .is_some_and(|p| p.active && p.node.is_some());
+        if held || self.assumed.remove(uid).is_some() {
+            self.dirty = true;
+        }
+    }
+
+    /// Brings the view and the engine's copy of it up to date, if something changed.
+    fn sync(&mut self) -> Result<(), Error> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let pods = self
+            .pods
+            .values()
+            .filter(|p| !self.assumed.contains_key(&p.uid))
+            .chain(self.assumed.values().map(|a| &a.pod))
+            .cloned();
+        let view = ClusterView::build(self.nodes.values(), pods, &self.config.resource);
+        self.engine.sync(view.gpus().cloned())?;
+        self.view = view;
+        self.dirty = false;
+        self.residents_moved = false;
+        Ok(())
+    }
+
+    /// PreFilter: judges the pod (JSON) on every node Tandem knows, with one engine call for
+    /// the scores (and one more for the reasons when no node fits).
+    pub fn prefilter(&mut self, json: &[u8]) -> Result<Prepared, Error> {
+        let pod: Pod = input("Pod", json)?;
+        self.cycle = None;
+        let Some(pod) = gpu_pod(&pod, &self.keys, &self.config.resource) else {
+            return Ok(Prepared::default());
+        };
+        if pod.gpus > 1 && self.residents_moved {
+            self.dirty = true;
+        }
+        self.sync()?;
+        let mut candidates: Vec<String> = self.nodes.keys().cloned().collect();
+        candidates.sort();
+        let scores: NodeScores = if pod.gpus == 1 {
+            extender::score_nodes(&mut self.engine, &pod, &candidates)?
+        } else {
+            NodeScores::new()
+        };
+        let filtered = extender::filter(&mut self.engine, &self.view, &pod, &candidates, &scores)?;
+        let scores = filtered
+            .passed
+            .iter()
+            .map(|name| {
+                (
+                    name.clone(),
+                    extender::node_score(&self.view, &pod, name, &scores),
+                )
+            })
+            .collect();
+        self.cycle = Some(pod);
+        Ok(Prepared {
+            managed: true,
+            failed: filtered.failed.into_iter().collect(),
+            unresolvable: filtered.unresolvable.into_iter().collect(),
+            scores,
+        })
+    }
+
+    /// Reserve: chooses the pod's GPUs on `node` and records them in the engine at once, so
+    /// the next pod's decision sees them. `Ok(Err(reason))` when the node cannot take it after
+    /// all.
+    pub fn reserve(&mut self, uid: &str, node: &str) -> Result<Result<Reserved, String>, Error> {
+        let pod = match self.cycle.take() {
+            Some(pod) if pod.uid == uid => pod,
+            _ => return Err(Error::NotPrepared(uid.to_owned())),
+        };
+        self.sync()?;
+        let job = extender::job_of(&pod);
+        match self.engine.place(&job, node, pod.gpus)? {
+            Err(reason) => Ok(Err(format!("Tandem: {reason}"))),
+            Ok(gpus) => {
+                let value = gpus.join(",");
+                let assumed = GpuPod {
+                    node: Some(node.to_owned()),
+                    assigned: gpus,
+                    active: true,
+                    ..pod
+                };
+                self.assumed
+                    .insert(uid.to_owned(), Assumed { pod: assumed });
+                // The engine holds the choice already; the view catches up when a multi-GPU
+                // pod needs it.
+                self.residents_moved = true;
+                Ok(Ok(Reserved {
+                    key: GPU_ANNOTATION.to_owned(),
+                    value,
+                }))
+            }
+        }
+    }
+
+    /// Unreserve: undoes Reserve's choice for the pod (binding failed or was abandoned).
+    pub fn unreserve(&mut self, uid: &str) -> Result<(), Error> {
+        if let Some(assumed) = self.assumed.remove(uid) {
+            self.engine
+                .unplace(&assumed.pod.job, &assumed.pod.assigned)?;
+            self.residents_moved = true;
+        }
+        Ok(())
+    }
+
+    /// Records a job's profile (the intake's observation), keyed like the pods' ids: `job` is
+    /// the pod's `tandem.dev/job` label, or its name.
+    pub fn observe_profile(
+        &mut self,
+        namespace: &str,
+        job: &str,
+        profile_json: &[u8],
+    ) -> Result<(), Error> {
+        let profile: Profile = input("Profile", profile_json)?;
+        let id = self.keys.key(namespace, job);
+        self.engine
+            .recommender()
+            .observe_profile(&id, &profile)
+            .map_err(tandem_adapter_core::engine::failed("observe-profile"))?;
+        Ok(())
+    }
+
+    /// Loads the knowledge base from the ConfigMap holding it (JSON, as read from the API
+    /// server), unless the engine already holds that version. Returns whether it changed.
+    pub fn restore(&mut self, config_map_json: &[u8]) -> Result<bool, Error> {
+        let map: ConfigMap = input("ConfigMap", config_map_json)?;
+        let stored = from_config_map(map)?;
+        if self.version.as_deref() == Some(stored.version.as_str()) {
+            return Ok(false);
+        }
+        self.engine.replace(&stored.engine)?;
+        self.engine
+            .recommender()
+            .set_policy(&self.policy)
+            .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
+        self.adapter = stored.adapter;
+        self.version = Some(stored.version);
+        Ok(true)
+    }
+
+    /// The ConfigMap (JSON) holding what the engine knows: to create when no knowledge base
+    /// was read, else to replace the version read or last written (optimistic concurrency).
+    pub fn snapshot(&mut self) -> Result<Vec<u8>, Error> {
+        let engine = self
+            .engine
+            .recommender()
+            .snapshot()
+            .map_err(tandem_adapter_core::engine::failed("save"))?
+            .to_vec();
+        let map = to_config_map(
+            &self.config.knowledge_config_map,
+            self.version.as_deref(),
+            &engine,
+            &self.adapter,
+        )?;
+        serde_json::to_vec(&map).map_err(|e| Error::Store(StoreError::Backend(Box::new(e))))
+    }
+
+    /// Records the `resourceVersion` the API server gave the ConfigMap [`Plugin::snapshot`]
+    /// produced, once written.
+    pub fn stored(&mut self, version: &str) {
+        self.version = Some(version.to_owned());
+    }
+}

@@ -1,0 +1,350 @@
+//! The C ABI as the Go plugin uses it: real engine component, real misbehaving component.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A plugin handle and the directory holding its id secret.
+struct Fixture {
+    plugin: *mut TandemPlugin,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // SAFETY: made by tandem_plugin_new, freed once, no call running.
+        unsafe { tandem_plugin_free(self.plugin) };
+    }
+}
+
+/// Calls `f` with an output buffer and returns the status and the buffer as text.
+fn call(f: impl FnOnce(*mut TandemBuf) -> TandemStatus) -> (TandemStatus, String) {
+    let mut out = TandemBuf::empty();
+    let status = f(&mut out);
+    let text = if out.ptr.is_null() {
+        String::new()
+    } else {
+        // SAFETY: filled by the library: `len` bytes at `ptr`.
+        let bytes = unsafe { std::slice::from_raw_parts(out.ptr, out.len) };
+        String::from_utf8_lossy(bytes).into_owned()
+    };
+    // SAFETY: filled by the library, freed once.
+    unsafe { tandem_buf_free(out) };
+    (status, text)
+}
+
+fn new_plugin(args: &Value) -> (TandemStatus, String, *mut TandemPlugin) {
+    let args = args.to_string();
+    let mut plugin = std::ptr::null_mut();
+    let (status, text) = call(|out| {
+        // SAFETY: valid pointers for the call.
+        unsafe { tandem_plugin_new(args.as_ptr(), args.len(), &mut plugin, out) }
+    });
+    (status, text, plugin)
+}
+
+fn fixture(extra: Value) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("id-secret");
+    std::fs::write(&secret, "00112233445566778899aabbccddeeff\n").unwrap();
+    let mut args = json!({ "idSecretFile": secret });
+    for (key, value) in extra.as_object().unwrap() {
+        args[key] = value.clone();
+    }
+    let (status, text, plugin) = new_plugin(&args);
+    assert_eq!(status, TANDEM_OK, "{text}");
+    let settings: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(settings["knowledgeConfigMap"], "tandem-knowledge");
+    Fixture { plugin, _dir: dir }
+}
+
+impl Fixture {
+    fn set(&self, kind: &str, object: &Value) {
+        let json = object.to_string();
+        let (status, text) = call(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe {
+                match kind {
+                    "node" => tandem_plugin_set_node(self.plugin, json.as_ptr(), json.len(), out),
+                    _ => tandem_plugin_set_pod(self.plugin, json.as_ptr(), json.len(), out),
+                }
+            }
+        });
+        assert_eq!(status, TANDEM_OK, "{text}");
+    }
+
+    fn profile(&self, job: &str, util: f32, mem: u32, model: &str) {
+        let profile = json!({
+            "gpu_util_pct": util, "mem_access_pct": 10.0, "mem_used_mib": mem, "gpu_model": model,
+        })
+        .to_string();
+        let (ns, job) = ("default", job);
+        let (status, text) = call(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe {
+                tandem_plugin_observe_profile(
+                    self.plugin,
+                    ns.as_ptr(),
+                    ns.len(),
+                    job.as_ptr(),
+                    job.len(),
+                    profile.as_ptr(),
+                    profile.len(),
+                    out,
+                )
+            }
+        });
+        assert_eq!(status, TANDEM_OK, "{text}");
+    }
+
+    fn prefilter(&self, pod: &Value) -> (TandemStatus, String) {
+        let json = pod.to_string();
+        call(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe { tandem_plugin_prefilter(self.plugin, json.as_ptr(), json.len(), out) }
+        })
+    }
+
+    fn prepared(&self, pod: &Value) -> Value {
+        let (status, text) = self.prefilter(pod);
+        assert_eq!(status, TANDEM_OK, "{text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn reserve(&self, uid: &str, node: &str) -> (TandemStatus, String) {
+        call(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe {
+                tandem_plugin_reserve(
+                    self.plugin,
+                    uid.as_ptr(),
+                    uid.len(),
+                    node.as_ptr(),
+                    node.len(),
+                    out,
+                )
+            }
+        })
+    }
+}
+
+fn node(name: &str) -> Value {
+    json!({
+        "metadata": { "name": name, "labels": {
+            "nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.memory": "16384" } },
+        "status": { "allocatable": { "nvidia.com/gpu": "1" } },
+    })
+}
+
+/// A pod of one GPU; bound to `node` with Tandem's annotation `gpu` when given.
+fn pod(name: &str, node: Option<&str>, gpu: Option<&str>) -> Value {
+    let mut pod = json!({
+        "metadata": { "name": name, "namespace": "default", "uid": format!("uid-{name}") },
+        "spec": { "containers": [{ "name": "main",
+            "resources": { "limits": { "nvidia.com/gpu": "1" } } }] },
+        "status": { "phase": "Pending" },
+    });
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    if let Some(gpu) = gpu {
+        pod["metadata"]["annotations"] = json!({ "tandem.dev/gpu": gpu });
+    }
+    pod
+}
+
+/// Two one-GPU nodes: `x` (light) runs on a, `y` (saturating) on b.
+fn cluster(plugin: &Fixture) {
+    for (job, util, mem) in [
+        ("x", 30.0, 3_000),
+        ("y", 95.0, 3_000),
+        ("p", 40.0, 3_000),
+        ("q", 40.0, 3_000),
+    ] {
+        plugin.profile(job, util, mem, "V100");
+    }
+    plugin.profile("big", 60.0, 20_000, "V100");
+    plugin.set("node", &node("a"));
+    plugin.set("node", &node("b"));
+    plugin.set("pod", &pod("x", Some("a"), Some("a/0")));
+    plugin.set("pod", &pod("y", Some("b"), Some("b/0")));
+}
+
+#[test]
+fn a_pod_goes_beside_the_co_runner_the_engine_prefers_and_gets_the_annotation() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let prepared = plugin.prepared(&pod("p", None, None));
+    assert_eq!(prepared["managed"], true);
+    let (a, b) = (
+        prepared["scores"]["a"].as_u64().unwrap(),
+        prepared["scores"]["b"].as_u64().unwrap(),
+    );
+    assert!(a > b, "beside the light job: {prepared}");
+    let (status, text) = plugin.reserve("uid-p", "a");
+    assert_eq!(status, TANDEM_OK, "{text}");
+    let reserved: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(reserved, json!({ "key": "tandem.dev/gpu", "value": "a/0" }));
+    // The cap (two per GPU) now refuses node a for the next pod, from the engine's own record
+    // of the choice, before any pod event confirms it.
+    let next = plugin.prepared(&pod("q", None, None));
+    assert!(next["failed"]["a"].is_string(), "{next}");
+    assert!(next["scores"]["b"].is_u64(), "{next}");
+}
+
+#[test]
+fn unreserve_gives_the_gpu_back() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    plugin.prepared(&pod("p", None, None));
+    assert_eq!(plugin.reserve("uid-p", "a").0, TANDEM_OK);
+    let uid = "uid-p";
+    let (status, text) = call(|out| {
+        // SAFETY: a live handle and valid pointers.
+        unsafe { tandem_plugin_unreserve(plugin.plugin, uid.as_ptr(), uid.len(), out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{text}");
+    let next = plugin.prepared(&pod("q", None, None));
+    assert!(next["scores"]["a"].is_u64(), "{next}");
+}
+
+#[test]
+fn a_pod_that_fits_no_gpu_gets_the_engines_reason_and_others_are_ignored() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let prepared = plugin.prepared(&pod("big", None, None));
+    assert_eq!(prepared["scores"], json!({}));
+    let reason = prepared["failed"]["a"].as_str().unwrap();
+    assert!(reason.contains("needs 20000 MiB"), "{reason}");
+    // Reserve without its PreFilter is an error, not a guess.
+    let (status, text) = plugin.reserve("uid-other", "a");
+    assert_eq!(status, TANDEM_ERROR);
+    assert!(text.contains("without its PreFilter"), "{text}");
+    let cpu_pod = json!({ "metadata": { "name": "web", "uid": "w" },
+        "spec": { "containers": [{ "name": "main" }] } });
+    assert_eq!(plugin.prepared(&cpu_pod)["managed"], false);
+}
+
+#[test]
+fn malformed_args_fail_naming_the_field() {
+    for (args, field) in [
+        (
+            json!({ "idSecretFile": "/x", "maxJobsPerGpu": "two" }),
+            "maxJobsPerGpu",
+        ),
+        (
+            json!({ "idSecretFile": "/x", "maxJobsPerGPU": 2 }),
+            "maxJobsPerGPU",
+        ),
+        (
+            json!({ "idSecretFile": "/x", "objective": "fastest" }),
+            "objective",
+        ),
+        (
+            json!({ "idSecretFile": "/x", "modelCaps": [{ "gpuModel": "K80", "maxJobs": 0 }] }),
+            "modelCaps[0].maxJobs",
+        ),
+        (json!({ "maxJobsPerGpu": 2 }), "idSecretFile"),
+        (
+            json!({ "idSecretFile": "/nonexistent/secret" }),
+            "idSecretFile",
+        ),
+    ] {
+        let (status, text, plugin) = new_plugin(&args);
+        assert_eq!(status, TANDEM_ERROR, "{args}");
+        assert!(plugin.is_null());
+        assert!(text.contains(field), "{args}: {text}");
+    }
+}
+
+#[test]
+fn the_knowledge_base_survives_a_restart_through_its_config_map() {
+    let first = fixture(json!({}));
+    cluster(&first);
+    let (status, snapshot) = call(|out| {
+        // SAFETY: a live handle and a valid buffer.
+        unsafe { tandem_plugin_snapshot(first.plugin, out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{snapshot}");
+    let mut map: Value = serde_json::from_str(&snapshot).unwrap();
+    assert_eq!(map["data"]["format"], "tandem-kube-kb/1");
+    // As the API server hands it back once written.
+    map["metadata"]["resourceVersion"] = json!("42");
+    let map = map.to_string();
+
+    let second = fixture(json!({}));
+    second.set("node", &node("a"));
+    // Before: the fresh engine does not know `big` and lets it in.
+    assert!(second.prepared(&pod("big", None, None))["scores"]["a"].is_u64());
+    for expected in ["true", "false"] {
+        let (status, text) = call(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe { tandem_plugin_restore(second.plugin, map.as_ptr(), map.len(), out) }
+        });
+        assert_eq!((status, text.as_str()), (TANDEM_OK, expected));
+    }
+    let prepared = second.prepared(&pod("big", None, None));
+    assert!(
+        prepared["failed"]["a"]
+            .as_str()
+            .unwrap()
+            .contains("needs 20000 MiB"),
+        "{prepared}"
+    );
+}
+
+fn misbehaving(deadline_ms: u64) -> Fixture {
+    let path = Path::new(tandem_tests::components::MISBEHAVING);
+    fixture(json!({ "engine": path, "engineDeadlineMs": deadline_ms }))
+}
+
+#[test]
+fn a_panic_inside_the_engine_is_an_error_for_that_pod_and_the_next_pod_is_served() {
+    let plugin = misbehaving(2_000);
+    plugin.set("node", &node("a"));
+    plugin.profile("bad", 50.0, 1_000, "panic");
+    let (status, text) = plugin.prefilter(&pod("bad", None, None));
+    assert_eq!(status, TANDEM_ERROR);
+    assert!(text.contains("panicked"), "{text}");
+    let next = plugin.prepared(&pod("good", None, None));
+    assert_eq!(next["scores"]["a"], 50, "{next}");
+}
+
+#[test]
+fn a_looping_engine_is_interrupted_and_the_next_pod_is_served() {
+    let plugin = misbehaving(100);
+    plugin.set("node", &node("a"));
+    plugin.profile("spin", 50.0, 1_000, "loop");
+    let (status, text) = plugin.prefilter(&pod("spin", None, None));
+    assert_eq!(status, TANDEM_ERROR);
+    assert!(text.contains("deadline"), "{text}");
+    let next = plugin.prepared(&pod("good", None, None));
+    assert_eq!(next["scores"]["a"], 50, "{next}");
+}
+
+#[test]
+fn a_rust_panic_and_a_null_handle_are_error_values() {
+    let (status, text) = call(|out| guarded(out, || panic!("on purpose")));
+    assert_eq!(status, TANDEM_ERROR);
+    assert!(
+        text.contains("panicked") && text.contains("on purpose"),
+        "{text}"
+    );
+    let json = b"{}";
+    let (status, text) = call(|out| {
+        // SAFETY: a null handle is allowed and refused.
+        unsafe { tandem_plugin_set_node(std::ptr::null(), json.as_ptr(), json.len(), out) }
+    });
+    assert_eq!(status, TANDEM_ERROR);
+    assert!(text.contains("null handle"), "{text}");
+    let plugin = fixture(json!({}));
+    let bad = b"{\"metadata\": 7}";
+    let (status, text) = call(|out| {
+        // SAFETY: a live handle and valid pointers.
+        unsafe { tandem_plugin_set_pod(plugin.plugin, bad.as_ptr(), bad.len(), out) }
+    });
+    assert_eq!(status, TANDEM_ERROR);
+    assert!(text.contains("metadata"), "{text}");
+}

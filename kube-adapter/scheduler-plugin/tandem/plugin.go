@@ -1,0 +1,278 @@
+// Package tandem is the Tandem kube-scheduler framework plugin: the Go side of Kubernetes
+// I/O around the Rust engine (kube-adapter/capi), which makes every decision.
+//
+// PreFilter asks Rust once per pod for the verdict on every node (OOM guard, sharing cap,
+// reasons, scores); Filter and Score read that verdict from the cycle state, so no call
+// crosses into Rust per node. Reserve has Rust choose the GPU and record it at once;
+// Unreserve undoes that; PreBind writes the choice on the pod (the annotation the HTTP
+// extender writes). Node and pod events from the framework's informers feed Rust's view.
+package tandem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
+	"sigs.k8s.io/yaml"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration profiles.
+const Name = "Tandem"
+
+// stateKey is where PreFilter leaves its verdict for the rest of the cycle.
+const stateKey fwk.StateKey = Name + "/verdict"
+
+// Plugin is the Tandem framework plugin.
+type Plugin struct {
+	handle   fwk.Handle
+	engine   *engine
+	settings settings
+	kb       *knowledge
+}
+
+var (
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.PreScorePlugin    = (*Plugin)(nil)
+	_ fwk.ScorePlugin       = (*Plugin)(nil)
+	_ fwk.ScoreExtensions   = (*Plugin)(nil)
+	_ fwk.ReservePlugin     = (*Plugin)(nil)
+	_ fwk.PreBindPlugin     = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// argsJSON is the plugin's args as JSON, whichever way the scheduler decoded them.
+func argsJSON(obj runtime.Object) ([]byte, error) {
+	if obj == nil {
+		return nil, nil
+	}
+	unknown, ok := obj.(*runtime.Unknown)
+	if !ok {
+		return nil, fmt.Errorf("want the Tandem args as runtime.Unknown, got %T", obj)
+	}
+	if unknown.ContentType == runtime.ContentTypeYAML {
+		return yaml.YAMLToJSON(unknown.Raw)
+	}
+	return unknown.Raw, nil
+}
+
+// New starts the plugin: Rust validates the args (an error names the field) and starts the
+// engine, the stored knowledge base is loaded, and the informers start feeding the view.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := argsJSON(obj)
+	if err != nil {
+		return nil, err
+	}
+	eng, s, err := newEngine(args)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{handle: h, engine: eng, settings: s}
+	p.kb = newKnowledge(h.ClientSet(), eng, s)
+	if err := p.kb.load(ctx); err != nil {
+		return nil, err
+	}
+	p.watch(ctx)
+	go p.kb.follow(ctx)
+	return p, nil
+}
+
+// Name is the plugin's name.
+func (p *Plugin) Name() string { return Name }
+
+// watch feeds node and pod events from the framework's shared informers to the Rust view.
+func (p *Plugin) watch(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	informers := p.handle.SharedInformerFactory()
+	report := func(what string, err error) {
+		if err != nil {
+			logger.Error(err, "Tandem could not follow a cluster event", "event", what)
+		}
+	}
+	_, err := informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { report("node added", p.engine.object(setNode, obj)) },
+		UpdateFunc: func(_, obj any) { report("node updated", p.engine.object(setNode, obj)) },
+		DeleteFunc: func(obj any) {
+			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = gone.Obj
+			}
+			if node, ok := obj.(*v1.Node); ok {
+				report("node deleted", p.engine.text(deleteNode, node.Name))
+			}
+		},
+	})
+	report("node handler", err)
+	_, err = informers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { report("pod added", p.engine.object(setPod, obj)) },
+		UpdateFunc: func(_, obj any) { report("pod updated", p.engine.object(setPod, obj)) },
+		DeleteFunc: func(obj any) {
+			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = gone.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				report("pod deleted", p.engine.text(deletePod, string(pod.UID)))
+			}
+		},
+	})
+	report("pod handler", err)
+}
+
+// PreFilter asks Rust for the pod's verdict on every node. Pods without the managed GPU
+// resource are skipped; an engine failure is an error status for this pod only.
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	// Only the scheduler holding the leader lease schedules: from here on this one leads.
+	p.kb.lead()
+	body, err := json.Marshal(pod)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	verdict, err := p.engine.prefilter(body)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("Tandem: %w", err))
+	}
+	if !verdict.Managed {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, &cycle{verdict: verdict})
+	return nil, nil
+}
+
+// cycle is the cycle state of one pod: PreFilter's verdict, then Reserve's choice.
+type cycle struct {
+	verdict  *prepared
+	reserved *reserved
+}
+
+// Clone shares the verdict: nothing changes it after PreFilter.
+func (v *cycle) Clone() fwk.StateData {
+	copied := *v
+	return &copied
+}
+
+func read(state fwk.CycleState) (*cycle, bool) {
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return nil, false
+	}
+	v, ok := data.(*cycle)
+	return v, ok
+}
+
+// PreFilterExtensions: the verdict does not depend on other pods being added or removed
+// during preemption's what-ifs.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter reads the node's verdict.
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	v, ok := read(state)
+	if !ok {
+		return nil
+	}
+	name := ni.Node().Name
+	if why, ok := v.verdict.Unresolvable[name]; ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	if why, ok := v.verdict.Failed[name]; ok {
+		return fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	if _, ok := v.verdict.Scores[name]; ok {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+		"Tandem: has not seen this node yet (it follows node events; retry shortly)")
+}
+
+// PreScore skips scoring for pods Tandem does not manage.
+func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if _, ok := read(state); !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score is the engine's score of the node, 0..100.
+func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	v, ok := read(state)
+	if !ok {
+		return 0, nil
+	}
+	return v.verdict.Scores[ni.Node().Name], nil
+}
+
+// ScoreExtensions gives NormalizeScore.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return p }
+
+// NormalizeScore scales the scores so the best node gets the maximum, as the extender does:
+// the engine's ranking then weighs as much as the other plugins' whatever its absolute level.
+func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	return helper.DefaultNormalizeScore(fwk.MaxNodeScore, false, scores)
+}
+
+// Reserve has Rust choose the pod's GPUs on the node and record them at once.
+func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	v, ok := read(state)
+	if !ok {
+		return nil
+	}
+	r, err := p.engine.reserve(string(pod.UID), node)
+	if errors.Is(err, errRefused) {
+		return fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("Tandem: %w", err))
+	}
+	v.reserved = r
+	return nil
+}
+
+// Unreserve gives the GPUs back.
+func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	if err := p.engine.text(unreserve, string(pod.UID)); err != nil {
+		klog.FromContext(ctx).Error(err, "Tandem could not undo a reservation", "pod", klog.KObj(pod))
+	}
+}
+
+// PreBindPreFlight: PreBind has work only when Reserve chose GPUs.
+func (p *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
+	if v, ok := read(state); ok && v.reserved != nil {
+		return nil
+	}
+	return fwk.NewStatus(fwk.Skip)
+}
+
+// PreBind writes the chosen GPUs on the pod before it is bound.
+func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	v, ok := read(state)
+	if !ok || v.reserved == nil {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{v.reserved.Key: v.reserved.Value}},
+	})
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("Tandem could not record the GPU on the pod: %w", err))
+	}
+	return nil
+}
+
+// EventsToRegister: a pod Tandem turned away may fit after a GPU node appears or changes, or
+// a pod holding GPUs goes away or changes.
+func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.Update}},
+	}, nil
+}

@@ -1,0 +1,329 @@
+//! Tandem as a kube-scheduler framework plugin: `tandem-kube-scheduler` (kube-scheduler with
+//! the `Tandem` plugin and the engine in-process, `cargo xtask kube-scheduler-plugin`) against
+//! a real etcd and kube-apiserver.
+//!
+//! The plugin learns nothing by itself yet (no profile intake of its own): the test stores a
+//! knowledge base in the cluster, in the extender's ConfigMap format, as the extender (or
+//! `tandem kb`) would have, and the scheduler reads it at start.
+//!
+//! - a pod lands beside the co-runner the engine prefers (its predictions printed) and the
+//!   GPU annotation is written; a pod whose memory fits no GPU stays Pending with Tandem's
+//!   reason in its events; restarted, the scheduler resumes from the stored knowledge base
+//!   (the memory reason needs the stored profile);
+//! - malformed plugin args fail start-up with a message naming the field;
+//! - a panicking engine (the misbehaving test component) is an error status for that pod,
+//!   and the scheduler keeps running and schedules the next pod.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use tandem_adapter_core::JobKeys;
+use tandem_adapter_core::store::AdapterState;
+use tandem_api::{GpuSpec, Outcome, Policy, Profile};
+use tandem_host::{HostConfig, Runtime};
+use tandem_kube_adapter::store::to_config_map;
+
+use crate::cluster::{
+    Cluster, Component, KUBECONFIG_PLACEHOLDER, create_gpu_node, ensure_namespace, wait_for_binding,
+};
+use crate::extender::{NAMESPACE, SECRET_HEX, SYSTEM, annotation, events_of, tandem_event};
+
+/// The profile of the plugin's scheduler.
+const SCHEDULER_NAME: &str = "tandem-plugin-scheduler";
+
+/// The knowledge-base ConfigMap.
+const KNOWLEDGE: &str = "tandem-knowledge";
+
+/// `tandem-kube-scheduler`, built (or found through `TANDEM_PLUGIN_SCHEDULER`) off the
+/// runtime's threads: the first build takes minutes.
+async fn plugin_scheduler() -> Result<PathBuf> {
+    tokio::task::spawn_blocking(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .context("the crate has no parent directory")?
+            .to_path_buf();
+        tandem_xtask::kube_plugin::plugin_scheduler_from_env(&root)
+    })
+    .await
+    .context("the task building tandem-kube-scheduler panicked")?
+}
+
+/// A `KubeSchedulerConfiguration` with one profile running Tandem with `args`, Tandem deciding
+/// how many pods share a GPU (the resource fit ignores `nvidia.com/gpu`).
+fn plugin_config(args: &Value) -> String {
+    format!(
+        "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {KUBECONFIG_PLACEHOLDER}
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: {SCHEDULER_NAME}
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Tandem
+        weight: 10
+  pluginConfig:
+  - name: Tandem
+    args: {args}
+  - name: NodeResourcesFit
+    args:
+      ignoredResources: [\"nvidia.com/gpu\"]
+"
+    )
+}
+
+/// The plugin's args for a cluster whose id secret is in `dir`.
+fn args(dir: &Path) -> Value {
+    json!({
+        "idSecretFile": dir.join("id-secret"),
+        "namespace": SYSTEM,
+        "knowledgeConfigMap": KNOWLEDGE,
+        "engineDeadlineMs": 2_000,
+    })
+}
+
+/// A pod of job `job` for the plugin's scheduler; bound to `at` = (node, gpu) if given.
+fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
+    let mut pod = crate::extender::job_pod(name, job, at)?;
+    if at.is_none() {
+        pod.spec
+            .as_mut()
+            .context("a pod has a spec")?
+            .scheduler_name = Some(SCHEDULER_NAME.to_owned());
+    }
+    Ok(pod)
+}
+
+fn profile(util: f32, access: f32, mem: u32) -> Profile {
+    Profile {
+        gpu_util_pct: util,
+        mem_access_pct: access,
+        mem_used_mib: mem,
+        gpu_model: "V100".into(),
+    }
+}
+
+/// Stores `engine` (a snapshot) as the knowledge base, as the extender would have.
+async fn store_knowledge(client: &kube::Client, engine: &[u8]) -> Result<()> {
+    let map = to_config_map(KNOWLEDGE, None, engine, &AdapterState::default())?;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
+    maps.create(&PostParams::default(), &map).await?;
+    Ok(())
+}
+
+/// Writes the id secret, creates the namespaces and two one-GPU V100 nodes.
+async fn prepare(cluster: &Cluster) -> Result<(kube::Client, JobKeys)> {
+    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
+    let keys = JobKeys::from_file(&cluster.dir().join("id-secret"))?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    for node in ["v100-a", "v100-b"] {
+        create_gpu_node(&client, node, 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
+    }
+    Ok((client, keys))
+}
+
+/// `result`, having printed the components' logs if it is an error.
+fn logged(cluster: &Cluster, result: Result<()>) -> Result<()> {
+    if result.is_err() {
+        eprintln!("{}", cluster.log_tails());
+    }
+    result
+}
+
+#[tokio::test]
+async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_knowledge()
+-> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let binary = plugin_scheduler().await?;
+    let mut cluster = Cluster::start_control_plane().await?;
+    let (client, keys) = prepare(&cluster).await?;
+    let key = |job: &str| keys.key(NAMESPACE, job);
+
+    // What the extender's intake would have learned: profiles, and outcomes saying p suffers
+    // little beside x and a lot beside y.
+    let runtime = Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
+    let mut engine = runtime.bootstrap(&Policy::default(), tandem_kube_adapter::SEED)?;
+    for (job, p) in [
+        ("x", profile(35.0, 12.0, 4_000)),
+        ("y", profile(92.0, 70.0, 5_000)),
+        ("p", profile(45.0, 20.0, 4_500)),
+        ("big", profile(60.0, 30.0, 20_000)),
+    ] {
+        engine.observe_profile(&key(job), &p)?;
+    }
+    for _ in 0..3 {
+        for (partner, colocated) in [("x", [112.0, 110.0]), ("y", [195.0, 160.0])] {
+            engine.observe_outcome(&Outcome {
+                gpu_model: "V100".into(),
+                jobs: vec![key("p"), key(partner)],
+                solo_s: vec![100.0, 100.0],
+                colocated_s: colocated.to_vec(),
+            })?;
+        }
+    }
+    let v100 = GpuSpec::new("V100", 16_384);
+    let with_x = engine.predict(
+        &[
+            tandem_api::Job::new(key("p")),
+            tandem_api::Job::new(key("x")),
+        ],
+        &v100,
+    )?;
+    let with_y = engine.predict(
+        &[
+            tandem_api::Job::new(key("p")),
+            tandem_api::Job::new(key("y")),
+        ],
+        &v100,
+    )?;
+    println!("engine prediction for p beside x on V100: {with_x:?}");
+    println!("engine prediction for p beside y on V100: {with_y:?}");
+    ensure!(with_x.slowdown_pct[0] < with_y.slowdown_pct[0]);
+    store_knowledge(&client, engine.snapshot()?).await?;
+
+    let config = plugin_config(&args(cluster.dir()));
+    cluster.start_scheduler_binary(&binary, &config).await?;
+    let scenario = async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        let params = PostParams::default();
+        pods.create(
+            &params,
+            &job_pod("x-run", "x", Some(("v100-a", "v100-a/0")))?,
+        )
+        .await?;
+        pods.create(
+            &params,
+            &job_pod("y-run", "y", Some(("v100-b", "v100-b/0")))?,
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        // Beside x, where the engine predicts p slows down least; the annotation names the GPU.
+        pods.create(&params, &job_pod("p-run", "p", None)?).await?;
+        let node = wait_for_binding(&client, NAMESPACE, "p-run", Duration::from_secs(60)).await;
+        ensure!(node.as_deref() == Some("v100-a"), "p-run went to {node:?}");
+        let bound = pods.get("p-run").await?;
+        ensure!(
+            annotation(&bound).as_deref() == Some("v100-a/0"),
+            "p-run's annotation: {:?}",
+            annotation(&bound)
+        );
+        println!("p-run bound to v100-a, annotated v100-a/0");
+
+        // Fits no GPU: Pending, with the engine's reason in its events.
+        pods.create(&params, &job_pod("big-run", "big", None)?)
+            .await?;
+        let event = tandem_event(&client, "big-run").await?;
+        println!("big-run's event: {event}");
+        ensure!(event.contains("needs 20000 MiB"), "{event}");
+        ensure!(
+            pods.get("big-run")
+                .await?
+                .spec
+                .and_then(|s| s.node_name)
+                .is_none()
+        );
+
+        // Restarted, the scheduler reads the stored knowledge again: big is still refused for
+        // its memory (a fresh engine would not know it and give another reason).
+        cluster.stop(Component::Scheduler);
+        cluster.start_scheduler_binary(&binary, &config).await?;
+        pods.create(&params, &job_pod("big-again", "big", None)?)
+            .await?;
+        let event = tandem_event(&client, "big-again").await?;
+        ensure!(
+            event.contains("needs 20000 MiB"),
+            "after the restart: {event}"
+        );
+        Ok(())
+    };
+    let result = scenario.await;
+    logged(&cluster, result)
+}
+
+#[tokio::test]
+async fn malformed_plugin_args_fail_start_up_naming_the_field() -> Result<()> {
+    let binary = plugin_scheduler().await?;
+    let mut cluster = Cluster::start_control_plane().await?;
+    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
+    let mut bad = args(cluster.dir());
+    bad["maxJobsPerGpu"] = json!("two");
+    let Err(error) = cluster
+        .start_scheduler_binary(&binary, &plugin_config(&bad))
+        .await
+    else {
+        anyhow::bail!("tandem-kube-scheduler started with malformed Tandem args");
+    };
+    let message = format!("{error:#}");
+    ensure!(
+        message.contains("exited") && message.contains("maxJobsPerGpu"),
+        "unexpected error: {message}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_panicking_engine_fails_that_pod_and_the_next_pod_is_scheduled() -> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let binary = plugin_scheduler().await?;
+    let mut cluster = Cluster::start_control_plane().await?;
+    let (client, keys) = prepare(&cluster).await?;
+    // The misbehaving component's knowledge is one id per line; one observed on GPU model
+    // `panic` makes it panic whenever that job is scored.
+    let snapshot = format!(
+        "panic:{}\n{}",
+        keys.key(NAMESPACE, "bad"),
+        keys.key(NAMESPACE, "good")
+    );
+    store_knowledge(&client, snapshot.as_bytes()).await?;
+    let mut with_misbehaving = args(cluster.dir());
+    with_misbehaving["engine"] = json!(tandem_tests::components::MISBEHAVING);
+    cluster
+        .start_scheduler_binary(&binary, &plugin_config(&with_misbehaving))
+        .await?;
+    let scenario = async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        let params = PostParams::default();
+        pods.create(&params, &job_pod("bad-run", "bad", None)?)
+            .await?;
+        let event = tandem_event(&client, "bad-run").await?;
+        println!("bad-run's event: {event}");
+        ensure!(event.contains("panicked"), "{event}");
+        pods.create(&params, &job_pod("good-run", "good", None)?)
+            .await?;
+        let node = wait_for_binding(&client, NAMESPACE, "good-run", Duration::from_secs(60)).await;
+        ensure!(
+            node.is_some(),
+            "good-run was not scheduled: {:?}",
+            events_of(&client, "good-run").await?
+        );
+        ensure!(
+            pods.get("bad-run")
+                .await?
+                .spec
+                .and_then(|s| s.node_name)
+                .is_none()
+        );
+        Ok(())
+    };
+    let result = scenario.await;
+    logged(&cluster, result)?;
+    ensure!(
+        cluster.is_running(Component::Scheduler),
+        "tandem-kube-scheduler exited:\n{}",
+        cluster.log_tails()
+    );
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! `tandem-kube-scheduler`: kube-scheduler with the Tandem framework plugin, built from the Go
+//! module in `kube-adapter/scheduler-plugin` with cgo against the static library of
+//! `tandem-kube-capi`, and cached outside the work tree like the other Kubernetes binaries.
+//!
+//! [`ensure_plugin_scheduler`] builds the library (`cargo build --release`; cargo decides
+//! whether anything changed), hashes it with the Go module's files and the recipe, and builds
+//! the binary into `<kube_dir()>/plugin-<hash>/bin` unless it is there: a change on either side
+//! gets a fresh directory, an unchanged tree is built once. The Go module pins Kubernetes
+//! v1.35.3 with the same `replace` lines as `xtask/kube` (its `go.mod` is that file, tidied
+//! for the plugin's imports), so the scheduler is the release the end-to-end suite runs.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, ensure};
+
+use crate::kube::{
+    check_go, hash_parts, kube_dir, kubernetes_version_ldflags, remove_leftovers, required_version,
+};
+use crate::process::{display, fresh_cargo, run};
+
+/// The variable `cargo xtask` sets for the tests and benchmarks it runs: the path of the
+/// `tandem-kube-scheduler` it has just ensured.
+pub const PLUGIN_SCHEDULER_VAR: &str = "TANDEM_PLUGIN_SCHEDULER";
+
+/// The binary's name.
+pub const BINARY: &str = "tandem-kube-scheduler";
+
+/// The crate whose static library the plugin links.
+const CAPI_PACKAGE: &str = "tandem-kube-capi";
+
+/// Where the Go module is, relative to the workspace root.
+const MODULE_DIR: &str = "kube-adapter/scheduler-plugin";
+
+/// How it is built, beyond the files hashed. Change it whenever the flags below change.
+const RECIPE: &str = "cargo build --release -p tandem-kube-capi; CGO_ENABLED=1 \
+    CGO_LDFLAGS=-L<lib> go build -trimpath -mod=readonly -ldflags '-s -w <version>' v1";
+
+/// `$TANDEM_PLUGIN_SCHEDULER` when set (`cargo xtask` sets it), else
+/// [`ensure_plugin_scheduler`] for the workspace at `root` and the target directory
+/// `$CARGO_TARGET_DIR` (else `<root>/target`). An error when the variable names no file.
+pub fn plugin_scheduler_from_env(root: &Path) -> Result<PathBuf> {
+    match std::env::var_os(PLUGIN_SCHEDULER_VAR).filter(|path| !path.is_empty()) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            ensure!(
+                path.is_file(),
+                "{PLUGIN_SCHEDULER_VAR}={} is not a file (unset it to build one with `cargo \
+                 xtask kube-scheduler-plugin`)",
+                path.display()
+            );
+            Ok(path)
+        }
+        None => {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .filter(|dir| !dir.is_empty())
+                .map_or_else(|| root.join("target"), PathBuf::from);
+            ensure_plugin_scheduler(root, &target)
+        }
+    }
+}
+
+/// Builds `tandem-kube-scheduler` for the workspace's current sources, unless it is cached.
+///
+/// The first build compiles kube-scheduler with cgo: minutes, most of it shared with Go's
+/// build cache from `cargo xtask kube-bins`.
+pub fn ensure_plugin_scheduler(root: &Path, target_dir: &Path) -> Result<PathBuf> {
+    let library = build_library(root, target_dir)?;
+    let module = read_module(&root.join(MODULE_DIR))?;
+    let library_bytes =
+        fs::read(&library).with_context(|| format!("could not read {}", library.display()))?;
+    let mut parts: Vec<&[u8]> = vec![RECIPE.as_bytes()];
+    for (path, contents) in &module {
+        parts.push(path.as_bytes());
+        parts.push(contents);
+    }
+    parts.push(&library_bytes);
+    let entry = kube_dir().join(format!("plugin-{}", hash_parts(&parts)));
+    ensure_in(&entry, &module, &library).with_context(|| {
+        format!(
+            "could not build {BINARY} in {} (set TANDEM_KUBE_DIR to use another directory)",
+            entry.display()
+        )
+    })
+}
+
+/// `cargo build --release` of the C ABI crate in the workspace at `root`; the static
+/// library's path.
+fn build_library(root: &Path, target_dir: &Path) -> Result<PathBuf> {
+    let mut cargo = fresh_cargo();
+    cargo
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .args(["build", "--release", "--package", CAPI_PACKAGE, "--lib"]);
+    eprintln!("tandem-xtask: {}", display(&cargo));
+    run(&mut cargo).with_context(|| format!("could not build {CAPI_PACKAGE}"))?;
+    let library = target_dir
+        .join("release")
+        .join(format!("lib{}.a", CAPI_PACKAGE.replace('-', "_")));
+    ensure!(
+        library.is_file(),
+        "cargo built {CAPI_PACKAGE} but {} is missing",
+        library.display()
+    );
+    Ok(library)
+}
+
+/// The module's `go.mod`, `go.sum` and Go files, by path relative to `dir`, sorted.
+fn read_module(dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let entries =
+            fs::read_dir(&current).with_context(|| format!("cannot list {}", current.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name == "go.mod" || name == "go.sum" || name.ends_with(".go") {
+                let relative = path
+                    .strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let contents =
+                    fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+                files.push((relative, contents));
+            }
+        }
+    }
+    files.sort();
+    ensure!(
+        files.iter().any(|(path, _)| path == "go.mod"),
+        "{} has no go.mod",
+        dir.display()
+    );
+    Ok(files)
+}
+
+fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Result<PathBuf> {
+    let bin = entry.join("bin");
+    let binary = bin.join(BINARY);
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    fs::create_dir_all(&bin).with_context(|| format!("could not create {}", bin.display()))?;
+    let lock_path = entry.join(".build.lock");
+    let lock = File::create(&lock_path)
+        .with_context(|| format!("could not create {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        eprintln!(
+            "tandem-xtask: waiting for another build of {BINARY} in {}",
+            entry.display()
+        );
+        lock.lock()
+            .with_context(|| format!("could not lock {}", lock_path.display()))?;
+    }
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    check_go(entry)?;
+    remove_leftovers(&bin)?;
+
+    let src = entry.join("src");
+    for (path, contents) in module {
+        let target = src.join(path);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent)
+                .with_context(|| format!("could not create {}", parent.display()))?;
+        }
+        fs::write(&target, contents)
+            .with_context(|| format!("could not write {}", target.display()))?;
+    }
+    let lib = entry.join("lib");
+    fs::create_dir_all(&lib).with_context(|| format!("could not create {}", lib.display()))?;
+    let copied = lib.join(library.file_name().unwrap_or_default());
+    fs::copy(library, &copied).with_context(|| {
+        format!(
+            "could not copy {} to {}",
+            library.display(),
+            copied.display()
+        )
+    })?;
+
+    let go_mod = module
+        .iter()
+        .find(|(path, _)| path == "go.mod")
+        .map(|(_, contents)| String::from_utf8_lossy(contents).into_owned())
+        .unwrap_or_default();
+    let kubernetes = required_version(&go_mod, "k8s.io/kubernetes")
+        .context("the plugin's go.mod requires no k8s.io/kubernetes")?;
+    let temporary = bin.join(format!(".{BINARY}.tmp-{}", std::process::id()));
+    let mut command = Command::new("go");
+    command
+        .current_dir(&src)
+        .env("CGO_ENABLED", "1")
+        .env("CGO_LDFLAGS", format!("-L{}", lib.display()))
+        .arg("build")
+        .arg("-trimpath")
+        // The committed go.sum decides; nothing is resolved anew.
+        .arg("-mod=readonly")
+        .arg(format!(
+            "-ldflags=-s -w{}",
+            kubernetes_version_ldflags(&kubernetes)
+        ))
+        .arg("-o")
+        .arg(&temporary)
+        .arg(".");
+    let started = Instant::now();
+    eprintln!(
+        "tandem-xtask: building {BINARY} (kube-scheduler {kubernetes} + the Tandem plugin) in {}: CGO_ENABLED=1 {}",
+        src.display(),
+        display(&command)
+    );
+    let built = run(&mut command);
+    if built.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    built.with_context(|| format!("could not build {BINARY}"))?;
+    fs::rename(&temporary, &binary).with_context(|| {
+        format!(
+            "could not rename {} to {}",
+            temporary.display(),
+            binary.display()
+        )
+    })?;
+    eprintln!("tandem-xtask: {BINARY} built in {:.0?}", started.elapsed());
+    Ok(binary)
+}
