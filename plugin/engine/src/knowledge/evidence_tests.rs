@@ -57,14 +57,21 @@ fn a_measured_profiled_pair_is_predicted_at_its_measurement_not_its_clusters() {
         kb.observe_outcome(&outcome("a", "b", 0.16 + 0.01 * jitter(i), 0.22))
             .unwrap();
         let now = predict(&kb, "a", "b");
-        assert!(now.uncertainty <= last + 1e-9, "{} > {last}", now.uncertainty);
+        assert!(
+            now.uncertainty <= last + 1e-9,
+            "{} > {last}",
+            now.uncertainty
+        );
         last = now.uncertainty;
     }
     let learned = predict(&kb, "a", "b");
     assert!(learned.learned);
     assert!((learned.slowdowns[0] - 0.16).abs() < 0.01, "{learned:?}");
     assert!((learned.slowdowns[1] - 0.22).abs() < 0.01, "{learned:?}");
-    assert!(learned.uncertainty < cold.uncertainty / 3.0, "{learned:?} vs {cold:?}");
+    assert!(
+        learned.uncertainty < cold.uncertainty / 3.0,
+        "{learned:?} vs {cold:?}"
+    );
 }
 
 #[test]
@@ -91,7 +98,8 @@ fn a_workload_measured_beside_others_teaches_its_unseen_pairs() {
     let mut kb = profiled();
     for partner in ["a", "b"] {
         for _ in 0..3 {
-            kb.observe_outcome(&outcome(partner, "c", 0.9, 0.1)).unwrap();
+            kb.observe_outcome(&outcome(partner, "c", 0.9, 0.1))
+                .unwrap();
         }
     }
     kb.observe_outcome(&outcome("a", "b", 0.1, 0.1)).unwrap();

@@ -91,13 +91,7 @@ impl Knowledge {
     /// matrix and the residual model. Its spread is that of a prediction, not of a mean: the
     /// slowdowns measured between the two clusters scatter around the cell's mean however many
     /// there are, and that scatter is how far this pair may be from it.
-    fn profile_belief(
-        &self,
-        a: &JobView,
-        fa: &Features,
-        b: &JobView,
-        fb: &Features,
-    ) -> PairBelief {
+    fn profile_belief(&self, a: &JobView, fa: &Features, b: &JobView, fb: &Features) -> PairBelief {
         let prior = interference::prior_slowdowns_of(fa, fb);
         let (blend, blend_var) = self.matrix.blend(a.cluster, b.cluster, prior);
         let (residual, residual_var) = self.residual.predict(fa, fb);
