@@ -302,10 +302,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
     let oracle_saving = oracle.packing_saving_pct;
     rows.push(oracle);
     for row in &mut rows {
-        row.of_oracle_pct = match (row.packing_saving_pct, oracle_saving) {
-            (Some(method), Some(best)) if best > 0.0 => Some(100.0 * method / best),
-            _ => None,
-        };
+        row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
     }
 
     let learning_curve = CURVE_SHARES
@@ -319,8 +316,11 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
                 &split,
                 share,
                 settings.seed,
-                oracle_saving,
             )
+            .map(|row| CurveRow {
+                of_oracle_pct: of_oracle(row.packing_saving_pct, oracle_saving),
+                ..row
+            })
         })
         .collect::<Result<_>>()?;
 
@@ -346,6 +346,14 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         methods: rows,
         learning_curve,
     })
+}
+
+/// A method's saving relative to the oracle's, in %, when both are known and the oracle saves.
+fn of_oracle(saving: Option<f64>, oracle: Option<f64>) -> Option<f64> {
+    match (saving, oracle) {
+        (Some(method), Some(best)) if best > 0.0 => Some(100.0 * method / best),
+        _ => None,
+    }
 }
 
 /// Reads the catalog; any problem with it is bad input ([`Error::is_bad_input`]).
@@ -473,7 +481,6 @@ fn curve_row(
     split: &[usize],
     share: f64,
     seed: u64,
-    oracle_saving: Option<f64>,
 ) -> Result<CurveRow> {
     let (observed, held_out) = split.split_at(training_count(share, split.len()));
     let mut trained = Trained::new(runtime, bench, secret, Objective::Balanced, seed, observed)?;
@@ -509,11 +516,8 @@ fn curve_row(
         training_pairs: observed.len(),
         engine: trained.training,
         packing_saving_pct: summary.packing_saving_pct,
-        of_oracle_pct: summary
-            .packing_saving_pct
-            .zip(oracle_saving)
-            .filter(|&(_, best)| best > 0.0)
-            .map(|(method, best)| 100.0 * method / best),
+        // Filled in by the caller, who knows the oracle's saving.
+        of_oracle_pct: None,
         slowdown_p95_pct: summary.slowdown_p95_pct,
         ooms: summary.ooms,
         held_out_pairs: held_out.len(),

@@ -11,9 +11,11 @@
 //!    features of the pair, trained online on what the matrix got wrong. It captures what
 //!    clusters average away — two jobs of the same clusters with different loads.
 //!
-//! The variance of the result is the blend's plus the residual model's parameter variance; the
-//! uncertainty reported is its standard deviation relative to the no-evidence value, so 1 means
-//! "nothing learned" and it shrinks with every relevant outcome.
+//! These are the profiles' layers; the per-workload model and each pair's own measurements
+//! refine them ([`crate::workloads`]), and every layer speaks a [`PairBelief`]: an estimate of
+//! the pair's log slowdown, its variance, and the run-to-run scatter. The uncertainty the engine
+//! reports is the predictive standard deviation over [`UNCERTAINTY_LOG_STD`], which [`interval`]
+//! turns back into a slowdown interval.
 
 use std::collections::BTreeMap;
 
