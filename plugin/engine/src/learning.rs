@@ -12,8 +12,8 @@
 //!    clusters average away — two jobs of the same clusters with different loads.
 //!
 //! These are the profiles' layers; the per-workload model and each pair's own measurements
-//! refine them ([`crate::workloads`]), and every layer speaks a [`PairBelief`]: an estimate of
-//! the pair's log slowdown, its variance, and the run-to-run scatter. The uncertainty the engine
+//! refine them (the engine's `workloads` module), and every layer speaks a [`PairBelief`]: an
+//! estimate of the pair's log slowdown, its variance, and the run-to-run scatter. The uncertainty the engine
 //! reports is the predictive standard deviation over [`UNCERTAINTY_LOG_STD`], which [`interval`]
 //! turns back into a slowdown interval.
 
