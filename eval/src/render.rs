@@ -106,11 +106,14 @@ pub fn pairs(report: &pairs::Report) -> String {
         "train share",
         "outcomes seen",
         "PacSav %",
+        "of oracle %",
         "IndSD p95 %",
         "OOMs",
         "held out",
-        "IndSD MAE pp",
+        "unseen MAE pp",
+        "seen MAE pp",
         "naive MAE pp",
+        "90% cover %",
         "PacSav Spearman",
         "predict errors",
     ]);
@@ -125,11 +128,14 @@ pub fn pairs(report: &pairs::Report) -> String {
             format!("{:.2}", row.train_share),
             seen,
             figure(row.packing_saving_pct, 1),
+            figure(row.of_oracle_pct, 1),
             figure(row.slowdown_p95_pct, 1),
             row.ooms.to_string(),
             row.held_out_pairs.to_string(),
             figure(row.slowdown_mae_pp, 1),
+            figure(row.seen_slowdown_mae_pp, 1),
             figure(row.naive_slowdown_mae_pp, 1),
+            figure(row.interval_coverage_pct, 1),
             figure(row.packing_saving_spearman, 2),
             row.predict_errors.to_string(),
         ]);
@@ -142,15 +148,17 @@ pub fn pairs(report: &pairs::Report) -> String {
             }
         }
     }
-    for column in 0..10 {
+    for column in 0..13 {
         if let Some(c) = curve.column_mut(column) {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
     out.push_str(&format!("{curve}\n"));
     out.push_str(
-        "MAE: mean absolute error of the predicted IndSD of both jobs of each held-out pair, in\n\
-         percentage points; naive: predicting the training pairs' mean IndSD for every job\n",
+        "MAE: mean absolute error of the predicted IndSD of both jobs of each pair, in percentage\n\
+         points, on the held-out (unseen) and the observed (seen) pairs; naive: predicting the\n\
+         training pairs' mean IndSD for every held-out job; 90% cover: share of held-out jobs whose\n\
+         measured IndSD falls inside the predicted 90% interval (goal: about 90)\n",
     );
     for note in notes {
         out.push_str(&format!("engine: {note}\n"));

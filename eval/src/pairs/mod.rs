@@ -25,6 +25,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use tandem_api::Objective;
 use tandem_catalog::Catalog;
+use tandem_engine::learning::interval;
 use tandem_host::Runtime;
 
 use crate::error::{Error, Result};
@@ -159,6 +160,8 @@ pub struct CurveRow {
     pub engine: Training,
     /// Mean queue packing saving, in %.
     pub packing_saving_pct: Option<f64>,
+    /// `packing_saving_pct` relative to the oracle's on the same queues, in %.
+    pub of_oracle_pct: Option<f64>,
     /// p95 IndSD of the jobs that shared a GPU, in %.
     pub slowdown_p95_pct: Option<f64>,
     /// Unmeasured pairs formed over all queues.
@@ -168,6 +171,14 @@ pub struct CurveRow {
     /// Mean absolute error of the predicted IndSD (both jobs of each held-out pair), in
     /// percentage points.
     pub slowdown_mae_pp: Option<f64>,
+    /// The same error on the pairs observed (predicted after training on them): how close
+    /// the engine comes to what it measured.
+    pub seen_slowdown_mae_pp: Option<f64>,
+    /// Share of the held-out jobs whose measured IndSD falls inside the predicted 90%
+    /// interval (`tandem_engine::learning::interval` at z = 1.645), in %.
+    pub interval_coverage_pct: Option<f64>,
+    /// Mean width of those intervals, in percentage points of IndSD.
+    pub interval_width_pp: Option<f64>,
     /// The same error for the naive predictor "mean IndSD of the training pairs", on every
     /// held-out pair.
     pub naive_slowdown_mae_pp: Option<f64>,
@@ -291,10 +302,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
     let oracle_saving = oracle.packing_saving_pct;
     rows.push(oracle);
     for row in &mut rows {
-        row.of_oracle_pct = match (row.packing_saving_pct, oracle_saving) {
-            (Some(method), Some(best)) if best > 0.0 => Some(100.0 * method / best),
-            _ => None,
-        };
+        row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
     }
 
     let learning_curve = CURVE_SHARES
@@ -309,6 +317,10 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
                 share,
                 settings.seed,
             )
+            .map(|row| CurveRow {
+                of_oracle_pct: of_oracle(row.packing_saving_pct, oracle_saving),
+                ..row
+            })
         })
         .collect::<Result<_>>()?;
 
@@ -334,6 +346,14 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         methods: rows,
         learning_curve,
     })
+}
+
+/// A method's saving relative to the oracle's, in %, when both are known and the oracle saves.
+fn of_oracle(saving: Option<f64>, oracle: Option<f64>) -> Option<f64> {
+    match (saving, oracle) {
+        (Some(method), Some(best)) if best > 0.0 => Some(100.0 * method / best),
+        _ => None,
+    }
 }
 
 /// Reads the catalog; any problem with it is bad input ([`Error::is_bad_input`]).
@@ -477,54 +497,102 @@ fn curve_row(
         .flat_map(|&p| bench.slowdowns(&bench.pairs[p]))
         .collect();
     let naive = mean(&training_slowdowns);
-    let mut naive_errors = Vec::new();
-    let mut errors = Vec::new();
-    let (mut predicted_savings, mut measured_savings) = (Vec::new(), Vec::new());
-    let mut predict_errors = 0;
-    let mut first_predict_error = None;
-    for &p in held_out {
-        let pair = &bench.pairs[p];
-        let measured = bench.slowdowns(pair);
-        if let Some(naive) = naive {
-            naive_errors.extend(measured.iter().map(|m| 100.0 * (m - naive).abs()));
-        }
-        match trained.predict(bench, pair.a, pair.b) {
-            Ok(prediction) if prediction.slowdown_pct.len() == 2 => {
-                for (predicted, measured) in prediction.slowdown_pct.iter().zip(measured) {
-                    errors.push((f64::from(*predicted) - 100.0 * measured).abs());
-                }
-                predicted_savings.push(f64::from(prediction.packing_saving_pct));
-                measured_savings.push(bench.packing_saving(pair));
-            }
-            Ok(prediction) => {
-                predict_errors += 1;
-                first_predict_error.get_or_insert_with(|| {
-                    format!(
-                        "{} slowdown(s) predicted for a pair",
-                        prediction.slowdown_pct.len()
-                    )
-                });
-            }
-            Err(error) => {
-                predict_errors += 1;
-                first_predict_error.get_or_insert_with(|| error.to_string());
-            }
-        }
-    }
+    let naive_errors: Vec<f64> = match naive {
+        Some(naive) => held_out
+            .iter()
+            .flat_map(|&p| bench.slowdowns(&bench.pairs[p]))
+            .map(|m| 100.0 * (m - naive).abs())
+            .collect(),
+        None => Vec::new(),
+    };
+    let unseen = Scored::of(&mut trained, bench, held_out);
+    let seen = Scored::of(&mut trained, bench, observed);
+    let first_predict_error = unseen
+        .first_error
+        .clone()
+        .or_else(|| seen.first_error.clone());
     Ok(CurveRow {
         train_share: share,
         training_pairs: observed.len(),
         engine: trained.training,
         packing_saving_pct: summary.packing_saving_pct,
+        // Filled in by the caller, who knows the oracle's saving.
+        of_oracle_pct: None,
         slowdown_p95_pct: summary.slowdown_p95_pct,
         ooms: summary.ooms,
         held_out_pairs: held_out.len(),
-        slowdown_mae_pp: mean(&errors),
+        slowdown_mae_pp: mean(&unseen.errors),
+        seen_slowdown_mae_pp: mean(&seen.errors),
+        interval_coverage_pct: (!unseen.covered.is_empty()).then(|| {
+            100.0 * unseen.covered.iter().filter(|&&c| c).count() as f64
+                / unseen.covered.len() as f64
+        }),
+        interval_width_pp: mean(&unseen.widths),
         naive_slowdown_mae_pp: mean(&naive_errors),
-        packing_saving_spearman: spearman(&predicted_savings, &measured_savings),
-        predict_errors,
+        packing_saving_spearman: spearman(&unseen.predicted_savings, &unseen.measured_savings),
+        predict_errors: unseen.failures + seen.failures,
         first_predict_error,
     })
+}
+
+/// z of a two-sided 90% normal interval.
+const Z_90: f64 = 1.644_853_626_951_472_2;
+
+/// How the engine's predictions for a set of measured pairs compare with the measurements.
+#[derive(Default)]
+struct Scored {
+    /// Absolute error of each predicted IndSD (both jobs of each pair), in percentage points.
+    errors: Vec<f64>,
+    /// Whether each measured IndSD fell inside its predicted 90% interval.
+    covered: Vec<bool>,
+    /// Width of each such interval, in percentage points.
+    widths: Vec<f64>,
+    predicted_savings: Vec<f64>,
+    measured_savings: Vec<f64>,
+    /// Pairs the engine could not predict.
+    failures: usize,
+    first_error: Option<String>,
+}
+
+impl Scored {
+    /// Predicts each of `pairs` (indices into `bench.pairs`) and scores the predictions.
+    fn of(trained: &mut Trained, bench: &Bench, pairs: &[usize]) -> Self {
+        let mut scored = Self::default();
+        for &p in pairs {
+            let pair = &bench.pairs[p];
+            let measured = bench.slowdowns(pair);
+            match trained.predict(bench, pair.a, pair.b) {
+                Ok(prediction) if prediction.slowdown_pct.len() == 2 => {
+                    let uncertainty = f64::from(prediction.uncertainty);
+                    for (predicted, measured) in prediction.slowdown_pct.iter().zip(measured) {
+                        let predicted = f64::from(*predicted) / 100.0;
+                        scored.errors.push(100.0 * (predicted - measured).abs());
+                        let (low, high) = interval(predicted, uncertainty, Z_90);
+                        scored.covered.push((low..=high).contains(&measured));
+                        scored.widths.push(100.0 * (high - low));
+                    }
+                    scored
+                        .predicted_savings
+                        .push(f64::from(prediction.packing_saving_pct));
+                    scored.measured_savings.push(bench.packing_saving(pair));
+                }
+                Ok(prediction) => {
+                    scored.failures += 1;
+                    scored.first_error.get_or_insert_with(|| {
+                        format!(
+                            "{} slowdown(s) predicted for a pair",
+                            prediction.slowdown_pct.len()
+                        )
+                    });
+                }
+                Err(error) => {
+                    scored.failures += 1;
+                    scored.first_error.get_or_insert_with(|| error.to_string());
+                }
+            }
+        }
+        scored
+    }
 }
 
 #[cfg(test)]

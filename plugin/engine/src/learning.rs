@@ -11,9 +11,11 @@
 //!    features of the pair, trained online on what the matrix got wrong. It captures what
 //!    clusters average away — two jobs of the same clusters with different loads.
 //!
-//! The variance of the result is the blend's plus the residual model's parameter variance; the
-//! uncertainty reported is its standard deviation relative to the no-evidence value, so 1 means
-//! "nothing learned" and it shrinks with every relevant outcome.
+//! These are the profiles' layers; the per-workload model and each pair's own measurements
+//! refine them (the engine's `workloads` module), and every layer speaks a [`PairBelief`]: an
+//! estimate of the pair's log slowdown, its variance, and the run-to-run scatter. The uncertainty the engine
+//! reports is the predictive standard deviation over [`UNCERTAINTY_LOG_STD`], which [`interval`]
+//! turns back into a slowdown interval.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +27,10 @@ use crate::features::Features;
 pub const PRIOR_STD: f64 = 0.5;
 /// Measurement noise assumed for one observed slowdown.
 pub const NOISE_STD: f64 = 0.1;
+/// Smallest spread, as a slowdown fraction, assumed between two different pairs of the same
+/// two clusters: a cell measured on one pair only (however often) says nothing of how far
+/// another pair of those clusters may land from it.
+pub const PAIR_SPREAD_STD: f64 = 0.15;
 /// Smallest per-observation spread the matrix assumes, so two equal measurements do not claim
 /// certainty.
 const MIN_CELL_STD: f64 = 0.05;
@@ -32,6 +38,67 @@ const MIN_CELL_STD: f64 = 0.05;
 const RIDGE: f64 = 0.25;
 /// Number of pair features of the residual model.
 const DIM: usize = 9;
+
+/// Log-slowdown spread that an uncertainty of 1 stands for: the engine reports a prediction's
+/// uncertainty as its predictive standard deviation in log slowdown, `ln(J_c / J_a)`, over
+/// this, capped at 1 (see [`interval`]). A factor `e` either way is as unsure as the planner
+/// needs to tell apart: past it the pessimistic slowdown already rules a pairing out.
+pub const UNCERTAINTY_LOG_STD: f64 = 1.0;
+
+/// The central interval, as slowdown fractions, that a prediction of `slowdown` (fraction)
+/// with `uncertainty` (0..=1, as the engine reports it) gives `z` standard deviations either
+/// side: `exp(ln(1 + slowdown) ± z·σ) - 1` with `σ = uncertainty ·` [`UNCERTAINTY_LOG_STD`].
+/// `z = 1.645` is the 90% interval the evaluation checks for coverage.
+pub fn interval(slowdown: f64, uncertainty: f64, z: f64) -> (f64, f64) {
+    let centre = slowdown.max(0.0).ln_1p();
+    let half = z * uncertainty * UNCERTAINTY_LOG_STD;
+    ((centre - half).exp_m1(), (centre + half).exp_m1())
+}
+
+/// What the predictor believes about one job's slowdown next to one partner, in log slowdown
+/// `ln(J_c / J_a)` (slowdowns are heavy-tailed and multiply, so their errors are closer to
+/// normal there).
+///
+/// Two spreads, because they shrink differently: `estimate_var` is how far the estimate may be
+/// from this pair's true mean — it shrinks with evidence about the pair — while `noise_var` is
+/// how far one run scatters around that mean, which no amount of evidence removes. A
+/// prediction's error is their sum ([`PairBelief::predictive_var`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairBelief {
+    /// Estimated mean log slowdown.
+    pub log_mean: f64,
+    /// Variance of that estimate.
+    pub estimate_var: f64,
+    /// Run-to-run variance of one measurement around the pair's mean.
+    pub noise_var: f64,
+    /// Whether an observed outcome informed the belief (otherwise it is the analytic or
+    /// no-evidence prior alone).
+    pub learned: bool,
+}
+
+impl PairBelief {
+    /// Predicted slowdown, as a fraction (never negative: sharing does not speed a job up).
+    pub fn slowdown(&self) -> f64 {
+        self.log_mean.exp_m1().max(0.0)
+    }
+
+    /// Variance of the error of predicting one run's log slowdown.
+    pub fn predictive_var(&self) -> f64 {
+        self.estimate_var + self.noise_var
+    }
+
+    /// This belief with an independent estimate `(mean, variance)` of the same pair's mean
+    /// folded in by precision, as the next, more specific layer of evidence does.
+    pub fn refined(self, mean: f64, variance: f64) -> Self {
+        let precision = 1.0 / self.estimate_var + 1.0 / variance;
+        Self {
+            log_mean: (self.log_mean / self.estimate_var + mean / variance) / precision,
+            estimate_var: 1.0 / precision,
+            learned: true,
+            ..self
+        }
+    }
+}
 
 /// Running mean and variance (Welford), mergeable and serializable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -282,6 +349,31 @@ fn mat_vec(m: &[[f64; DIM]; DIM], v: &[f64; DIM]) -> [f64; DIM] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_are_centred_in_log_space_and_widen_with_uncertainty() {
+        let (low, high) = interval(0.5, 0.0, 1.645);
+        assert!((low - 0.5).abs() < 1e-12 && (high - 0.5).abs() < 1e-12);
+        let (low, high) = interval(0.5, 0.2, 1.645);
+        // Symmetric in ln(1 + s): (1 + low)(1 + high) = (1.5)².
+        assert!(((1.0 + low) * (1.0 + high) - 2.25).abs() < 1e-9);
+        let (wider_low, wider_high) = interval(0.5, 0.4, 1.645);
+        assert!(wider_low < low && wider_high > high && wider_low > -1.0);
+    }
+
+    #[test]
+    fn a_refined_belief_moves_towards_the_more_precise_estimate() {
+        let prior = PairBelief {
+            log_mean: 0.0,
+            estimate_var: 1.0,
+            noise_var: 0.01,
+            learned: false,
+        };
+        let refined = prior.refined(1.0, 0.25);
+        assert!((refined.log_mean - 0.8).abs() < 1e-12);
+        assert!((refined.estimate_var - 0.2).abs() < 1e-12);
+        assert!(refined.learned && refined.noise_var == 0.01);
+    }
 
     #[test]
     fn running_stats_match_the_textbook() {

@@ -5,6 +5,18 @@ use crate::features::Features;
 /// Predicted slowdowns of a group's members; a GPU holds a few jobs, so they live on the stack.
 pub(crate) type Slowdowns = smallvec::SmallVec<[f64; 4]>;
 
+/// What a group sharing one GPU is predicted to do.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GroupPrediction {
+    /// Each member's predicted slowdown (fraction), in the group's order.
+    pub(crate) slowdowns: Slowdowns,
+    /// The largest member's predictive standard deviation of log slowdown, over
+    /// [`crate::learning::UNCERTAINTY_LOG_STD`], capped at 1.
+    pub(crate) uncertainty: f64,
+    /// Whether any observed outcome informed the prediction.
+    pub(crate) learned: bool,
+}
+
 /// A job as the predictor sees it: its features and where it falls in the clustering when its
 /// profile is known, its workload when outcomes named its id.
 #[derive(Debug, Clone, Copy, PartialEq)]

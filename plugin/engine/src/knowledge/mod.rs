@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tandem_api::{Assignment, EngineError, Outcome, Profile};
 
-pub(crate) use self::job::{JobView, Slowdowns};
+pub(crate) use self::job::{GroupPrediction, JobView, Slowdowns};
 use self::memory_cell::MemoryCell;
 use self::speeds::Speeds;
 use crate::Result;
@@ -199,6 +199,8 @@ impl Knowledge {
 }
 
 #[cfg(test)]
+mod evidence_tests;
+#[cfg(test)]
 mod tests {
     use tandem_api::Job;
 
@@ -233,7 +235,7 @@ mod tests {
             kb.view(&profile(90.0, 40.0, 4000)),
             kb.view(&profile(85.0, 35.0, 5000)),
         );
-        let (_, var_before, _) = kb.predict_pair(&a, &b);
+        let var_before = kb.predict_pair(&a, &b).predictive_var();
         for _ in 0..10 {
             kb.observe_outcome(&Outcome {
                 gpu_model: "V100".into(),
@@ -243,7 +245,8 @@ mod tests {
             })
             .unwrap();
         }
-        let (mean, var_after, _) = kb.predict_pair(&a, &b);
+        let after = kb.predict_pair(&a, &b);
+        let (mean, var_after) = (after.slowdown(), after.predictive_var());
         assert!((mean - 0.4).abs() < 0.1, "{mean}");
         assert!(var_after < var_before / 4.0);
         // A similar but unseen pair benefits too.
@@ -251,7 +254,7 @@ mod tests {
             kb.view(&profile(88.0, 38.0, 4500)),
             kb.view(&profile(86.0, 36.0, 4800)),
         );
-        let (similar, _, _) = kb.predict_pair(&c, &d);
+        let similar = kb.predict_pair(&c, &d).slowdown();
         assert!((similar - 0.4).abs() < 0.15, "{similar}");
     }
 
@@ -276,7 +279,7 @@ mod tests {
         );
         assert_eq!(b.memory_mib, None);
         assert!(kb.shared(&a, &b, "V100") && !kb.shared(&a, &b, "K80"));
-        let (slowdown, _, _) = kb.predict_pair(&b, &a);
+        let slowdown = kb.predict_pair(&b, &a).slowdown();
         assert!((slowdown - 0.5).abs() < 0.1, "{slowdown}");
     }
 }

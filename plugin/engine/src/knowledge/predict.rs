@@ -4,12 +4,13 @@
 use tandem_api::{EngineError, GpuSpec, Job, Prediction, Profile};
 
 use super::Knowledge;
-use super::job::{JobView, Slowdowns};
+use super::job::{GroupPrediction, JobView};
 use crate::Result;
-use crate::features;
+use crate::features::{self, Features};
 use crate::identity::workload_of;
 use crate::interference;
-use crate::learning::PRIOR_STD;
+use crate::learning::{NOISE_STD, PAIR_SPREAD_STD, PairBelief, UNCERTAINTY_LOG_STD};
+use crate::workloads::Workloads;
 
 impl Knowledge {
     /// How the predictor sees `job` on a GPU of `spec`: [`Knowledge::view_of`], with the memory
@@ -71,26 +72,55 @@ impl Knowledge {
             .shared_on_any(a.workload, b.workload, gpu_models)
     }
 
-    /// Predicted slowdown of `a` next to `b`: `(mean, variance, no-evidence variance)`. From
-    /// the profiles when both are known, else from the two workloads' outcomes.
-    pub(crate) fn predict_pair(&self, a: &JobView, b: &JobView) -> (f64, f64, f64) {
-        let (Some(fa), Some(fb)) = (&a.features, &b.features) else {
-            return self.workloads.predict(a.workload, b.workload);
+    /// What is believed about `a`'s slowdown next to `b`, the most specific evidence last
+    /// (issue 15): the analytic prior from the two profiles, the cluster matrix and the
+    /// residual model over the profiles' features (the no-evidence prior for a job without a
+    /// profile); then what the two recurring workloads taught; then the measurements of this
+    /// very pair ([`crate::workloads::Workloads::refine`]). A profiled job's recurring id
+    /// counts as much as an unprofiled one's: telemetry describes a job, its outcomes measure
+    /// it.
+    pub(crate) fn predict_pair(&self, a: &JobView, b: &JobView) -> PairBelief {
+        let base = match (&a.features, &b.features) {
+            (Some(fa), Some(fb)) => self.profile_belief(a, fa, b, fb),
+            _ => Workloads::no_evidence(),
         };
-        let prior = interference::prior_slowdowns_of(fa, fb);
-        let (blend, blend_var) = self.matrix.blend(a.cluster, b.cluster, prior);
-        let (residual, residual_var, residual_prior) = self.residual.predict_with_prior(fa, fb);
-        let initial = PRIOR_STD * PRIOR_STD + residual_prior;
-        (
-            (blend + residual).max(0.0),
-            blend_var + residual_var,
-            initial,
-        )
+        self.workloads.refine(a.workload, b.workload, base)
     }
 
-    /// Predicted slowdowns of a group sharing one GPU (in its order) and the group's
-    /// uncertainty (0..=1). Pairwise slowdowns add up for groups of three or more.
-    pub(crate) fn predict(&self, group: &[&JobView]) -> (Slowdowns, f64) {
+    /// The profiles' layers for `a` next to `b`: the analytic prior, refined by the cluster
+    /// matrix and the residual model. Its spread is that of a prediction, not of a mean: the
+    /// slowdowns measured between the two clusters scatter around the cell's mean however many
+    /// there are, and that scatter is how far this pair may be from it.
+    fn profile_belief(&self, a: &JobView, fa: &Features, b: &JobView, fb: &Features) -> PairBelief {
+        let prior = interference::prior_slowdowns_of(fa, fb);
+        let (blend, blend_var) = self.matrix.blend(a.cluster, b.cluster, prior);
+        let (residual, residual_var) = self.residual.predict(fa, fb);
+        let scatter = a
+            .cluster
+            .zip(b.cluster)
+            .and_then(|(ca, cb)| self.matrix.cell(ca, cb))
+            .and_then(|cell| cell.slowdown.variance())
+            .unwrap_or(0.0)
+            .max(PAIR_SPREAD_STD * PAIR_SPREAD_STD);
+        let mean = (blend + residual).max(0.0);
+        // From slowdown fractions to log slowdown: d ln(1 + s) = ds / (1 + s).
+        let per_unit = (1.0 + mean).powi(-2);
+        let learned = self.residual.observations > 0
+            || a.cluster
+                .zip(b.cluster)
+                .is_some_and(|(ca, cb)| self.matrix.cell(ca, cb).is_some());
+        PairBelief {
+            log_mean: mean.ln_1p(),
+            estimate_var: (blend_var + residual_var + scatter) * per_unit,
+            noise_var: NOISE_STD * NOISE_STD * per_unit,
+            learned,
+        }
+    }
+
+    /// Predicted slowdowns of a group sharing one GPU (in its order), how unsure they are and
+    /// whether any outcome informed them. Pairwise slowdowns add up for groups of three or
+    /// more.
+    pub(crate) fn predict(&self, group: &[&JobView]) -> GroupPrediction {
         Self::predict_by(group, |a, b| self.predict_pair(a, b))
     }
 
@@ -98,31 +128,41 @@ impl Knowledge {
     /// [`Knowledge::predict_pair`] does: a memo may stand in for it).
     pub(crate) fn predict_by(
         group: &[&JobView],
-        mut pair: impl FnMut(&JobView, &JobView) -> (f64, f64, f64),
-    ) -> (Slowdowns, f64) {
+        mut pair: impl FnMut(&JobView, &JobView) -> PairBelief,
+    ) -> GroupPrediction {
         if group.len() < 2 {
-            return (smallvec::smallvec![0.0; group.len()], 0.0);
+            return GroupPrediction {
+                slowdowns: smallvec::smallvec![0.0; group.len()],
+                uncertainty: 0.0,
+                learned: false,
+            };
         }
         let mut uncertainty: f64 = 0.0;
+        let mut learned = false;
         let slowdowns = group
             .iter()
             .enumerate()
             .map(|(i, job)| {
-                let (mut mean, mut var, mut initial) = (0.0, 0.0, 0.0);
+                let (mut mean, mut var) = (0.0, 0.0);
                 for (j, partner) in group.iter().enumerate() {
                     if i != j {
-                        let (m, v, v0) = pair(job, partner);
-                        mean += m;
-                        var += v;
-                        initial += v0;
+                        let belief = pair(job, partner);
+                        mean += belief.slowdown();
+                        var += belief.predictive_var();
+                        learned |= belief.learned;
                     }
                 }
-                uncertainty = uncertainty.max((var / initial).sqrt());
+                uncertainty = uncertainty.max(var.sqrt() / UNCERTAINTY_LOG_STD);
                 mean
             })
             .collect();
-        (slowdowns, uncertainty.min(1.0))
+        GroupPrediction {
+            slowdowns,
+            uncertainty: uncertainty.min(1.0),
+            learned,
+        }
     }
+
     /// Predicted effect of running `group` together (see [`Knowledge::predict`]). A group
     /// with a job of unknown memory is reported at the GPU's whole memory, the engine's
     /// stand-in for "unknown" everywhere; whether it may share is for the planner to decide.
@@ -140,7 +180,11 @@ impl Knowledge {
             None => u64::from(gpu.memory_mib),
         };
         let refs: Vec<&JobView> = views.iter().collect();
-        let (slowdowns, uncertainty) = self.predict(&refs);
+        let GroupPrediction {
+            slowdowns,
+            uncertainty,
+            ..
+        } = self.predict(&refs);
         if memory > u64::from(gpu.memory_mib) {
             return Err(EngineError::Infeasible(format!(
                 "the group needs {memory} MiB, more than the {} MiB of a {}",

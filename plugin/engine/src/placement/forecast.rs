@@ -9,7 +9,8 @@ use smallvec::SmallVec;
 
 use super::state::Member;
 use crate::interference;
-use crate::knowledge::{JobView, Knowledge, Slowdowns};
+use crate::knowledge::{GroupPrediction, JobView, Knowledge, Slowdowns};
+use crate::learning::PairBelief;
 
 /// Pair predictions already made by one planner, by the two jobs as the predictor sees them:
 /// on a cluster view most GPUs hold instances of a few workloads, so judging one job against
@@ -17,8 +18,8 @@ use crate::knowledge::{JobView, Knowledge, Slowdowns};
 #[derive(Default)]
 pub(crate) struct PairMemo(RefCell<PairTable>);
 
-/// Predictions by the pair's key (see `JobView::prediction_key`): `(mean, variance, no-evidence variance)`.
-type PairTable = HashMap<[u64; 10], (f64, f64, f64), BuildHasherDefault<KeyHasher>>;
+/// Predictions by the pair's key (see `JobView::prediction_key`).
+type PairTable = HashMap<[u64; 10], PairBelief, BuildHasherDefault<KeyHasher>>;
 
 /// A multiply-rotate hasher for keys that are already well-spread bit patterns (SipHash,
 /// the default, costs as much as the prediction it would save).
@@ -44,7 +45,7 @@ impl Hasher for KeyHasher {
 }
 
 impl PairMemo {
-    fn pair(&self, knowledge: &Knowledge, a: &JobView, b: &JobView) -> (f64, f64, f64) {
+    fn pair(&self, knowledge: &Knowledge, a: &JobView, b: &JobView) -> PairBelief {
         let key = {
             let (ka, kb) = (a.prediction_key(), b.prediction_key());
             let mut key = [0; 10];
@@ -65,8 +66,10 @@ impl PairMemo {
 pub(super) struct GroupForecast {
     /// Each member's predicted slowdown, in the group's order.
     pub(super) slowdowns: Slowdowns,
-    /// How unsure the prediction is, 0..=1.
+    /// How unsure the prediction is, 0..=1 (see [`GroupPrediction::uncertainty`]).
     pub(super) uncertainty: f64,
+    /// Whether any observed outcome informed it.
+    pub(super) learned: bool,
     /// Time the group saves by sharing, in solo-time units.
     pub(super) time_saved: f64,
 }
@@ -88,7 +91,11 @@ pub(super) fn predict(
 ) -> GroupForecast {
     let mut views: SmallVec<[&JobView; 4]> = members.iter().map(|m| &m.view).collect();
     views.extend(joining);
-    let (slowdowns, uncertainty) = match memo {
+    let GroupPrediction {
+        slowdowns,
+        uncertainty,
+        learned,
+    } = match memo {
         Some(memo) => Knowledge::predict_by(&views, |a, b| memo.pair(knowledge, a, b)),
         None => knowledge.predict(&views),
     };
@@ -96,5 +103,6 @@ pub(super) fn predict(
         time_saved: interference::time_saved(&slowdowns),
         slowdowns,
         uncertainty,
+        learned,
     }
 }

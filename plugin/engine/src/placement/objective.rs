@@ -21,8 +21,9 @@ use super::order::{self, Entry};
 pub(super) const SLOWDOWN_TOLERANCE: f64 = 0.5;
 /// Value `balanced` loses per unit of slowdown beyond the tolerance.
 const SLOWDOWN_PENALTY: f64 = 1.0;
-/// Slowdown added, per unit of uncertainty (0..=1), to the worst predicted slowdown before the
-/// penalty applies.
+/// How many predictive standard deviations (of log slowdown) `balanced` adds to the worst
+/// predicted slowdown before the penalty applies: the slowdown it guards against is the upper
+/// end of a one-sided ~70% interval, wider the less the prediction is known.
 const RISK_AVERSION: f64 = 0.5;
 
 /// What placing one job on one GPU would do, as the objectives weigh it.
@@ -176,10 +177,11 @@ impl Goal for MaxPacking {
 
 /// What `balanced` charges for a group whose worst predicted slowdown is `worst`: nothing up to
 /// [`SLOWDOWN_TOLERANCE`], then [`SLOWDOWN_PENALTY`] per unit beyond it. The slowdown is taken
-/// pessimistically — raised by [`RISK_AVERSION`] times the prediction's uncertainty — so a
-/// pairing the knowledge base knows little about must promise more before it is made, and
-/// the outcome it then produces makes the next decision surer.
+/// pessimistically — raised by [`RISK_AVERSION`] predictive standard deviations, which the
+/// uncertainty measures (see [`crate::learning::interval`]) — so a pairing the knowledge base
+/// knows little about must promise more before it is made, and the outcome it then produces
+/// makes the next decision surer.
 fn slowdown_penalty(worst: f64, uncertainty: f64) -> f64 {
-    let pessimistic = worst + RISK_AVERSION * uncertainty;
+    let (_, pessimistic) = crate::learning::interval(worst, uncertainty, RISK_AVERSION);
     SLOWDOWN_PENALTY * (pessimistic - SLOWDOWN_TOLERANCE).max(0.0)
 }

@@ -71,10 +71,13 @@ pub(super) fn place_matched_pairs<'q>(
             if !fits {
                 continue;
             }
-            let (slowdowns, uncertainty) = knowledge.predict(&[va, vb]);
-            let worst = slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-            let value =
-                Balanced::pair_value(interference::time_saved(&slowdowns), worst, uncertainty);
+            let predicted = knowledge.predict(&[va, vb]);
+            let worst = predicted.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+            let value = Balanced::pair_value(
+                interference::time_saved(&predicted.slowdowns),
+                worst,
+                predicted.uncertainty,
+            );
             if value > 0.0 {
                 edges.push(grouping::Edge { a, b, value });
             }

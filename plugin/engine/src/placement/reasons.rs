@@ -100,7 +100,7 @@ pub(super) fn placement(
             policy.objective
         )
     } else {
-        let evidence = if group.uncertainty < 1.0 {
+        let evidence = if group.learned {
             "learned from observed outcomes"
         } else if state.members.iter().all(|m| m.view.features.is_some()) {
             "analytic prior from the profiles"
