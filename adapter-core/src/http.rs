@@ -304,7 +304,7 @@ async fn predict(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes)
         let request: PredictRequest = parse("predict", &body)?;
         let group: Vec<Job> = request.jobs.iter().map(Job::new).collect();
         let prediction = core2
-            .decide("predict", move |state| {
+            .query("predict", move |state| {
                 state
                     .recommender()
                     .predict(&group, &request.gpu)
@@ -323,7 +323,7 @@ async fn knowledge(State(core): State<Arc<Core>>, headers: HeaderMap) -> Respons
     timed(&core, "knowledge", async move {
         authorize(&core2, &headers)?;
         let summary = core2
-            .decide("describe", |state| {
+            .query("describe", |state| {
                 state.recommender().describe().map_err(failed("describe"))
             })
             .await

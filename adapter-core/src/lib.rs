@@ -185,6 +185,20 @@ impl Core {
             .await
     }
 
+    /// Answers an operator's question (`/v1/predict`, `/v1/knowledge`) on the engine thread,
+    /// waiting at most [`Limits::observation_wait`]: nothing waits on it to schedule, so it is
+    /// not held to a scheduling decision's deadline (right after a start, while the view is
+    /// first fed, a question can queue behind that work).
+    pub async fn query<T: Send + 'static>(
+        &self,
+        call: &'static str,
+        work: impl FnOnce(&mut EngineState) -> T + Send + 'static,
+    ) -> Result<T, CallError> {
+        self.engine
+            .call(call, self.limits.observation_wait, work)
+            .await
+    }
+
     /// Bumped whenever what the engine knows changes (an observation, a reload): answers
     /// cached by a front-end are as good as the epoch they were computed in.
     pub fn epoch(&self) -> u64 {

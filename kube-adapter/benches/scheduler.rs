@@ -307,7 +307,17 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let attempt_p99 = attempt_p99(&scheduler_metrics(&cluster).await?);
+    let metrics = scheduler_metrics(&cluster).await?;
+    let attempt_p99 = attempt_p99(&metrics);
+    if attempt_p99.is_none() {
+        // Say what was there instead, so a renamed or relabelled metric is seen at once.
+        let lines: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.contains("scheduling_attempt_duration"))
+            .take(3)
+            .collect();
+        eprintln!("no scheduling-attempt p99 in the scheduler's metrics; its lines: {lines:?}");
+    }
     let bound = api.list(&ListParams::default()).await?.items;
     let (mut unannotated, mut misplaced) = (0, 0);
     for pod in &bound {
@@ -393,6 +403,9 @@ profiles:
       enabled:
       - name: Tandem
         weight: 10
+    bind:
+      enabled:
+      - name: Tandem
   pluginConfig:
   - name: Tandem
     args: {{idSecretFile: {}, namespace: {SYSTEM}}}

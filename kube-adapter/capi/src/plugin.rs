@@ -189,7 +189,7 @@ pub struct Prepared {
     pub scores: HashMap<String, u32>,
 }
 
-/// Reserve's answer: the annotation PreBind writes on the pod.
+/// Reserve's answer: the annotation the plugin's Bind puts on the pod's Binding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reserved {
     /// The annotation's key ([`GPU_ANNOTATION`]).

@@ -60,7 +60,7 @@ type prepared struct {
 	Scores       map[string]int64  `json:"scores"`
 }
 
-// reserved is Reserve's answer: the annotation PreBind writes.
+// reserved is Reserve's answer: the annotation Bind puts on the Binding.
 type reserved struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`

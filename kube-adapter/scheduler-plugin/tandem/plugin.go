@@ -4,8 +4,9 @@
 // PreFilter asks Rust once per pod for the verdict on every node (OOM guard, sharing cap,
 // reasons, scores); Filter and Score read that verdict from the cycle state, so no call
 // crosses into Rust per node. Reserve has Rust choose the GPU and record it at once;
-// Unreserve undoes that; PreBind writes the choice on the pod (the annotation the HTTP
-// extender writes). Node and pod events from the framework's informers feed Rust's view.
+// Unreserve undoes that; Bind binds the pod with the choice as the Binding's annotation (the
+// annotation the HTTP extender writes), one API write as the default binder's. Node and pod
+// events from the framework's informers feed Rust's view.
 package tandem
 
 import (
@@ -17,7 +18,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -46,7 +46,7 @@ var (
 	_ fwk.ScorePlugin       = (*Plugin)(nil)
 	_ fwk.ScoreExtensions   = (*Plugin)(nil)
 	_ fwk.ReservePlugin     = (*Plugin)(nil)
-	_ fwk.PreBindPlugin     = (*Plugin)(nil)
+	_ fwk.BindPlugin        = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
@@ -241,29 +241,29 @@ func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	}
 }
 
-// PreBindPreFlight: PreBind has work only when Reserve chose GPUs.
-func (p *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
-	if v, ok := read(state); ok && v.reserved != nil {
-		return nil
-	}
-	return fwk.NewStatus(fwk.Skip)
-}
-
-// PreBind writes the chosen GPUs on the pod before it is bound.
-func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+// Bind binds a pod Tandem placed, with the chosen GPUs as the Binding's annotation: the API
+// server copies a Binding's annotations onto the pod, so the choice and the binding are one
+// write (a PreBind patch would double the API writes per pod, and the watch events they
+// cause). Pods Tandem did not place are skipped for the next bind plugin (DefaultBinder).
+// The profile must list Tandem under `bind` so it runs before DefaultBinder (see
+// deploy/kube/40-plugin-scheduler.yaml).
+func (p *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
 	v, ok := read(state)
 	if !ok || v.reserved == nil {
-		return nil
+		return fwk.NewStatus(fwk.Skip)
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{v.reserved.Key: v.reserved.Value}},
-	})
-	if err != nil {
-		return fwk.AsStatus(err)
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   pod.Namespace,
+			Name:        pod.Name,
+			UID:         pod.UID,
+			Annotations: map[string]string{v.reserved.Key: v.reserved.Value},
+		},
+		Target: v1.ObjectReference{Kind: "Node", Name: node},
 	}
-	_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
 	if err != nil {
-		return fwk.AsStatus(fmt.Errorf("Tandem could not record the GPU on the pod: %w", err))
+		return fwk.AsStatus(fmt.Errorf("Tandem could not bind the pod with its GPU: %w", err))
 	}
 	return nil
 }

@@ -100,18 +100,25 @@ async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
     }
 }
 
+/// What the adapter's knowledge base holds. A 503 (the engine busy past the wait, as right
+/// after a restart on a loaded machine) is retried for a while, as an operator would.
 pub(crate) async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
-    let response = http
-        .get(format!("{}/v1/knowledge", adapter.url))
-        .bearer_auth(TOKEN)
-        .send()
-        .await?;
-    ensure!(
-        response.status().is_success(),
-        "knowledge: {}",
-        response.status()
-    );
-    Ok(response.json().await?)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = http
+            .get(format!("{}/v1/knowledge", adapter.url))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        ensure!(status.is_success(), "knowledge: {status} {text}");
+        return Ok(serde_json::from_str(&text)?);
+    }
 }
 
 fn profile(util: f32, access: f32, mem: u32) -> Value {

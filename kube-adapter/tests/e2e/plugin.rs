@@ -72,6 +72,9 @@ profiles:
       enabled:
       - name: Tandem
         weight: 10
+    bind:
+      enabled:
+      - name: Tandem
   pluginConfig:
   - name: Tandem
     args: {args}
