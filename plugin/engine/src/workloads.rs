@@ -820,7 +820,11 @@ mod tests {
     fn where_models_disagree_pair_by_pair_a_measurement_transfers_with_a_wide_spread() {
         // The K80 moves each pair its own way (±0.5 in log slowdown).
         let scattered = |i: usize, j: usize, log_slowdown: f64| {
-            let sign = if (i * 7 + j * 3).is_multiple_of(2) { 1.0 } else { -1.0 };
+            let sign = if (i * 7 + j * 3).is_multiple_of(2) {
+                1.0
+            } else {
+                -1.0
+            };
             (log_slowdown + sign * 0.5).max(0.0)
         };
         let (consistent, _) = two_models(shifted);
