@@ -45,6 +45,14 @@ pub fn prior_slowdowns_of(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     time_slicing + MEMORY_CONTENTION_WEIGHT * b[1]
 }
 
+/// Variance the analytic prior ([`prior_slowdowns_of`]) inherits from one job's features
+/// when they are predicted with variances `util_var` and `access_var` (fractions²), whichever
+/// side of the pair the job is: the time-slicing term moves one for one with its
+/// utilization, the memory-contention term with its access share.
+pub fn prior_variance_of_features(util_var: f64, access_var: f64) -> f64 {
+    util_var + MEMORY_CONTENTION_WEIGHT * MEMORY_CONTENTION_WEIGHT * access_var
+}
+
 /// Time saved by running a group together instead of one after another, in units of one
 /// job's solo time, assuming equal solo times: `n - max(1 + s)`. Zero for a job alone.
 pub fn time_saved(slowdowns: &[f64]) -> f64 {

@@ -119,6 +119,28 @@ impl RunningStats {
         self.m2 += delta * (x - self.mean);
     }
 
+    /// Folds in every observation of `other` (Chan's parallel form: the result is what pushing
+    /// them one by one would give, up to rounding).
+    pub fn merge(&mut self, other: &RunningStats) {
+        if other.count == 0 {
+            return;
+        }
+        let count = self.count + other.count;
+        let delta = other.mean - self.mean;
+        let weight = other.count as f64 / count as f64;
+        self.mean += delta * weight;
+        self.m2 += other.m2 + delta * delta * self.count as f64 * weight;
+        self.count = count;
+    }
+
+    /// These observations with `offset` added to each: the mean moves, the spread does not.
+    pub fn shifted(&self, offset: f64) -> RunningStats {
+        RunningStats {
+            mean: self.mean + offset,
+            ..*self
+        }
+    }
+
     /// Sample variance, once there are two observations.
     pub fn variance(&self) -> Option<f64> {
         (self.count >= 2).then(|| self.m2 / (self.count - 1) as f64)
@@ -384,6 +406,25 @@ mod tests {
         assert_eq!(s.count, 8);
         assert!((s.mean - 5.0).abs() < 1e-12);
         assert!((s.variance().unwrap() - 32.0 / 7.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn merging_equals_pushing_one_by_one() {
+        let (mut left, mut right, mut all) = Default::default();
+        for (i, x) in [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]
+            .into_iter()
+            .enumerate()
+        {
+            let part: &mut RunningStats = if i < 3 { &mut left } else { &mut right };
+            part.push(x);
+            RunningStats::push(&mut all, x);
+        }
+        left.merge(&right);
+        assert_eq!(left.count, all.count);
+        assert!((left.mean - all.mean).abs() < 1e-12);
+        assert!((left.variance().unwrap() - all.variance().unwrap()).abs() < 1e-12);
+        let moved = all.shifted(1.5);
+        assert!((moved.mean - 6.5).abs() < 1e-12 && moved.variance() == all.variance());
     }
 
     #[test]

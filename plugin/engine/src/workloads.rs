@@ -22,6 +22,14 @@
 //! times slower): on the Gavel V100 pairs, fitting `ln` keeps one extreme pair from dragging
 //! every estimate.
 //!
+//! Interference differs between GPU models (on Gavel's measurements the same pair can slow down
+//! twice as much on a K80 as on a V100), so outcomes are also kept per GPU model
+//! ([`OnModel`]): a prediction for one model takes the fit's shift for that model (a ridge
+//! mean, so a model with few outcomes keeps the cross-model fit), then the pair's measurements
+//! on *other* models, shifted likewise and widened by how much a pair's slowdown was seen to
+//! move between models, then the pair's measurements on this model. Evidence transfers across
+//! models only as far as it was seen to hold.
+//!
 //! Memory is the other thing telemetry would have told: two jobs of unknown memory may only
 //! share a GPU model they were *observed* sharing ([`Workloads::shared`]), since anything else
 //! could run out of memory.
@@ -45,6 +53,9 @@ const SWEEPS: usize = 20;
 pub const PRIOR_LOG_STD: f64 = 0.5;
 /// Smallest spread one measured pair claims, so two equal measurements do not claim certainty.
 const MIN_LOG_STD: f64 = 0.05;
+/// How far, in log slowdown, a pair's slowdown is assumed to move from one GPU model to another
+/// until some pair was measured on two.
+const TRANSFER_LOG_STD: f64 = 0.25;
 /// Log slowdown predicted before any outcome: 50% slower, between no contention and the
 /// doubling of two jobs time-slicing a saturated GPU.
 const PRIOR_LOG_SLOWDOWN: f64 = 0.405_465_108_108_164_4; // ln 1.5
@@ -54,6 +65,16 @@ const PRIOR_LOG_SLOWDOWN: f64 = 0.405_465_108_108_164_4; // ln 1.5
 struct CellEntry {
     of: usize,
     next_to: usize,
+    #[serde(flatten)]
+    log_slowdown: RunningStats,
+}
+
+/// One ordered pair's measurements on one GPU model in the saved form.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ModelCellEntry {
+    of: usize,
+    next_to: usize,
+    model: usize,
     #[serde(flatten)]
     log_slowdown: RunningStats,
 }
@@ -72,6 +93,34 @@ struct Saved {
     ids: Vec<String>,
     cells: Vec<CellEntry>,
     shared: Vec<SharedEntry>,
+    /// GPU models outcomes named (absent from states saved before interference was kept per
+    /// model: those predict across models, as they did).
+    #[serde(default)]
+    models: Vec<String>,
+    #[serde(default)]
+    model_cells: Vec<ModelCellEntry>,
+}
+
+/// Which GPU model a prediction is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnModel {
+    /// None in particular (a prediction outside any GPU): evidence from every model, pooled.
+    Any,
+    /// A model some outcome named, by its index.
+    Seen(usize),
+    /// A model no outcome named yet: everything known transfers, widened.
+    Unseen,
+}
+
+impl OnModel {
+    /// The model as bits, for prediction keys.
+    pub(crate) fn key(self) -> u64 {
+        match self {
+            Self::Any => u64::from(u32::MAX),
+            Self::Unseen => u64::from(u32::MAX - 1),
+            Self::Seen(m) => m as u64,
+        }
+    }
 }
 
 /// Parameters of the last fit.
@@ -92,6 +141,12 @@ struct Fit {
     /// Run-to-run variance of one measurement, pooled over the pairs measured more than once
     /// (`MIN_LOG_STD²` until there are some).
     noise_var: f64,
+    /// How far each GPU model's pairs sit from the cross-model fit, in log slowdown: a ridge
+    /// mean of its pairs' residuals, so a model with few outcomes is shifted little.
+    model_shift: Vec<f64>,
+    /// Variance of one pair's (shifted) mean between GPU models: how far a pair measured on
+    /// one model may be on another. `TRANSFER_LOG_STD²` until some pair was measured on two.
+    transfer_var: f64,
 }
 
 /// Outcomes per keyed job id and the model fit to them.
@@ -104,6 +159,12 @@ pub(crate) struct Workloads {
     cells: BTreeMap<(usize, usize), RunningStats>,
     /// GPU models each unordered pair (smaller index first) was observed sharing.
     shared: BTreeMap<(usize, usize), BTreeSet<String>>,
+    /// GPU models outcomes named, and their indexes.
+    models: Vec<String>,
+    model_index: BTreeMap<String, usize>,
+    /// Log slowdown of `of` next to `next_to` on model `model`, per `(of, next_to, model)`:
+    /// `cells` split by GPU model.
+    model_cells: BTreeMap<(usize, usize, usize), RunningStats>,
     /// The fit to `cells`, computed when first needed after they change: a pure function of
     /// them (fixed start, fixed sweeps), so computing it late changes no prediction.
     fit: OnceLock<Fit>,
@@ -116,13 +177,29 @@ impl PartialEq for Workloads {
             && self.index == other.index
             && self.cells == other.cells
             && self.shared == other.shared
+            && self.models == other.models
+            && self.model_cells == other.model_cells
     }
 }
 
 impl From<Saved> for Workloads {
     fn from(saved: Saved) -> Self {
         let n = saved.ids.len();
+        let models = saved.models.len();
         Self {
+            model_index: saved
+                .models
+                .iter()
+                .enumerate()
+                .map(|(m, name)| (name.clone(), m))
+                .collect(),
+            models: saved.models,
+            model_cells: saved
+                .model_cells
+                .into_iter()
+                .filter(|c| c.of < n && c.next_to < n && c.of != c.next_to && c.model < models)
+                .map(|c| ((c.of, c.next_to, c.model), c.log_slowdown))
+                .collect(),
             index: saved
                 .ids
                 .iter()
@@ -167,6 +244,17 @@ impl From<Workloads> for Saved {
                 .map(|((a, b), gpu_models)| SharedEntry { a, b, gpu_models })
                 .collect(),
             ids: workloads.ids,
+            models: workloads.models,
+            model_cells: workloads
+                .model_cells
+                .into_iter()
+                .map(|((of, next_to, model), log_slowdown)| ModelCellEntry {
+                    of,
+                    next_to,
+                    model,
+                    log_slowdown,
+                })
+                .collect(),
         }
     }
 }
@@ -186,6 +274,23 @@ impl Workloads {
         self.ids.len() - 1
     }
 
+    /// Which model a prediction on a GPU of `gpu_model` is for.
+    pub(crate) fn on_model(&self, gpu_model: &str) -> OnModel {
+        self.model_index
+            .get(gpu_model)
+            .map_or(OnModel::Unseen, |&m| OnModel::Seen(m))
+    }
+
+    fn intern_model(&mut self, gpu_model: &str) -> usize {
+        if let Some(&m) = self.model_index.get(gpu_model) {
+            return m;
+        }
+        self.models.push(gpu_model.to_owned());
+        self.model_index
+            .insert(gpu_model.to_owned(), self.models.len() - 1);
+        self.models.len() - 1
+    }
+
     /// Learns from a validated outcome: each job's log slowdown, charged in equal shares to its
     /// partners (pairwise effects add up in log space), and that every pair of it fit on the
     /// GPU model.
@@ -195,6 +300,7 @@ impl Workloads {
             .iter()
             .map(|id| self.intern(workload_of(id)))
             .collect();
+        let model = self.intern_model(&outcome.gpu_model);
         let partners = (members.len() - 1) as f64;
         for (i, &of) in members.iter().enumerate() {
             let log_slowdown = (outcome.colocated_s[i] / outcome.solo_s[i]).ln() / partners;
@@ -202,6 +308,10 @@ impl Workloads {
                 if i != j {
                     self.cells
                         .entry((of, next_to))
+                        .or_default()
+                        .push(log_slowdown);
+                    self.model_cells
+                        .entry((of, next_to, model))
                         .or_default()
                         .push(log_slowdown);
                     self.shared
@@ -248,32 +358,39 @@ impl Workloads {
     }
 
     /// `base` (what the layers below — the profiles' model, or the no-evidence prior — predict
-    /// for `of` next to `next_to`) refined by the two more specific layers this model holds:
-    /// what the recurring workloads taught (the fitted sensitivities, aggressiveness and
-    /// interaction), weighed by how much each side was measured, then the measurements of this
-    /// very pair. Each layer shrinks towards the one below by its evidence, so a pair measured
-    /// many times converges to its measured mean and a pair of workloads never seen keeps
-    /// `base` untouched.
+    /// for `of` next to `next_to`) refined by the more specific layers this model holds, for a
+    /// GPU of `model`: what the recurring workloads taught (the fitted sensitivities,
+    /// aggressiveness and interaction, shifted for the model), weighed by how much each side
+    /// was measured; then the measurements of this very pair on other GPU models, as far as
+    /// they transfer; then those on this model. Each layer shrinks towards the one below by
+    /// its evidence, so a pair measured many times converges to its measured mean on that
+    /// model and a pair of workloads never seen keeps `base` untouched.
     pub(crate) fn refine(
         &self,
         of: Option<usize>,
         next_to: Option<usize>,
+        model: OnModel,
         base: PairBelief,
     ) -> PairBelief {
         if self.cells.is_empty() {
             return base;
         }
         let fit = self.fit();
+        let shift = |m: usize| fit.model_shift.get(m).copied().unwrap_or(0.0);
+        let here = match model {
+            OnModel::Seen(m) => shift(m),
+            OnModel::Any | OnModel::Unseen => 0.0,
+        };
         let seen_as_job = of.map_or(0, |i| fit.as_job[i]);
         let seen_as_partner = next_to.map_or(0, |j| fit.as_partner[j]);
         let mut belief = PairBelief {
             // Run-to-run scatter is a property of the GPUs and jobs, learned across every
-            // pair measured more than once.
+            // pair measured more than once on one model.
             noise_var: fit.noise_var,
             ..base
         };
         if seen_as_job + seen_as_partner > 0 {
-            let mut mean = fit.mean;
+            let mut mean = fit.mean + here;
             if let Some(i) = of {
                 mean += fit.sensitivity[i];
             }
@@ -286,7 +403,7 @@ impl Workloads {
             // The fit's own error on pairs it never saw, widened where either side is thin.
             // The widening scales with that error, not with the no-evidence prior: on catalogs of
             // mild interference a fixed prior term made 90% intervals cover every held-out pair
-            // (issue 15's evaluation; this form covers 80-97% on four of the five).
+            // (issue 15's evaluation).
             let thin =
                 1.0 / (1.0 + f64::from(seen_as_job)) + 1.0 / (1.0 + f64::from(seen_as_partner));
             let var = fit.misfit_var * (1.0 + thin);
@@ -304,18 +421,48 @@ impl Workloads {
                 }
             };
         }
-        if let Some(cell) = of.zip(next_to).and_then(|pair| self.cells.get(&pair)) {
-            // The pair's own measurements weigh as their own scatter says (at least
-            // `MIN_LOG_STD` per run), as they did before the layers: the pooled scatter mixes
-            // GPU models and workloads, and weighing a measured pair by it let the fit overrule
-            // what was measured (the simulator's demo lost 0.7 h of average JCT that way). The
-            // pooled scatter still widens the prediction of a pair measured once or twice.
-            let own = cell
+        let Some((i, j)) = of.zip(next_to) else {
+            return belief;
+        };
+        // The pair's measurements, split into this model's and the others' (shifted to this
+        // model). A knowledge base saved before models were told apart has only the pooled
+        // cell, which then stands for this model's, as it did.
+        let (mut others, mut this) = (RunningStats::default(), RunningStats::default());
+        let mut per_model = false;
+        for (&(_, _, m), stats) in self.model_cells.range((i, j, 0)..=(i, j, usize::MAX)) {
+            per_model = true;
+            match model {
+                OnModel::Seen(target) if target == m => this = *stats,
+                OnModel::Any => this.merge(stats),
+                OnModel::Seen(_) | OnModel::Unseen => {
+                    others.merge(&stats.shifted(here - shift(m)));
+                }
+            }
+        }
+        if !per_model && let Some(cell) = self.cells.get(&(i, j)) {
+            this = *cell;
+        }
+        if others.count > 0 {
+            // Another model's measurements say what this pair does there: here only as far as
+            // pairs were seen to keep their slowdown from one model to another.
+            let own = others
                 .variance()
                 .unwrap_or(0.0)
                 .max(MIN_LOG_STD * MIN_LOG_STD);
-            belief = belief.refined(cell.mean, own / cell.count as f64);
-            belief.noise_var = if cell.count >= 3 {
+            belief = belief.refined(others.mean, own / others.count as f64 + fit.transfer_var);
+        }
+        if this.count > 0 {
+            // The pair's own measurements weigh as their own scatter says (at least
+            // `MIN_LOG_STD` per run): weighing a measured pair by the pooled scatter let the
+            // fit overrule what was measured (the simulator's demo lost 0.7 h of average JCT
+            // that way). The pooled scatter still widens the prediction of a pair measured
+            // once or twice.
+            let own = this
+                .variance()
+                .unwrap_or(0.0)
+                .max(MIN_LOG_STD * MIN_LOG_STD);
+            belief = belief.refined(this.mean, own / this.count as f64);
+            belief.noise_var = if this.count >= 3 {
                 own
             } else {
                 own.max(fit.noise_var)
@@ -352,9 +499,14 @@ impl Workloads {
             as_partner: vec![0; n],
             ..Fit::default()
         };
-        let (pooled, degrees) = self
-            .cells
-            .values()
+        // Scatter within one model: the pooled cells also mix the models' differences.
+        let within_model: Vec<&RunningStats> = if self.model_cells.is_empty() {
+            self.cells.values().collect()
+        } else {
+            self.model_cells.values().collect()
+        };
+        let (pooled, degrees) = within_model
+            .iter()
             .filter_map(|c| Some((c.variance()? * (c.count - 1) as f64, c.count - 1)))
             .fold((0.0, 0), |(sum, n), (m2, d)| (sum + m2, n + d));
         fit.noise_var = if degrees > 0 {
@@ -423,14 +575,71 @@ impl Workloads {
             })
             .sum();
         // Training error flatters a model: each workload's parameters were fit to the very pairs
-        // they are scored on. Divide by the pairs left per parameter (at least a half, where
-        // the ridge, not the data, holds the parameters).
+        // they are scored on. Divide by the pairs left per parameter, at least 0.7: where the
+        // nominal count leaves less, the ridge, not the data, holds many parameters, and a
+        // floor of 0.5 overstated the error on new pairs (held-out 90% intervals covered
+        // 97.5-98.7% on the milder Gavel catalogs; at 0.7, 89.9-96.8% on the four catalogs
+        // with over 30 held-out pairs: docs/EVALUATION.md).
         let active = fit.as_job.iter().filter(|&&n| n > 0).count()
             + fit.as_partner.iter().filter(|&&n| n > 0).count();
         let parameters = 1 + active * (1 + RANK);
-        let left = (1.0 - parameters as f64 / cells.len() as f64).max(0.5);
+        let left = (1.0 - parameters as f64 / cells.len() as f64).max(0.7);
         fit.misfit_var = (squared / cells.len() as f64 / left).max(MIN_LOG_STD * MIN_LOG_STD);
+        self.fit_models(&mut fit);
         fit
+    }
+
+    /// The per-model part of `fit`: each model's shift from the cross-model fit (a ridge mean
+    /// of its pairs' residuals) and how far one pair's shifted mean moves between models.
+    fn fit_models(&self, fit: &mut Fit) {
+        let predicted = |i: usize, j: usize| {
+            fit.mean + fit.sensitivity[i] + fit.aggressiveness[j] + dot(&fit.u[i], &fit.v[j])
+        };
+        let mut residuals = vec![(0.0, 0); self.models.len()];
+        for (&(i, j, m), stats) in &self.model_cells {
+            residuals[m].0 += stats.mean - predicted(i, j);
+            residuals[m].1 += 1;
+        }
+        fit.model_shift = residuals
+            .into_iter()
+            .map(|(sum, n)| ridge_mean(std::iter::once(sum), n))
+            .collect();
+        // Pairs measured on two models or more: the spread of their shifted means, less what
+        // run-to-run scatter alone would put there.
+        let (mut squared, mut degrees) = (0.0, 0);
+        let mut pair_means: Vec<(f64, u64)> = Vec::new();
+        let mut cells = self.model_cells.iter().peekable();
+        while let Some((&(i, j, m), stats)) = cells.next() {
+            pair_means.push((stats.mean - fit.model_shift[m], stats.count));
+            if cells
+                .peek()
+                .is_some_and(|&(&(a, b, _), _)| (a, b) == (i, j))
+            {
+                continue;
+            }
+            if pair_means.len() >= 2 {
+                let k = pair_means.len() as f64;
+                let centre = pair_means.iter().map(|p| p.0).sum::<f64>() / k;
+                let noise: f64 = pair_means
+                    .iter()
+                    .map(|&(_, count)| fit.noise_var / count as f64)
+                    .sum::<f64>()
+                    / k;
+                let spread = pair_means
+                    .iter()
+                    .map(|p| (p.0 - centre).powi(2))
+                    .sum::<f64>()
+                    / (k - 1.0);
+                squared += (spread - noise) * (k - 1.0);
+                degrees += pair_means.len() - 1;
+            }
+            pair_means.clear();
+        }
+        fit.transfer_var = if degrees > 0 {
+            (squared / degrees as f64).max(MIN_LOG_STD * MIN_LOG_STD)
+        } else {
+            TRANSFER_LOG_STD * TRANSFER_LOG_STD
+        };
     }
 }
 
@@ -508,7 +717,12 @@ mod tests {
             }
         }
         let initial = Workloads::no_evidence().predictive_var();
-        let belief = w.refine(w.index("w0"), w.index("w5"), Workloads::no_evidence());
+        let belief = w.refine(
+            w.index("w0"),
+            w.index("w5"),
+            OnModel::Any,
+            Workloads::no_evidence(),
+        );
         let (predicted, var) = (belief.slowdown(), belief.predictive_var());
         // Closer than the average of everything measured, the best guess without a model.
         let measured: Vec<f64> = (0..6)
@@ -532,18 +746,122 @@ mod tests {
     fn evidence_shrinks_uncertainty_and_pulls_towards_the_measurement() {
         let mut w = Workloads::default();
         let prior = Workloads::no_evidence();
-        assert_eq!(w.refine(None, None, prior), prior);
+        assert_eq!(w.refine(None, None, OnModel::Any, prior), prior);
         let var0 = prior.estimate_var;
         w.learn(&outcome("a", "b", 0.3, 0.6));
-        let var1 = w.refine(w.index("a"), w.index("b"), prior).estimate_var;
+        let var1 = w
+            .refine(w.index("a"), w.index("b"), OnModel::Any, prior)
+            .estimate_var;
         for _ in 0..9 {
             w.learn(&outcome("a", "b", 0.3, 0.6));
         }
-        let belief = w.refine(w.index("a"), w.index("b"), prior);
+        let belief = w.refine(w.index("a"), w.index("b"), OnModel::Any, prior);
         let (mean, var10) = (belief.slowdown(), belief.estimate_var);
         assert!(var10 < var1 && var1 < var0);
         assert!((mean - 0.3).abs() < 0.02, "{mean}");
         assert!(w.uncertainty(w.index("a")) < w.uncertainty(None));
+    }
+
+    fn on(gpu_model: &str, mut outcome: Outcome) -> Outcome {
+        outcome.gpu_model = gpu_model.into();
+        outcome
+    }
+
+    /// Six workloads measured with each other on a V100 (at [`truth`]) and on a K80 (at
+    /// `k80(i, j, log slowdown on the V100)`, in log slowdown), except the pair (0, 5), measured
+    /// on the V100 alone.
+    fn two_models(k80: impl Fn(usize, usize, f64) -> f64) -> (Workloads, Vec<String>) {
+        let mut w = Workloads::default();
+        let ids: Vec<String> = (0..6).map(|i| format!("w{i}")).collect();
+        for i in 0..6 {
+            for j in i + 1..6 {
+                let (a, b) = (truth(i, j), truth(j, i));
+                w.learn(&outcome(&ids[i], &ids[j], a, b));
+                if (i, j) != (0, 5) {
+                    let (ka, kb) = (k80(i, j, a.ln_1p()), k80(j, i, b.ln_1p()));
+                    w.learn(&on(
+                        "K80",
+                        outcome(&ids[i], &ids[j], ka.exp_m1(), kb.exp_m1()),
+                    ));
+                }
+            }
+        }
+        (w, ids)
+    }
+
+    /// Every pair 0.4 slower in log slowdown on the K80: a shift that transfers.
+    fn shifted(_: usize, _: usize, log_slowdown: f64) -> f64 {
+        log_slowdown + 0.4
+    }
+
+    #[test]
+    fn a_pair_measured_on_one_model_is_predicted_on_another_as_far_as_models_agree() {
+        let (w, ids) = two_models(shifted);
+        let (a, b) = (w.index(&ids[0]), w.index(&ids[5]));
+        let prior = Workloads::no_evidence();
+        let v100 = w.refine(a, b, w.on_model("V100"), prior);
+        let k80 = w.refine(a, b, w.on_model("K80"), prior);
+        // Measured on the V100: predicted there at its measurement.
+        assert!((v100.slowdown() - truth(0, 5)).abs() < 0.02, "{v100:?}");
+        // On the K80 it is not the V100's figure: every other pair says the K80 is slower.
+        let k80_truth = shifted(0, 5, truth(0, 5).ln_1p()).exp_m1();
+        assert!(
+            (k80.slowdown() - k80_truth).abs() < (truth(0, 5) - k80_truth).abs() / 4.0,
+            "{} vs {k80_truth}",
+            k80.slowdown()
+        );
+        // A model no outcome named takes everything known, less surely.
+        assert_eq!(w.on_model("A100"), OnModel::Unseen);
+        let unseen = w.refine(a, b, OnModel::Unseen, prior);
+        assert!(unseen.predictive_var() > v100.predictive_var());
+    }
+
+    #[test]
+    fn where_models_disagree_pair_by_pair_a_measurement_transfers_with_a_wide_spread() {
+        // The K80 moves each pair its own way (±0.5 in log slowdown).
+        let scattered = |i: usize, j: usize, log_slowdown: f64| {
+            let sign = if (i * 7 + j * 3).is_multiple_of(2) {
+                1.0
+            } else {
+                -1.0
+            };
+            (log_slowdown + sign * 0.5).max(0.0)
+        };
+        let (consistent, _) = two_models(shifted);
+        let (w, ids) = two_models(scattered);
+        let (a, b) = (w.index(&ids[0]), w.index(&ids[5]));
+        let prior = Workloads::no_evidence();
+        let v100 = w.refine(a, b, w.on_model("V100"), prior);
+        let k80 = w.refine(a, b, w.on_model("K80"), prior);
+        let k80_consistent = consistent.refine(a, b, consistent.on_model("K80"), prior);
+        assert!(
+            k80.predictive_var() > 2.0 * v100.predictive_var(),
+            "{k80:?} vs {v100:?}"
+        );
+        assert!(k80.predictive_var() > 2.0 * k80_consistent.predictive_var());
+    }
+
+    #[test]
+    fn each_model_converges_to_its_own_measurement() {
+        let (mut w, ids) = two_models(shifted);
+        for _ in 0..6 {
+            w.learn(&on("K80", outcome(&ids[0], &ids[5], 0.9, 0.9)));
+        }
+        let (a, b) = (w.index(&ids[0]), w.index(&ids[5]));
+        let prior = Workloads::no_evidence();
+        let k80 = w.refine(a, b, w.on_model("K80"), prior);
+        let v100 = w.refine(a, b, w.on_model("V100"), prior);
+        // Six K80 runs: at their measurement. One V100 run: within two of its noise's
+        // standard deviations (in log slowdown) of it, where the fit pulls it a little.
+        assert!((k80.slowdown() - 0.9).abs() < 0.02, "{k80:?}");
+        let within_noise = 2.0 * v100.noise_var.sqrt();
+        assert!(
+            (v100.log_mean - truth(0, 5).ln_1p()).abs() < within_noise,
+            "{v100:?}"
+        );
+        // Pooled over models, the pair is somewhere between.
+        let any = w.refine(a, b, OnModel::Any, prior).slowdown();
+        assert!(any > v100.slowdown() && any < k80.slowdown());
     }
 
     #[test]

@@ -281,7 +281,7 @@ fn bad_declarations_and_work_are_refused_naming_the_field() {
 }
 
 #[test]
-fn a_declared_model_vouches_for_memory_not_for_interference() {
+fn a_declared_model_vouches_for_memory_and_predicts_interference_a_bare_id_does_neither() {
     let engine = engine();
     let gpus = [gpu("g/0", GpuSpec::new("V100", 16384), vec![])];
     let small = ModelSummary {
@@ -295,12 +295,19 @@ fn a_declared_model_vouches_for_memory_not_for_interference() {
         declared: Some(small.clone()),
         ..Job::new(id)
     };
-    // Both fit the GPU's memory many times over, yet nothing says how they would interfere.
+    // Both fit the GPU's memory many times over, and their declared models predict how they
+    // interfere (issue 15: proactive sharing before they are profiled).
     let answer = engine.recommend(&[job("a"), job("b")], &gpus).unwrap();
     assert_eq!(answer.placements.len(), 1);
+    assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");
+    // A job that declares nothing says neither: it shares with nothing it was not seen with.
+    let answer = engine
+        .recommend(&[job("a"), Job::new("bare")], &gpus)
+        .unwrap();
     assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");
     assert!(
-        answer.unplaced[0].reason.contains("never observed sharing"),
+        answer.unplaced[0].reason.contains("never observed sharing")
+            || answer.unplaced[0].reason.contains("no known profile"),
         "{answer:?}"
     );
 }

@@ -247,19 +247,37 @@ impl Policy for Tandem {
             .engine
             .recommend(&queue, &gpus)
             .map_err(|e| self.engine_error(e))?;
+        // GPUs a job that must run alone starts on this round: nothing joins it.
+        let mut taken_alone: Vec<usize> = Vec::new();
         for placement in recommendation.placements {
             let Some(&g) = gpu_of.get(placement.gpu.as_str()) else {
                 continue;
             };
+            let mut started_here = 0;
             for id in &placement.jobs {
                 let Some(&job) = job_of.get(id) else { continue };
                 // The engine does not know where a type's throughput was measured, nor where
                 // a job already ran out of memory; a job placed where it cannot run stays
                 // queued.
                 let queued = view.queue.iter().find(|q| q.id == job);
-                if queued.is_some_and(|q| q.may_run_on(view.known, view.gpus[g].model)) {
-                    starts.push(Start { job, gpus: vec![g] });
+                let Some(q) = queued.filter(|q| q.may_run_on(view.known, view.gpus[g].model))
+                else {
+                    continue;
+                };
+                // The world profiles a new type alone before it may share; the engine shares
+                // a declared job before it is profiled (issue 15), so such a placement
+                // starts only what the world allows, the rest stays queued.
+                if taken_alone.contains(&g) {
+                    continue;
                 }
+                if !shareable(q) {
+                    if board.count[g] > 0 || started_here > 0 || placement.jobs.len() > 1 {
+                        continue;
+                    }
+                    taken_alone.push(g);
+                }
+                started_here += 1;
+                starts.push(Start { job, gpus: vec![g] });
             }
         }
         Ok(starts)

@@ -151,3 +151,42 @@ proptest! {
         prop_assert!(learned.learned && !cold.learned);
     }
 }
+
+#[test]
+fn a_declared_job_is_predicted_from_its_predicted_profile_with_that_prediction_s_error() {
+    let kb = Knowledge::bootstrapped(1);
+    let summary = tandem_api::ModelSummary {
+        params_mib: 45.0,
+        activations_mib: 900.0,
+        input_mib: 20.0,
+        batch_size: 64,
+        gflops: 300.0,
+        conv_layers: 20,
+        linear_layers: 1,
+        activation_layers: 19,
+        other_layers: 6,
+    };
+    let declared = kb.view_of(&Job {
+        declared: Some(summary),
+        ..Job::new("declared")
+    });
+    let features = declared
+        .features
+        .expect("the declaration predicts a profile");
+    // The same job, had it been profiled at exactly those figures.
+    let measured = kb.view(&profile(
+        (features[0] * 100.0) as f32,
+        (features[1] * 100.0) as f32,
+        4000,
+    ));
+    let partner = kb.view(&profile(50.0, 20.0, 3000));
+    let (guessed, known) = (
+        kb.predict_pair(&declared, &partner),
+        kb.predict_pair(&measured, &partner),
+    );
+    assert!((guessed.log_mean - known.log_mean).abs() < 0.05);
+    assert!(
+        guessed.estimate_var > known.estimate_var,
+        "{guessed:?} vs {known:?}"
+    );
+}

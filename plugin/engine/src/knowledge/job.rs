@@ -1,6 +1,7 @@
 //! A job as the predictor sees it.
 
 use crate::features::Features;
+use crate::workloads::OnModel;
 
 /// Predicted slowdowns of a group's members; a GPU holds a few jobs, so they live on the stack.
 pub(crate) type Slowdowns = smallvec::SmallVec<[f64; 4]>;
@@ -32,11 +33,18 @@ pub(crate) struct JobView {
     pub(crate) workload: Option<usize>,
     /// Memory the job uses, in MiB; `None` when unknown.
     pub(crate) memory_mib: Option<u32>,
+    /// The GPU model it is seen on: interference learned on one model is not applied
+    /// unchanged to another.
+    pub(crate) gpu_model: OnModel,
+    /// Variance, in slowdown², that predicted rather than measured features add to the
+    /// profiles' prior of any pair the job is in: 0 for a profiled job, the utilization and
+    /// memory-access models' error for a job known by its declared model alone.
+    pub(crate) feature_var: f64,
 }
 
 impl JobView {
     /// What the predictor's answer for this job depends on, as bits (features, cluster,
-    /// workload; not memory): two views with the same key are predicted alike, which the
+    /// spread of predicted features, workload and GPU model, two to a word; not memory): two views with the same key are predicted alike, which the
     /// cluster view's states and pair memos rely on.
     pub(crate) fn prediction_key(&self) -> [u64; 5] {
         let [util, access, share] = self.features.map_or([u64::MAX; 3], |f| f.map(f64::to_bits));
@@ -44,8 +52,10 @@ impl JobView {
             util,
             access,
             share,
-            self.cluster.map_or(u64::MAX, u64::from),
-            self.workload.map_or(u64::MAX, |w| w as u64),
+            // A declared job's features may equal a measured one's; its spread tells them apart.
+            self.cluster.map_or(u64::from(u32::MAX), u64::from)
+                | u64::from((self.feature_var as f32).to_bits()) << 32,
+            self.workload.map_or(u64::from(u32::MAX), |w| w as u64) | self.gpu_model.key() << 32,
         ]
     }
 }

@@ -1,7 +1,7 @@
 //! Predictions from what the knowledge base holds: how the predictor sees a job, and the
 //! slowdowns of jobs sharing a GPU.
 
-use tandem_api::{EngineError, GpuSpec, Job, Prediction, Profile};
+use tandem_api::{EngineError, GpuSpec, Job, ModelSummary, Prediction, Profile};
 
 use super::Knowledge;
 use super::job::{GroupPrediction, JobView};
@@ -10,7 +10,16 @@ use crate::features::{self, Features};
 use crate::identity::workload_of;
 use crate::interference;
 use crate::learning::{NOISE_STD, PAIR_SPREAD_STD, PairBelief, UNCERTAINTY_LOG_STD};
-use crate::workloads::Workloads;
+use crate::memory;
+use crate::utilization::UtilizationModel;
+use crate::workloads::{OnModel, Workloads};
+
+/// The GPU model a declared job's predicted profile stands for: the utilization model's
+/// training runs were measured on a P100.
+const DECLARED_ON: &str = "P100";
+/// Held-out error of the utilization model, RMSLE of utilization as a fraction (leave one
+/// network out, docs/UTILIZATION.md).
+const DECLARED_UTIL_LOG_STD: f64 = 0.113;
 
 impl Knowledge {
     /// How the predictor sees `job` on a GPU of `spec`: [`Knowledge::view_of`], with the memory
@@ -19,6 +28,7 @@ impl Knowledge {
         let profile = job.profile.as_ref().or_else(|| self.profile(&job.id));
         JobView {
             memory_mib: self.memory_on(job, profile, spec, specs).reserved_mib,
+            gpu_model: self.workloads.on_model(&spec.model),
             ..self.view_of(job)
         }
     }
@@ -33,11 +43,14 @@ impl Knowledge {
             assignment_uncertainty: placed.map_or(1.0, |p| p.uncertainty),
             workload: None,
             memory_mib: Some(profile.mem_used_mib),
+            gpu_model: OnModel::Any,
+            feature_var: 0.0,
         }
     }
 
     /// How the predictor sees `job`: from its own profile, else one observed under its id,
-    /// else from the outcomes its id was named in (if any).
+    /// else the profile its declared model predicts, else from the outcomes its id was named
+    /// in (if any).
     pub(crate) fn view_of(&self, job: &Job) -> JobView {
         let workload = self.workloads.index(workload_of(&job.id));
         match job.profile.as_ref().or_else(|| self.profile(&job.id)) {
@@ -45,13 +58,68 @@ impl Knowledge {
                 workload,
                 ..self.view(profile)
             },
-            None => JobView {
-                features: None,
-                cluster: None,
-                assignment_uncertainty: self.workloads.uncertainty(workload),
-                workload,
-                memory_mib: None,
+            None => match &job.declared {
+                Some(summary) => JobView {
+                    workload,
+                    ..self.declared_view(summary)
+                },
+                None => JobView {
+                    features: None,
+                    cluster: None,
+                    assignment_uncertainty: self.workloads.uncertainty(workload),
+                    workload,
+                    memory_mib: None,
+                    gpu_model: OnModel::Any,
+                    feature_var: 0.0,
+                },
             },
+        }
+    }
+
+    /// How the predictor sees a job that declared its model but was never profiled (Yeung et
+    /// al.'s proactive sharing): as the profile its declaration predicts on the P100 the
+    /// utilization model was trained on — utilization from [`UtilizationModel`], peak memory
+    /// from the memory model, memory-access share at the ratio to utilization the profiles
+    /// the knowledge base holds show — with the spread those predictions carry
+    /// ([`JobView::feature_var`]), so it may share before it runs, and shares only where
+    /// the pessimistic prediction still pays.
+    fn declared_view(&self, summary: &ModelSummary) -> JobView {
+        let util = UtilizationModel::bundled().predict(summary) / 100.0;
+        let peak_mib = memory::known_gpu(DECLARED_ON).map_or(0.0, |p100| {
+            self.memory.model().estimate(summary, p100).peak_mib
+        });
+        // Memory access follows utilization in the profiles known: their ratio, and how far
+        // a profile strays from it.
+        let points = self.points();
+        let ratio = if points.is_empty() {
+            1.0
+        } else {
+            points.iter().map(|p| p[1]).sum::<f64>()
+                / points.iter().map(|p| p[0]).sum::<f64>().max(f64::EPSILON)
+        };
+        let stray_var = if points.len() < 2 {
+            ratio * ratio
+        } else {
+            points
+                .iter()
+                .map(|p| (p[1] - ratio * p[0]).powi(2))
+                .sum::<f64>()
+                / (points.len() - 1) as f64
+        };
+        let profile = Profile {
+            gpu_util_pct: (util * 100.0) as f32,
+            mem_access_pct: ((ratio * util).min(1.0) * 100.0) as f32,
+            mem_used_mib: peak_mib.ceil().clamp(0.0, f64::from(u32::MAX)) as u32,
+            gpu_model: DECLARED_ON.into(),
+        };
+        // The held-out error of the utilization model, in ln(1 + utilization), back to a
+        // fraction at this utilization; the access share inherits it through the ratio.
+        let util_var = (DECLARED_UTIL_LOG_STD * (1.0 + util)).powi(2);
+        let access_var = ratio * ratio * util_var + stray_var;
+        JobView {
+            memory_mib: None,
+            feature_var: interference::prior_variance_of_features(util_var, access_var),
+            ..self.view(&profile)
         }
     }
 
@@ -76,7 +144,8 @@ impl Knowledge {
     /// (issue 15): the analytic prior from the two profiles, the cluster matrix and the
     /// residual model over the profiles' features (the no-evidence prior for a job without a
     /// profile); then what the two recurring workloads taught; then the measurements of this
-    /// very pair ([`crate::workloads::Workloads::refine`]). A profiled job's recurring id
+    /// very pair, on other GPU models as far as they transfer, then on `a`'s
+    /// ([`crate::workloads::Workloads::refine`]). A profiled job's recurring id
     /// counts as much as an unprofiled one's: telemetry describes a job, its outcomes measure
     /// it.
     pub(crate) fn predict_pair(&self, a: &JobView, b: &JobView) -> PairBelief {
@@ -84,7 +153,8 @@ impl Knowledge {
             (Some(fa), Some(fb)) => self.profile_belief(a, fa, b, fb),
             _ => Workloads::no_evidence(),
         };
-        self.workloads.refine(a.workload, b.workload, base)
+        self.workloads
+            .refine(a.workload, b.workload, a.gpu_model, base)
     }
 
     /// The profiles' layers for `a` next to `b`: the analytic prior, refined by the cluster
@@ -111,7 +181,8 @@ impl Knowledge {
                 .is_some_and(|(ca, cb)| self.matrix.cell(ca, cb).is_some());
         PairBelief {
             log_mean: mean.ln_1p(),
-            estimate_var: (blend_var + residual_var + scatter) * per_unit,
+            estimate_var: (blend_var + residual_var + scatter + a.feature_var + b.feature_var)
+                * per_unit,
             noise_var: NOISE_STD * NOISE_STD * per_unit,
             learned,
         }

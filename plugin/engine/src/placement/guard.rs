@@ -62,9 +62,9 @@ pub(super) fn refusal(
     if needed > state.free_mib() {
         return Some(Refusal::Memory);
     }
-    // Memory known from a declared model says nothing of interference: a job without a
-    // profile (or beside one) shares only with a job it was seen sharing this model with,
-    // as a job of unknown memory does.
+    // Memory known from a declared model says nothing of interference by itself: a job
+    // without features, measured or predicted from its declared model (or beside one), shares
+    // only with a job it was seen sharing this model with, as a job of unknown memory does.
     let unprofiled =
         view.features.is_none() || state.members.iter().any(|m| m.view.features.is_none());
     match state.members.as_slice() {

@@ -57,9 +57,10 @@ pub(super) fn place_matched_pairs<'q>(
         for b in a + 1..order.len() {
             let (ra, rb) = (&order[a].1, &order[b].1);
             let (va, vb) = (ra.any(), rb.any());
-            // Two profiled jobs may pair wherever their memory fits (the profiles predict
-            // their interference); any other pair only if it was seen sharing (an outcome
-            // is the only evidence it fits and how it interferes).
+            // Two jobs with features (profiled, or predicted from a declared model) may pair
+            // wherever their memory fits (the features predict their interference); any other
+            // pair only if it was seen sharing (an outcome is the only evidence it fits and
+            // how it interferes).
             let profiled = va.features.is_some() && vb.features.is_some();
             let fits = (profiled
                 && roomiest.iter().enumerate().any(|(m, room)| {
@@ -71,13 +72,22 @@ pub(super) fn place_matched_pairs<'q>(
             if !fits {
                 continue;
             }
-            let predicted = knowledge.predict(&[va, vb]);
-            let worst = predicted.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-            let value = Balanced::pair_value(
-                interference::time_saved(&predicted.slowdowns),
-                worst,
-                predicted.uncertainty,
-            );
+            // Interference is predicted per GPU model: the pair is worth what it is worth on
+            // the best model with an idle GPU to take it.
+            let value = roomiest
+                .iter()
+                .enumerate()
+                .filter(|(_, room)| room.is_some())
+                .map(|(m, _)| {
+                    let predicted = knowledge.predict(&[&ra.views[m], &rb.views[m]]);
+                    let worst = predicted.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+                    Balanced::pair_value(
+                        interference::time_saved(&predicted.slowdowns),
+                        worst,
+                        predicted.uncertainty,
+                    )
+                })
+                .fold(f64::NEG_INFINITY, f64::max);
             if value > 0.0 {
                 edges.push(grouping::Edge { a, b, value });
             }

@@ -2,7 +2,7 @@
 //! queue, and each objective chooses as it says.
 
 use proptest::prelude::*;
-use tandem_api::{Gpu, GpuSpec, Job, ModelCap, Objective, Policy, Profile};
+use tandem_api::{Gpu, GpuSpec, Job, ModelCap, ModelSummary, Objective, Policy, Profile};
 
 use crate::Recommender;
 
@@ -336,4 +336,60 @@ fn scores_are_zero_exactly_where_the_job_does_not_fit() {
     let scores = engine.score(&job, &gpus).unwrap();
     assert_eq!(scores[0].score, 0);
     assert!(scores[1].score > 0);
+}
+
+/// A small declared model: a few linear layers, little work per batch.
+fn light_model() -> ModelSummary {
+    ModelSummary {
+        params_mib: 0.02,
+        activations_mib: 0.04,
+        input_mib: 0.001,
+        batch_size: 32,
+        gflops: 0.0004,
+        linear_layers: 3,
+        activation_layers: 2,
+        ..ModelSummary::default()
+    }
+}
+
+/// A ResNet-sized declared model at a large batch: it keeps a GPU busy alone.
+fn heavy_model() -> ModelSummary {
+    ModelSummary {
+        params_mib: 90.0,
+        activations_mib: 6_000.0,
+        input_mib: 600.0,
+        batch_size: 1024,
+        gflops: 7900.0,
+        conv_layers: 53,
+        linear_layers: 1,
+        activation_layers: 49,
+        other_layers: 21,
+    }
+}
+
+fn declared(id: &str, summary: ModelSummary) -> Job {
+    Job {
+        declared: Some(summary),
+        ..Job::new(id)
+    }
+}
+
+#[test]
+fn declared_jobs_share_before_they_are_profiled_where_their_prediction_allows() {
+    // One idle GPU, two declared jobs never profiled nor seen together. Their declared models
+    // predict light utilization and little memory: they share (Yeung et al.'s proactive
+    // sharing), where a job known by its memory alone would have to wait.
+    let gpus = [gpu("g0", 16_384, vec![])];
+    let engine = Recommender::new(Policy::default(), 0).unwrap();
+    let light = [declared("a", light_model()), declared("b", light_model())];
+    let answer = engine.recommend(&light, &gpus).unwrap();
+    assert_eq!(answer.placements.len(), 1, "{answer:?}");
+    assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");
+    // Two declared jobs predicted to saturate the GPU each are not put together.
+    let heavy = [declared("c", heavy_model()), declared("d", heavy_model())];
+    let answer = engine.recommend(&heavy, &gpus).unwrap();
+    assert!(
+        answer.placements.iter().all(|p| p.jobs.len() == 1),
+        "{answer:?}"
+    );
 }
