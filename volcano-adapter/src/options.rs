@@ -17,6 +17,9 @@ use clap::Parser;
 /// detail.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "tandem-volcano-adapter", version)]
+// Clap names each struct's argument group after the struct, and the flattened options are an
+// `Options` too: without its own id the two groups collide (a panic at start in debug builds).
+#[group(id = "volcano-options")]
 pub struct Options {
     /// What `prioritize` multiplies the engine's 0..100 score by. vc-scheduler adds the
     /// extender's scores raw to its node-order plugins' (each 0..100 times its weight), so
