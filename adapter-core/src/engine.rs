@@ -377,7 +377,40 @@ impl EngineState {
         node: &str,
         gpus: u32,
     ) -> Result<Result<Vec<String>, String>, EngineFailure> {
-        let chosen: Vec<u32> = if gpus == 1 {
+        self.place_with(job, node, gpus, gpus > 1)
+    }
+
+    /// [`EngineState::place`] on idle GPUs only, whatever the job's size: for jobs that must
+    /// not share even with one GPU (the members of a gang, which start together and would
+    /// otherwise slow each other down, or leave a gang half-placed behind a co-runner).
+    pub fn place_alone(
+        &mut self,
+        job: &Job,
+        node: &str,
+        gpus: u32,
+    ) -> Result<Result<Vec<String>, String>, EngineFailure> {
+        self.place_with(job, node, gpus, true)
+    }
+
+    /// How many of `node`'s GPUs hold nobody, as the engine sees them now (placements made
+    /// since the view was last synced included).
+    pub fn idle_gpus(&self, node: &str) -> usize {
+        let cluster = self.recommender.cluster();
+        self.handles
+            .of_node(node)
+            .iter()
+            .filter(|&&h| cluster.get(h).is_some_and(|g| g.residents.is_empty()))
+            .count()
+    }
+
+    fn place_with(
+        &mut self,
+        job: &Job,
+        node: &str,
+        gpus: u32,
+        alone: bool,
+    ) -> Result<Result<Vec<String>, String>, EngineFailure> {
+        let chosen: Vec<u32> = if !alone {
             let choice = self
                 .recommender
                 .choose_gpu(job, node)

@@ -31,5 +31,5 @@ mod options;
 mod run;
 
 pub use options::Options;
-pub use run::{SEED, run};
+pub use run::{SEED, Started, run, start};
 pub use tandem_adapter_core::{EMBEDDED_ENGINE, Shutdown};

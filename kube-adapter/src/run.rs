@@ -9,7 +9,7 @@ use kube::Api;
 use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
 use tandem_adapter_core::store::KnowledgeStore;
 use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Leadership, Limits, Shutdown,
+    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, Frontend, JobKeys, Leadership, Limits, Shutdown,
 };
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
@@ -83,12 +83,60 @@ fn intake_token(options: &Options) -> anyhow::Result<Option<String>> {
         .transpose()
 }
 
-/// Runs the adapter until SIGTERM or Ctrl-C.
+/// A started adapter: the core, the front-end state the watchers feed (or a fixed cluster),
+/// and how to serve them. Every Kubernetes front-end (kube-scheduler's extender here, Volcano's
+/// in `tandem-volcano-adapter`) starts the same way and serves its own verbs over the same
+/// [`App`], so a cluster running several keeps one knowledge base under one Lease.
+pub struct Started {
+    /// The shared core.
+    pub core: Arc<Core>,
+    /// The Kubernetes view: watchers, GPU records, bind assumptions.
+    pub app: Arc<App>,
+    /// Fires on SIGTERM or Ctrl-C.
+    pub shutdown: Shutdown,
+    listen: std::net::SocketAddr,
+    tls: Option<Tls>,
+    election: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started")
+            .field("listen", &self.listen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Started {
+    /// Serves the core's endpoints and `frontend`'s verbs until shutdown, then lets the
+    /// election release the Lease.
+    pub async fn serve<F: Frontend>(self, frontend: Arc<F>) -> anyhow::Result<()> {
+        tracing::info!(frontend = F::TYPE, "serving");
+        let router = tandem_adapter_core::http::router(self.core, frontend);
+        let served = serve(router, self.listen, self.tls, self.shutdown).await;
+        if let Some(election) = self.election {
+            // Let the election release the Lease, so a successor need not wait for it to expire.
+            let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+        }
+        served
+    }
+}
+
+/// Runs the kube-scheduler extender until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> anyhow::Result<()> {
+    let started = start(&options).await?;
+    let app = Arc::clone(&started.app);
+    started.serve(app).await
+}
+
+/// Starts what every Kubernetes front-end needs: the engine (from the stored knowledge base or
+/// the seed), the ConfigMap store, the watchers, the election and the follower; or, with
+/// `--cluster-file`, an engine over a fixed cluster with nothing stored.
+pub async fn start(options: &Options) -> anyhow::Result<Started> {
     // kube's client and the TLS server share rustls; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let keys = JobKeys::from_file(&options.id_secret_file)?;
-    let intake_token = intake_token(&options)?;
+    let intake_token = intake_token(options)?;
     let runtime = options.runtime()?;
     let policy = options.policy();
     let (trigger, shutdown) = Shutdown::new();
@@ -123,8 +171,14 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             options.scheduler_timeout,
             Source::Fixed(file),
         );
-        let router = tandem_adapter_core::http::router(Arc::clone(&app.core), Arc::new(app));
-        return serve(router, options.listen, tls, shutdown).await;
+        return Ok(Started {
+            core: Arc::clone(&app.core),
+            app: Arc::new(app),
+            shutdown,
+            listen: options.listen,
+            tls,
+            election: None,
+        });
     }
 
     let config = match &options.kubeconfig {
@@ -226,11 +280,14 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         }
     });
 
-    let router = tandem_adapter_core::http::router(core, app);
-    let served = serve(router, options.listen, tls, shutdown).await;
-    // Let the election release the Lease, so a successor need not wait for it to expire.
-    let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
-    served
+    Ok(Started {
+        core,
+        app,
+        shutdown,
+        listen: options.listen,
+        tls,
+        election: Some(election),
+    })
 }
 
 /// The host name, as a replica identity outside a pod.

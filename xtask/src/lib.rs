@@ -38,7 +38,9 @@
 //! outside the tree ([`kube::kube_dir`]), once per version of the module
 //! (`cargo xtask kube-bins`; `cargo xtask test` does it before running the tests), and
 //! [`kube_plugin::ensure_plugin_scheduler`] builds `tandem-kube-scheduler`, kube-scheduler
-//! with the Tandem framework plugin linked in through cgo (`cargo xtask kube-scheduler-plugin`).
+//! with the Tandem framework plugin linked in through cgo (`cargo xtask kube-scheduler-plugin`),
+//! and [`volcano::ensure_vc_scheduler`] builds Volcano's `vc-scheduler` from a directory of its
+//! source (`cargo xtask vc-scheduler`).
 
 mod build_script;
 pub mod cycles;
@@ -48,6 +50,7 @@ pub mod kube_plugin;
 mod process;
 pub mod tasks;
 mod toolchain;
+pub mod volcano;
 
 pub use build_script::{BuildScriptGuests, guest_target_dir};
 pub use guest::{GuestBuild, build_component, build_core_module, componentize};

@@ -42,6 +42,13 @@ enum Task {
     /// kube-adapter/scheduler-plugin with cgo, into the same cache as kube-bins (one directory
     /// per version of the library and the module). Needs Go 1.25 or newer and a C compiler.
     KubeSchedulerPlugin,
+    /// Build Volcano's vc-scheduler for the volcano end-to-end tier and print its path.
+    ///
+    /// From $TANDEM_VOLCANO_SRC, else ../shared/vendor/volcano-v1.15.1 beside the repository,
+    /// else a shallow clone of tag v1.15.1 of volcano-sh/volcano; built with
+    /// `CGO_ENABLED=0 go build -trimpath -mod=readonly ./cmd/scheduler` into
+    /// $TANDEM_VOLCANO_DIR, else ~/.cache/tandem/volcano (one directory per source).
+    VcScheduler,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
     /// the unit and integration tests (`cargo test --workspace`), then every end-to-end tier.
     ///
@@ -52,7 +59,9 @@ enum Task {
     ///
     /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
     /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
-    /// tandem-kube-scheduler, the framework plugin; not yet part of `cargo xtask test`). A
+    /// tandem-kube-scheduler, the framework plugin; not yet part of `cargo xtask test`), volcano
+    /// (etcd, kube-apiserver and vc-scheduler with the Tandem extender; not yet part of
+    /// `cargo xtask test`). A
     /// plain `cargo test` runs none of them.
     E2e {
         /// Tiers to run [default: all].
@@ -108,6 +117,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &workspace.target_dir(),
             )?;
             println!("{}", binary.display());
+        }
+        Task::VcScheduler => {
+            let build = tasks::vc_scheduler(&workspace)?;
+            println!("{}", build.scheduler.display());
         }
         Task::Test => tasks::test(&workspace)?,
         Task::E2e { tiers } => {

@@ -14,6 +14,7 @@ use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, ensure_plugin_scheduler};
 use crate::process::{display, fresh_cargo, run};
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
+use crate::volcano::{VC_SCHEDULER_VAR, VolcanoBuild, ensure_vc_scheduler, volcano_source};
 
 /// The engine guest, built by `cargo xtask component`.
 pub const ENGINE_PACKAGE: &str = "tandem-engine-component";
@@ -90,6 +91,12 @@ pub fn component(workspace: &Workspace, out_dir: Option<PathBuf>) -> Result<Path
 /// and returns them.
 pub fn kube_bins() -> Result<KubeBinaries> {
     ensure_kube_binaries()
+}
+
+/// `cargo xtask vc-scheduler`: builds (if missing) Volcano's scheduler from the source
+/// [`volcano_source`] finds (`$TANDEM_VOLCANO_SRC`, the vendor copy, or a clone) and returns it.
+pub fn vc_scheduler(workspace: &Workspace) -> Result<VolcanoBuild> {
+    ensure_vc_scheduler(&volcano_source(workspace.root())?)
 }
 
 /// The size of the file at `path`, in bytes.
@@ -173,6 +180,15 @@ pub const TIERS: &[Tier] = &[
         // kube-scheduler to the gate (about half an hour on two cores, the first time).
         in_gate: false,
     },
+    Tier {
+        name: "volcano",
+        what: "etcd, kube-apiserver and vc-scheduler (Volcano) with the Tandem extender",
+        package: "tandem-volcano-adapter",
+        feature: "e2e",
+        test: "e2e",
+        filter: None,
+        in_gate: false,
+    },
 ];
 
 impl Tier {
@@ -241,7 +257,7 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
         let mut cargo = workspace.cargo(tier.args());
         let mut shown = String::new();
-        if tier.name.starts_with("kube") {
+        if tier.name.starts_with("kube") || tier.name == "volcano" {
             let binaries = ensure_kube_binaries()?;
             let dir = binaries.dir();
             eprintln!(
@@ -256,6 +272,15 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             eprintln!("==> tandem-kube-scheduler: {}", binary.display());
             cargo.env(PLUGIN_SCHEDULER_VAR, &binary);
             shown.push_str(&format!("{PLUGIN_SCHEDULER_VAR}={} ", binary.display()));
+        }
+        if tier.name == "volcano" {
+            let build = vc_scheduler(workspace)?;
+            eprintln!("==> vc-scheduler: {}", build.scheduler.display());
+            cargo.env(VC_SCHEDULER_VAR, &build.scheduler);
+            shown.push_str(&format!(
+                "{VC_SCHEDULER_VAR}={} ",
+                build.scheduler.display()
+            ));
         }
         shown.push_str(&display_as_cargo(&cargo));
         eprintln!("==> {shown}");

@@ -1,0 +1,559 @@
+//! The Volcano front-end's state and decisions.
+//!
+//! **Where the view comes from.** The cluster view is the one `tandem-kube-adapter` keeps
+//! ([`App`]: kube-rs watchers of Nodes and Pods, GPUs' residents rebuilt from the
+//! `tandem.dev/gpu` annotation), not the session's snapshot: the snapshot carries no record of
+//! which GPU a pod uses, is rebuilt by vc-scheduler every second (and sent to the extender in
+//! full, every node's every pod), while the watchers keep the view current between sessions
+//! and only what changed reaches the engine. `onSessionOpen` reads one thing from the
+//! snapshot, each job's gang size (`MinAvailable`, the PodGroup's `minMember`), and starts the
+//! session's caches afresh.
+//!
+//! **Decisions.** A task that takes a GPU alone ([`Task::alone`]: a gang member, or a task of
+//! several GPUs) passes a node with enough idle GPUs and is placed on idle ones; any other
+//! GPU task is judged by the engine: one `score-all` per task and view (kept for the session's
+//! other predicate calls and its prioritize, so a predicate answered from it costs a hash
+//! lookup), the engine's reasons when no node fits, its best GPU on `allocate`. Every
+//! placement is recorded in the engine at once, so the session's next task sees it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use k8s_openapi::api::core::v1::Pod;
+use tandem_adapter_core::{EngineFailure, EngineState};
+use tandem_api::Job;
+use tandem_kube_adapter::app::App;
+use tandem_kube_adapter::cluster::{ClusterView, GpuPod};
+
+use crate::wire::{PredicateResponse, TaskInfo, UNRESOLVABLE, UNSCHEDULABLE};
+
+/// A predicate failure's message when other nodes fit the task.
+pub const PASSED_OVER: &str = "Tandem: no GPU of this node fits the task (other nodes do; the engine's reasons are given when none does)";
+
+/// A Volcano task that requests managed GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    /// What the Kubernetes view knows of its pod.
+    pub pod: GpuPod,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// Whether its job is a gang (PodGroup `minMember` > 1).
+    pub gang: bool,
+}
+
+impl Task {
+    /// Whether it takes its GPUs alone: gang members start together and must not wait behind,
+    /// or slow down, a co-runner; a task of several GPUs is one program spread over them.
+    pub fn alone(&self) -> bool {
+        self.gang || self.pod.gpus > 1
+    }
+
+    /// The engine's job: the pod's keyed id.
+    pub fn job(&self) -> Job {
+        Job::new(self.pod.job.clone())
+    }
+}
+
+/// The engine's best score (1..=100) of a shared task on each node where some GPU fits it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskScores {
+    /// Score by node; nodes where nothing fits are absent.
+    pub fits: HashMap<String, u8>,
+}
+
+/// What a cached answer was computed against: the view's epoch, the engine's knowledge epoch,
+/// and the placements made since the view was built.
+type Epochs = (u64, u64, u64);
+
+/// Scores of shared tasks by UID, with the epochs they were computed in.
+type ScoreCache = HashMap<String, (Epochs, Arc<TaskScores>)>;
+
+/// The Volcano front-end: the Kubernetes view and the session's state.
+pub struct Volcano {
+    /// The Kubernetes view (and the core in it).
+    pub app: Arc<App>,
+    /// What `prioritize` multiplies the engine's score by.
+    pub score_weight: f64,
+    /// Gang size by `JobID`, from the last `onSessionOpen`.
+    gangs: RwLock<HashMap<String, i32>>,
+    /// Tasks by UID, parsed once per session (`None`: not a task Tandem manages).
+    tasks: Mutex<HashMap<String, Option<Arc<Task>>>>,
+    /// Scores of shared tasks by UID, with the epochs they were computed in.
+    scores: Arc<Mutex<ScoreCache>>,
+    /// Bumped by every allocate and deallocate (they change the engine's view without a
+    /// rebuild).
+    placements: AtomicU64,
+    /// What `allocate` placed, by task UID: node and GPUs, for `deallocate`.
+    placed: Mutex<HashMap<String, (String, Vec<String>)>>,
+}
+
+impl std::fmt::Debug for Volcano {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Volcano")
+            .field("score_weight", &self.score_weight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Locks a mutex, taking the data of a poisoned one (no invariant spans a panic here).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Volcano {
+    /// The front-end over `app`.
+    pub fn new(app: Arc<App>, score_weight: f64) -> Self {
+        Self {
+            app,
+            score_weight,
+            gangs: RwLock::new(HashMap::new()),
+            tasks: Mutex::new(HashMap::new()),
+            scores: Arc::new(Mutex::new(HashMap::new())),
+            placements: AtomicU64::new(0),
+            placed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A new session: its jobs' gang sizes; the previous session's caches are dropped.
+    pub fn open_session(&self, gangs: HashMap<String, i32>) {
+        *self
+            .gangs
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = gangs;
+        lock(&self.tasks).clear();
+        lock(&self.scores).clear();
+        // Rebuild the view now if a watcher saw a change, rather than in the first predicate.
+        let _ = self.app.view();
+    }
+
+    /// The session ended: nothing of it is kept.
+    pub fn close_session(&self) {
+        lock(&self.tasks).clear();
+        lock(&self.scores).clear();
+    }
+
+    /// The task, if it requests managed GPUs (its pod is parsed once per session). `Err`
+    /// names what is wrong with the pod.
+    pub fn task(&self, info: &TaskInfo) -> Result<Option<Arc<Task>>, String> {
+        if let Some(known) = lock(&self.tasks).get(&info.uid) {
+            return Ok(known.clone());
+        }
+        let pod: Pod = serde_json::from_str(info.pod.get()).map_err(|e| e.to_string())?;
+        let gang = self
+            .gangs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&info.job)
+            .is_some_and(|&size| size > 1);
+        let task = self.app.gpu_pod(&pod).map(|gpu_pod| {
+            Arc::new(Task {
+                pod: GpuPod {
+                    // Volcano's TaskID is the pod's UID; a Pod without one (a hand-made
+                    // request) still gets its task's.
+                    uid: if gpu_pod.uid.is_empty() {
+                        info.uid.clone()
+                    } else {
+                        gpu_pod.uid.clone()
+                    },
+                    ..gpu_pod
+                },
+                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                gang,
+            })
+        });
+        lock(&self.tasks).insert(info.uid.clone(), task.clone());
+        Ok(task)
+    }
+
+    /// The epochs an answer computed now is valid for, with the view.
+    pub fn current(&self) -> ((Arc<ClusterView>, u64), Epochs) {
+        let (view, epoch) = self.app.view();
+        let epochs = (
+            epoch,
+            self.app.core.epoch(),
+            self.placements.load(Ordering::Acquire),
+        );
+        ((view, epoch), epochs)
+    }
+
+    /// The scores of `task` computed in `epochs`, if any.
+    pub fn cached_scores(&self, task: &Task, epochs: Epochs) -> Option<Arc<TaskScores>> {
+        lock(&self.scores)
+            .get(&task.pod.uid)
+            .filter(|(at, _)| *at == epochs)
+            .map(|(_, scores)| Arc::clone(scores))
+    }
+
+    /// The engine's scores of a shared task on every node of the view, from the cache when
+    /// computed in `epochs`, else from one `score-all` (on the engine thread, where the cache
+    /// is checked again: the session's predicate calls for one task arrive together).
+    pub async fn scores(
+        &self,
+        task: &Arc<Task>,
+        view: (Arc<ClusterView>, u64),
+        epochs: Epochs,
+    ) -> Result<Arc<TaskScores>, String> {
+        if let Some(scores) = self.cached_scores(task, epochs) {
+            return Ok(scores);
+        }
+        let cache = Arc::clone(&self.scores);
+        let task = Arc::clone(task);
+        let answer = self
+            .app
+            .decide("score-all", view, move |engine, view| {
+                if let Some((at, scores)) = lock(&cache).get(&task.pod.uid)
+                    && *at == epochs
+                {
+                    return Ok(Arc::clone(scores));
+                }
+                let scores = Arc::new(score_all(engine, view, &task)?);
+                lock(&cache).insert(task.pod.uid.clone(), (epochs, Arc::clone(&scores)));
+                Ok(scores)
+            })
+            .await;
+        flatten(answer)
+    }
+
+    /// Records `task`'s placement on `node` (for `deallocate`, and so that view rebuilds keep
+    /// it until the pod watcher shows it), and invalidates the session's scores.
+    pub fn record(&self, task: &Task, node: &str, gpus: &[String]) {
+        self.app.assume(&task.pod.uid, node, gpus.to_vec());
+        lock(&self.placed).insert(task.pod.uid.clone(), (node.to_owned(), gpus.to_vec()));
+        self.placements.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Forgets `task`'s placement; returns the GPUs it had.
+    pub fn unrecord(&self, task: &Task) -> Option<Vec<String>> {
+        let placed = lock(&self.placed).remove(&task.pod.uid);
+        self.app.forget(&task.pod.uid);
+        self.placements.fetch_add(1, Ordering::AcqRel);
+        placed.map(|(_, gpus)| gpus)
+    }
+}
+
+/// An engine call's two failures as one message.
+pub fn flatten<T>(
+    answer: Result<Result<T, EngineFailure>, tandem_adapter_core::CallError>,
+) -> Result<T, String> {
+    match answer {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(engine)) => Err(engine.to_string()),
+        Err(call) => Err(call.to_string()),
+    }
+}
+
+/// The engine's scores of a shared `task` on every node of `view`, from one `score-all`.
+pub fn score_all(
+    engine: &mut EngineState,
+    view: &ClusterView,
+    task: &Task,
+) -> Result<TaskScores, EngineFailure> {
+    let nodes: Vec<String> = view
+        .gpus()
+        .map(|gpu| gpu.node.as_str())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let scores = engine.node_scores(&task.job(), &nodes)?;
+    Ok(TaskScores {
+        fits: nodes
+            .into_iter()
+            .zip(scores)
+            .filter(|(_, best)| best.score > 0)
+            .map(|(node, best)| (node, best.score))
+            .collect(),
+    })
+}
+
+/// What the view alone says of `node` for `task`: a failure, or `None` when the engine (or the
+/// idle count) must judge.
+pub fn node_check(view: &ClusterView, task: &Task, node: &str) -> Option<PredicateResponse> {
+    match view.node(node) {
+        // A node the watchers have not shown yet: it may have GPUs in a moment.
+        None => Some(PredicateResponse::fail(
+            UNSCHEDULABLE,
+            "Tandem has not seen this node yet (it watches nodes; retry shortly)",
+        )),
+        Some(Err(why)) => Some(PredicateResponse::fail(
+            UNRESOLVABLE,
+            format!("Tandem: {why}"),
+        )),
+        Some(Ok(gpus)) if task.pod.gpus as usize > gpus.len() => Some(PredicateResponse::fail(
+            UNRESOLVABLE,
+            format!(
+                "Tandem: the task needs {} GPUs, the node has {}",
+                task.pod.gpus,
+                gpus.len()
+            ),
+        )),
+        Some(Ok(_)) => None,
+    }
+}
+
+/// Whether `node` has the idle GPUs a task that takes them alone needs, as the engine sees
+/// them now (this session's placements included).
+pub fn predicate_alone(engine: &EngineState, task: &Task, node: &str) -> PredicateResponse {
+    let idle = engine.idle_gpus(node);
+    if idle >= task.pod.gpus as usize {
+        return PredicateResponse::pass();
+    }
+    let why = if task.gang {
+        "gang members take GPUs alone"
+    } else {
+        "multi-GPU tasks take GPUs alone"
+    };
+    PredicateResponse::fail(
+        UNSCHEDULABLE,
+        format!(
+            "Tandem: the task needs {} idle GPU(s) ({why}), {idle} idle here",
+            task.pod.gpus
+        ),
+    )
+}
+
+/// The predicate of a shared task on `node` from its `scores`: passes where a GPU fits; where
+/// none does, the engine's reasons when no node fits at all (what a person reading the
+/// PodGroup's condition needs), else [`PASSED_OVER`] (reasons nobody reads cost an engine call
+/// per node).
+pub fn predicate_shared(
+    engine: &mut EngineState,
+    task: &Task,
+    node: &str,
+    scores: &TaskScores,
+) -> Result<PredicateResponse, EngineFailure> {
+    if scores.fits.contains_key(node) {
+        return Ok(PredicateResponse::pass());
+    }
+    if !scores.fits.is_empty() {
+        return Ok(PredicateResponse::fail(UNSCHEDULABLE, PASSED_OVER));
+    }
+    let why = engine
+        .why_not(&task.job(), &[node])?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    Ok(PredicateResponse::fail(
+        UNSCHEDULABLE,
+        format!("Tandem: no GPU fits: {why}"),
+    ))
+}
+
+/// How good each of `nodes` is for `task`, 0..=100 before the weight: the engine's best GPU
+/// score for a shared task (from `scores`); for a task taking GPUs alone, how little of the
+/// node it leaves fragmented (idle GPUs left over count against it).
+pub fn node_scores(
+    engine: &EngineState,
+    task: &Task,
+    nodes: &[String],
+    scores: Option<&TaskScores>,
+) -> Vec<u32> {
+    nodes
+        .iter()
+        .map(|node| {
+            if task.alone() {
+                let total = engine.handles().of_node(node).len() as u32;
+                let idle = engine.idle_gpus(node) as u32;
+                if total == 0 || idle < task.pod.gpus {
+                    0
+                } else {
+                    100 - 100 * (idle - task.pod.gpus) / total
+                }
+            } else {
+                scores
+                    .and_then(|s| s.fits.get(node))
+                    .copied()
+                    .map_or(0, u32::from)
+            }
+        })
+        .collect()
+}
+
+/// Places `task` on `node`: the engine's best GPU for a shared task, idle GPUs for one that
+/// takes them alone; recorded in the engine at once. `Ok(Err)` says why the node cannot take
+/// it any more.
+pub fn place(
+    engine: &mut EngineState,
+    task: &Task,
+    node: &str,
+) -> Result<Result<Vec<String>, String>, EngineFailure> {
+    if task.alone() {
+        engine.place_alone(&task.job(), node, task.pod.gpus)
+    } else {
+        engine.place(&task.job(), node, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use std::collections::BTreeMap;
+    use tandem_adapter_core::{EMBEDDED_ENGINE, JobKeys};
+    use tandem_api::{Outcome, Policy, Profile};
+    use tandem_host::{HostConfig, Runtime};
+    use tandem_kube_adapter::cluster::gpu_pod;
+
+    const RESOURCE: &str = "nvidia.com/gpu";
+
+    fn keys() -> JobKeys {
+        JobKeys::new(vec![3; 32]).unwrap()
+    }
+
+    fn node(name: &str, count: u32) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {
+                "nvidia.com/gpu.product": "Tesla-V100", "nvidia.com/gpu.memory": "16384"}},
+            "status": {"allocatable": {"nvidia.com/gpu": count.to_string()}},
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, gpus: u32, at: Option<(&str, &str)>) -> Pod {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"containers": [{"name": "main", "resources": {
+                "limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": "Pending"},
+        }))
+        .unwrap();
+        if let Some((node, gpu)) = at {
+            pod.spec.as_mut().unwrap().node_name = Some(node.to_owned());
+            pod.metadata.annotations = Some(BTreeMap::from([(
+                tandem_kube_adapter::cluster::GPU_ANNOTATION.to_owned(),
+                gpu.to_owned(),
+            )]));
+        }
+        pod
+    }
+
+    fn task(name: &str, gpus: u32, gang: bool) -> Task {
+        Task {
+            pod: gpu_pod(&pod(name, gpus, None), &keys(), RESOURCE).unwrap(),
+            namespace: "default".into(),
+            name: name.into(),
+            gang,
+        }
+    }
+
+    fn profile(util: f32, access: f32, mem: u32) -> Profile {
+        Profile {
+            gpu_util_pct: util,
+            mem_access_pct: access,
+            mem_used_mib: mem,
+            gpu_model: "V100".into(),
+        }
+    }
+
+    /// The real engine, knowing `p` suffers little beside `x` and much beside `y`; `big`
+    /// needs more memory than a V100 has.
+    fn engine(view: &ClusterView) -> EngineState {
+        let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()).unwrap();
+        let mut recommender = runtime.bootstrap(&Policy::default(), 1).unwrap();
+        let k = keys();
+        for (job, p) in [
+            ("x", profile(35.0, 12.0, 4_000)),
+            ("y", profile(92.0, 70.0, 5_000)),
+            ("p", profile(45.0, 20.0, 4_500)),
+            ("big", profile(60.0, 30.0, 20_000)),
+        ] {
+            recommender
+                .observe_profile(&k.key("default", job), &p)
+                .unwrap();
+        }
+        for _ in 0..3 {
+            for (partner, colocated) in [("x", [112.0, 110.0]), ("y", [195.0, 160.0])] {
+                recommender
+                    .observe_outcome(&Outcome {
+                        gpu_model: "V100".into(),
+                        jobs: vec![k.key("default", "p"), k.key("default", partner)],
+                        solo_s: vec![100.0, 100.0],
+                        colocated_s: colocated.to_vec(),
+                    })
+                    .unwrap();
+            }
+        }
+        let mut engine = EngineState::new(runtime, recommender);
+        engine.sync(view.gpus().cloned()).unwrap();
+        engine
+    }
+
+    fn view(nodes: &[Node], pods: &[Pod]) -> ClusterView {
+        let k = keys();
+        ClusterView::build(
+            nodes,
+            pods.iter().filter_map(|p| gpu_pod(p, &k, RESOURCE)),
+            RESOURCE,
+        )
+    }
+
+    #[test]
+    fn a_task_that_fits_nowhere_fails_every_node_with_the_engines_reason() {
+        let view = view(&[node("a", 1), node("cpu", 0)], &[]);
+        let mut engine = engine(&view);
+        let big = task("big", 1, false);
+        let scores = score_all(&mut engine, &view, &big).unwrap();
+        assert!(scores.fits.is_empty());
+        let failed = predicate_shared(&mut engine, &big, "a", &scores).unwrap();
+        assert_eq!(failed.code, UNSCHEDULABLE);
+        assert!(failed.message.contains("needs 20000 MiB"), "{failed:?}");
+        let cpu = node_check(&view, &big, "cpu").unwrap();
+        assert_eq!(cpu.code, UNRESOLVABLE);
+        assert!(cpu.message.contains("no nvidia.com/gpu"), "{cpu:?}");
+        assert_eq!(
+            node_check(&view, &big, "ghost").unwrap().code,
+            UNSCHEDULABLE
+        );
+    }
+
+    #[test]
+    fn prioritize_prefers_the_co_runner_the_engine_predicts_better() {
+        let view = view(
+            &[node("a", 1), node("b", 1)],
+            &[
+                pod("x", 1, Some(("a", "a/0"))),
+                pod("y", 1, Some(("b", "b/0"))),
+            ],
+        );
+        let mut engine = engine(&view);
+        let p = task("p", 1, false);
+        let scores = score_all(&mut engine, &view, &p).unwrap();
+        let nodes = ["a".to_owned(), "b".to_owned()];
+        let ranked = node_scores(&engine, &p, &nodes, Some(&scores));
+        assert!(ranked[0] > ranked[1], "{ranked:?}");
+        assert_eq!(place(&mut engine, &p, "a").unwrap(), Ok(vec!["a/0".into()]));
+    }
+
+    #[test]
+    fn gang_members_take_idle_gpus_only_and_see_each_others_placements() {
+        let view = view(&[node("a", 2)], &[pod("x", 1, Some(("a", "a/0")))]);
+        let mut engine = engine(&view);
+        let first = task("g-0", 1, true);
+        let second = task("g-1", 1, true);
+        assert!(first.alone() && !task("p", 1, false).alone() && task("m", 2, false).alone());
+        assert_eq!(
+            predicate_alone(&engine, &first, "a"),
+            PredicateResponse::pass()
+        );
+        assert_eq!(
+            place(&mut engine, &first, "a").unwrap(),
+            Ok(vec!["a/1".into()])
+        );
+        // The GPU the first member took is no longer idle: the second fails here.
+        let failed = predicate_alone(&engine, &second, "a");
+        assert_eq!(failed.code, UNSCHEDULABLE);
+        assert!(
+            failed.message.contains("gang members take GPUs alone"),
+            "{failed:?}"
+        );
+        assert!(place(&mut engine, &second, "a").unwrap().is_err());
+        engine.unplace(&first.pod.job, &["a/1".to_owned()]).unwrap();
+        assert_eq!(node_scores(&engine, &second, &["a".into()], None), [100]);
+    }
+}

@@ -1,0 +1,315 @@
+//! The verbs vc-scheduler's `extender` plugin calls (`POST /<verb>`): `onSessionOpen`,
+//! `onSessionClose`, `predicate`, `prioritize`, `allocate`, `deallocate`.
+//!
+//! The core serves the rest (intake, `/v1/knowledge`, health, metrics) under its limits. A body
+//! that does not parse gets `400` with the offending field named. An engine that fails or does
+//! not answer in time makes a verb fail open (the node passes, every node scores 0, the
+//! allocation goes ahead unrecorded), as `extender.ignorable: true` would for an adapter that
+//! is down; both are counted (`tandem_fail_opens_total`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::post;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tandem_adapter_core::http::{Failure, parse, timed};
+use tandem_kube_adapter::cluster::GPU_ANNOTATION;
+
+use crate::extender::{self, Task, Volcano, flatten};
+use crate::wire::{
+    EventRequest, EventResponse, PredicateRequest, PredicateResponse, PrioritizeRequest,
+    PrioritizeResponse, SessionOpenRequest, TaskInfo,
+};
+
+/// The Volcano extender is a front-end on the adapter core.
+impl tandem_adapter_core::Frontend for Volcano {
+    const TYPE: &'static str = "vc-scheduler extender";
+
+    fn routes(self: Arc<Self>) -> Router {
+        routes(self)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.app.is_ready()
+    }
+}
+
+/// The verbs' routes, named as in deploy/volcano/volcano-scheduler.conf.
+pub fn routes(volcano: Arc<Volcano>) -> Router {
+    Router::new()
+        .route("/onSessionOpen", post(session_open))
+        .route("/onSessionClose", post(session_close))
+        .route("/predicate", post(predicate))
+        .route("/prioritize", post(prioritize))
+        .route("/allocate", post(allocate))
+        .route("/deallocate", post(deallocate))
+        .with_state(volcano)
+}
+
+/// The task of a request, or `400` naming what is wrong with its pod.
+fn task_of(volcano: &Volcano, verb: &str, info: &TaskInfo) -> Result<Option<Arc<Task>>, Failure> {
+    volcano.task(info).map_err(|why| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid {verb} request at `task.Pod`: {why}"),
+        )
+    })
+}
+
+async fn session_open(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response {
+    let core = Arc::clone(&volcano.app.core);
+    timed(&core, "onSessionOpen", async move {
+        let request: SessionOpenRequest = parse("onSessionOpen", &body)?;
+        let gangs: HashMap<String, i32> = request
+            .jobs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, job)| (id, job.min_available))
+            .collect();
+        tracing::debug!(jobs = gangs.len(), "session opened");
+        volcano.open_session(gangs);
+        Ok(axum::Json(serde_json::json!({})))
+    })
+    .await
+}
+
+async fn session_close(State(volcano): State<Arc<Volcano>>) -> Response {
+    let core = Arc::clone(&volcano.app.core);
+    timed(&core, "onSessionClose", async move {
+        volcano.close_session();
+        Ok(axum::Json(serde_json::json!({})))
+    })
+    .await
+}
+
+async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response {
+    let core = Arc::clone(&volcano.app.core);
+    timed(&core, "predicate", async move {
+        let request: PredicateRequest = parse("predicate", &body)?;
+        let Some(task) = task_of(&volcano, "predicate", &request.task)? else {
+            return Ok(axum::Json(PredicateResponse::pass()));
+        };
+        if !volcano.app.is_ready() {
+            volcano.app.core.metrics.fail_open("predicate");
+            return Ok(axum::Json(PredicateResponse::pass()));
+        }
+        let node = request.node.name;
+        let (view, epochs) = volcano.current();
+        if let Some(failed) = extender::node_check(&view.0, &task, &node) {
+            return Ok(axum::Json(failed));
+        }
+        let answer = if task.alone() {
+            let task = Arc::clone(&task);
+            flatten(
+                volcano
+                    .app
+                    .decide("predicate", view, move |engine, _| {
+                        Ok(extender::predicate_alone(engine, &task, &node))
+                    })
+                    .await,
+            )
+        } else {
+            match volcano.scores(&task, view.clone(), epochs).await {
+                // The common case needs no engine call: the node fits.
+                Ok(scores) if scores.fits.contains_key(&node) => Ok(PredicateResponse::pass()),
+                Ok(scores) => {
+                    let task = Arc::clone(&task);
+                    flatten(
+                        volcano
+                            .app
+                            .decide("predicate", view, move |engine, _| {
+                                extender::predicate_shared(engine, &task, &node, &scores)
+                            })
+                            .await,
+                    )
+                }
+                Err(error) => Err(error),
+            }
+        };
+        Ok(axum::Json(answer.unwrap_or_else(|error| {
+            fail_open(&volcano, "predicate", &error);
+            PredicateResponse::pass()
+        })))
+    })
+    .await
+}
+
+/// Counts and logs a verb failing open because the engine failed.
+fn fail_open(volcano: &Volcano, verb: &'static str, error: &str) {
+    volcano.app.core.metrics.engine_errors.inc();
+    volcano.app.core.metrics.fail_open(verb);
+    tracing::error!(verb, %error, "the engine failed; failing open");
+}
+
+async fn prioritize(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response {
+    let core = Arc::clone(&volcano.app.core);
+    timed(&core, "prioritize", async move {
+        let request: PrioritizeRequest = parse("prioritize", &body)?;
+        let nodes: Vec<String> = request.nodes.into_iter().map(|n| n.name).collect();
+        let zeros = |nodes: &[String]| PrioritizeResponse {
+            node_score: nodes.iter().map(|n| (n.clone(), 0.0)).collect(),
+            error_message: String::new(),
+        };
+        let Some(task) = task_of(&volcano, "prioritize", &request.task)? else {
+            return Ok(axum::Json(zeros(&nodes)));
+        };
+        let (view, epochs) = volcano.current();
+        let scores = if task.alone() {
+            Ok(None)
+        } else {
+            volcano.scores(&task, view.clone(), epochs).await.map(Some)
+        };
+        let ranked = match scores {
+            Ok(scores) => {
+                let (task, names) = (Arc::clone(&task), nodes.clone());
+                flatten(
+                    volcano
+                        .app
+                        .decide("prioritize", view, move |engine, _| {
+                            Ok(extender::node_scores(
+                                engine,
+                                &task,
+                                &names,
+                                scores.as_deref(),
+                            ))
+                        })
+                        .await,
+                )
+            }
+            Err(error) => Err(error),
+        };
+        match ranked {
+            Ok(ranked) => Ok(axum::Json(PrioritizeResponse {
+                node_score: nodes
+                    .into_iter()
+                    .zip(ranked)
+                    .map(|(node, score)| (node, f64::from(score) * volcano.score_weight))
+                    .collect(),
+                error_message: String::new(),
+            })),
+            Err(error) => {
+                // Equal scores leave the choice to vc-scheduler's own node-order plugins.
+                fail_open(&volcano, "prioritize", &error);
+                Ok(axum::Json(zeros(&nodes)))
+            }
+        }
+    })
+    .await
+}
+
+async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response {
+    let core = Arc::clone(&volcano.app.core);
+    timed(&core, "allocate", async move {
+        let request: EventRequest = parse("allocate", &body)?;
+        let Some(task) = task_of(&volcano, "allocate", &request.task)? else {
+            return Ok(axum::Json(EventResponse::default()));
+        };
+        let node = request.task.node_name;
+        if node.is_empty() {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid allocate request at `task.NodeName`: empty (an allocated task names its node)",
+            ));
+        }
+        let placed = {
+            let (task, node) = (Arc::clone(&task), node.clone());
+            let (view, _) = volcano.current();
+            flatten(
+                volcano
+                    .app
+                    .decide("allocate", view, move |engine, _| {
+                        extender::place(engine, &task, &node)
+                    })
+                    .await,
+            )
+        };
+        let gpus = match placed {
+            Ok(Ok(gpus)) => gpus,
+            // Another allocation of this session took what the predicate saw: vc-scheduler
+            // undoes this one and tries again.
+            Ok(Err(why)) => {
+                return Ok(axum::Json(EventResponse {
+                    error_message: format!("Tandem: {why}"),
+                }));
+            }
+            Err(error) => {
+                fail_open(&volcano, "allocate", &error);
+                return Ok(axum::Json(EventResponse::default()));
+            }
+        };
+        volcano.record(&task, &node, &gpus);
+        if let Err(error) = annotate(&volcano, &task, Some(&gpus.join(","))).await {
+            // The pod would run on a GPU Tandem cannot show: undo, and let the allocation fail.
+            volcano.unrecord(&task);
+            undo(&volcano, &task, gpus).await;
+            return Ok(axum::Json(EventResponse {
+                error_message: format!("Tandem: cannot record the GPU on the pod: {error}"),
+            }));
+        }
+        tracing::info!(%node, gpus = %gpus.join(","), gang = task.gang, "allocated");
+        Ok(axum::Json(EventResponse::default()))
+    })
+    .await
+}
+
+async fn deallocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response {
+    let core = Arc::clone(&volcano.app.core);
+    timed(&core, "deallocate", async move {
+        let request: EventRequest = parse("deallocate", &body)?;
+        let Some(task) = task_of(&volcano, "deallocate", &request.task)? else {
+            return Ok(axum::Json(EventResponse::default()));
+        };
+        if let Some(gpus) = volcano.unrecord(&task) {
+            undo(&volcano, &task, gpus).await;
+            if let Err(error) = annotate(&volcano, &task, None).await {
+                // The watcher will see a pending pod naming a GPU; it holds none until bound.
+                tracing::warn!(%error, "could not remove the GPU record of a deallocated task");
+            }
+            tracing::info!("deallocated");
+        }
+        Ok(axum::Json(EventResponse::default()))
+    })
+    .await
+}
+
+/// Takes `task` off `gpus` in the engine.
+async fn undo(volcano: &Volcano, task: &Task, gpus: Vec<String>) {
+    let job = task.pod.job.clone();
+    if let Err(error) = flatten(
+        volcano
+            .app
+            .core
+            .decide("unplace", move |engine| engine.unplace(&job, &gpus))
+            .await,
+    ) {
+        tracing::warn!(%error, "could not take an undone placement off the engine's view");
+    }
+}
+
+/// Writes (or, with `None`, removes) the GPU annotation on the task's pod. vc-scheduler binds
+/// the pod itself at the end of the session, so the annotation is a patch of its own, made
+/// before `allocate` answers. Nothing to write on a fixed cluster.
+async fn annotate(volcano: &Volcano, task: &Task, gpus: Option<&str>) -> Result<(), String> {
+    let Some(client) = volcano.app.client() else {
+        return Ok(());
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &task.namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {GPU_ANNOTATION: gpus}}});
+    let patched = tokio::time::timeout(
+        volcano.app.scheduler_timeout,
+        pods.patch(&task.name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await;
+    match patched {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("the API server did not answer in time".to_owned()),
+    }
+}

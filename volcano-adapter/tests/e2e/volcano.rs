@@ -1,0 +1,643 @@
+//! Tandem inside a real vc-scheduler: the acceptance scenarios of the Volcano adapter.
+//!
+//! One control plane with Volcano's CRDs, vc-scheduler configured as
+//! deploy/volcano/volcano-scheduler.conf configures it (the extender `ignorable`), and the
+//! adapter as a separate process; then, in order, each scenario on nodes of its own (pods
+//! select them by label):
+//!
+//! - (f) malformed verb bodies get `400` with the field named, and the adapter stays up;
+//! - the test, acting as a node profiler holding the cluster secret, posts keyed profiles and
+//!   outcomes to the intake;
+//! - (b)+(c) a task with two candidate GPUs lands beside the co-runner the engine predicts it
+//!   suffers least with (both predictions printed), and the pod's annotation names the GPU;
+//! - (a) a task whose memory fits no GPU stays Pending, Tandem's reason in its PodGroup's
+//!   condition or events;
+//! - (e) a gang of two one-GPU tasks lands on two different idle GPUs, not beside a co-runner;
+//! - (d) with the adapter killed, vc-scheduler keeps scheduling (`ignorable: true`); restarted,
+//!   the adapter resumes from the knowledge base stored in the cluster with nothing lost.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use serde_json::{Value, json};
+use tandem_adapter_core::JobKeys;
+use tandem_xtask::volcano::VolcanoBuild;
+
+use crate::cluster::{
+    ChildProcess, Cluster, ensure_namespace, free_port, free_ports, insecure_http_client,
+    spawn_logged, tail, wait_for_binding,
+};
+
+const NAMESPACE: &str = "e2e";
+const SYSTEM: &str = "tandem-system";
+const TOKEN: &str = "e2e-intake-token";
+const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+/// deploy/volcano/volcano-scheduler.conf, with the adapter's URL for this test.
+fn scheduler_conf(adapter_port: u16) -> String {
+    let deployed = include_str!("../../../deploy/volcano/volcano-scheduler.conf");
+    deployed.replace(
+        "http://tandem-volcano-adapter.tandem-system.svc:8888",
+        &format!("http://127.0.0.1:{adapter_port}"),
+    )
+}
+
+/// vc-scheduler: built by xtask, started against `cluster`, waited for until healthy.
+struct Scheduler {
+    process: ChildProcess,
+}
+
+impl Scheduler {
+    async fn start(cluster: &Cluster, build: &VolcanoBuild, conf: &str) -> Result<Self> {
+        let conf_path = cluster.dir().join("volcano-scheduler.conf");
+        std::fs::write(&conf_path, conf)?;
+        let [metrics, health] = free_ports()?;
+        let mut command = Command::new(&build.scheduler);
+        command
+            .arg(format!(
+                "--kubeconfig={}",
+                cluster.kubeconfig_path().display()
+            ))
+            .arg(format!("--scheduler-conf={}", conf_path.display()))
+            .arg("--scheduler-name=volcano")
+            .arg("--leader-elect=false")
+            .arg("--schedule-period=500ms")
+            .arg(format!("--listen-address=127.0.0.1:{metrics}"))
+            .arg("--enable-healthz=true")
+            .arg(format!("--healthz-address=127.0.0.1:{health}"))
+            .arg("-v=3");
+        let mut process = spawn_logged(command, &cluster.dir().join("vc-scheduler.log"))?;
+        let http = insecure_http_client()?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(r) = http
+                .get(format!("http://127.0.0.1:{health}/healthz"))
+                .send()
+                .await
+                && r.status().is_success()
+            {
+                return Ok(Self { process });
+            }
+            ensure!(
+                process.is_running() && Instant::now() < deadline,
+                "vc-scheduler did not get healthy:\n{}",
+                process.log_tail(40)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.process.log_path()).unwrap_or_default()
+    }
+}
+
+/// Installs every CRD of Volcano's source and waits until each is established.
+async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("no CRDs in {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)
+            .with_context(|| format!("{} is not a CRD", path.display()))?;
+        names.push(crd.metadata.name.clone().unwrap_or_default());
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .with_context(|| format!("could not create the CRD of {}", path.display()))?;
+    }
+    ensure!(!names.is_empty(), "no CRDs in {}", dir.display());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for name in names {
+        loop {
+            let crd = crds.get(&name).await?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            ensure!(Instant::now() < deadline, "CRD {name} not established");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// The adapter process and how to reach it.
+struct Adapter {
+    process: ChildProcess,
+    url: String,
+}
+
+fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
+    let dir = cluster.dir();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-volcano-adapter"));
+    command
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--namespace", SYSTEM, "--identity", "e2e-volcano-adapter"])
+        .arg("--id-secret-file")
+        .arg(dir.join("id-secret"))
+        .arg("--intake-token-file")
+        .arg(dir.join("intake-token"))
+        .env(
+            "RUST_LOG",
+            "tandem_volcano_adapter=debug,tandem_kube_adapter=debug,info",
+        );
+    Ok(Adapter {
+        process: spawn_logged(command, log)?,
+        url: format!("http://127.0.0.1:{port}"),
+    })
+}
+
+async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        ensure!(
+            adapter.process.is_running(),
+            "the adapter exited:\n{}",
+            adapter.process.log_tail(40)
+        );
+        if let Ok(r) = http.get(format!("{}/readyz", adapter.url)).send().await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the adapter did not get ready:\n{}",
+            adapter.process.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Posts `body` to the intake as a profiler would; a 503 (no leader yet) is retried a while.
+async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        ensure!(status.is_success(), "{url}: {status}: {text}");
+        return Ok(serde_json::from_str(&text)?);
+    }
+}
+
+async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
+    let response = http
+        .get(format!("{}/v1/knowledge", adapter.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await?;
+    ensure!(
+        response.status().is_success(),
+        "knowledge: {}",
+        response.status()
+    );
+    Ok(response.json().await?)
+}
+
+fn profile(util: f32, access: f32, mem: u32) -> Value {
+    json!({ "gpu_util_pct": util, "mem_access_pct": access, "mem_used_mib": mem, "gpu_model": "V100" })
+}
+
+/// A node of scenario `scenario` with one V100 advertised as two `nvidia.com/gpu` units
+/// (time-slicing; `nvidia.com/gpu.count` says one device), so Volcano's own resource check
+/// lets two tasks share it and Tandem decides whether they do.
+async fn create_node(client: &kube::Client, name: &str, scenario: &str) -> Result<()> {
+    let resources = json!({ "cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2" });
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "tandem-e2e/scenario": scenario,
+                "nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB",
+                "nvidia.com/gpu.memory": "16384",
+                "nvidia.com/gpu.count": "1",
+            },
+        },
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "tandem-e2e: no kubelet, the test says so" }],
+        },
+    }))?;
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .with_context(|| format!("could not create node {name}"))?;
+    Ok(())
+}
+
+fn podgroup_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", "PodGroup"),
+        "podgroups",
+    )
+}
+
+/// A PodGroup of `min_member` in the default queue.
+async fn create_podgroup(client: &kube::Client, name: &str, min_member: u32) -> Result<()> {
+    let resource = podgroup_resource();
+    let podgroups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+    let podgroup: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": { "minMember": min_member, "queue": "default" },
+    }))?;
+    podgroups
+        .create(&PostParams::default(), &podgroup)
+        .await
+        .with_context(|| format!("could not create PodGroup {name}"))?;
+    Ok(())
+}
+
+/// A pod of job `job` in PodGroup `group` asking for one GPU on the nodes of `scenario`, for
+/// vc-scheduler; bound to `at` = (node, gpu) if given (a co-runner placed earlier).
+fn task_pod(
+    name: &str,
+    job: &str,
+    group: &str,
+    scenario: &str,
+    at: Option<(&str, &str)>,
+) -> Result<Pod> {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": { "tandem.dev/job": job },
+            "annotations": { "scheduling.k8s.io/group-name": group },
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": { "tandem-e2e/scenario": scenario },
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/none",
+                "resources": {
+                    "requests": { "cpu": "100m" },
+                    "limits": { "nvidia.com/gpu": "1" },
+                },
+            }],
+        },
+    });
+    if let Some((node, gpu)) = at {
+        pod["spec"]["nodeName"] = json!(node);
+        pod["metadata"]["annotations"]["tandem.dev/gpu"] = json!(gpu);
+    }
+    Ok(serde_json::from_value(pod)?)
+}
+
+fn annotation(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("tandem.dev/gpu").cloned())
+}
+
+/// What a person sees of why `pod` of PodGroup `group` waits: the PodGroup's condition
+/// messages and the events of both.
+async fn reasons(client: &kube::Client, pod: &str, group: &str) -> Result<Vec<String>> {
+    let resource = podgroup_resource();
+    let podgroups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+    let mut found: Vec<String> = podgroups
+        .get(group)
+        .await?
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            c["message"]
+                .as_str()
+                .map(|m| format!("PodGroup condition: {m}"))
+        })
+        .collect();
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    found.extend(
+        events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(
+                |e| matches!(e.involved_object.name.as_deref(), Some(n) if n == pod || n == group),
+            )
+            .filter_map(|e| e.message.map(|m| format!("event: {m}"))),
+    );
+    Ok(found)
+}
+
+#[tokio::test]
+async fn tandem_decides_inside_a_real_vc_scheduler() -> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let build = tokio::task::spawn_blocking(move || VolcanoBuild::from_env(&root)).await??;
+    let port = free_port()?;
+    let cluster = Cluster::start_control_plane().await?;
+    let adapter_log: PathBuf = cluster.dir().join("adapter.log");
+    let mut scheduler = None;
+    let result = scenario(&cluster, &build, port, &adapter_log, &mut scheduler).await;
+    if result.is_err() {
+        eprintln!("{}", cluster.log_tails());
+        eprintln!(
+            "--- vc-scheduler ---\n{}",
+            tail(&cluster.dir().join("vc-scheduler.log"), 60)
+        );
+        eprintln!("--- adapter ---\n{}", tail(&adapter_log, 60));
+    }
+    drop(scheduler);
+    result
+}
+
+async fn scenario(
+    cluster: &Cluster,
+    build: &VolcanoBuild,
+    port: u16,
+    adapter_log: &Path,
+    scheduler: &mut Option<Scheduler>,
+) -> Result<()> {
+    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
+    std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
+    let keys = JobKeys::from_file(&cluster.dir().join("id-secret"))?;
+    let key = |job: &str| keys.key(NAMESPACE, job);
+    let client = cluster.client().await?;
+    install_crds(&client, &build.crds()).await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    let http = reqwest::Client::new();
+    let mut adapter = start_adapter(cluster, port, adapter_log)?;
+    wait_ready(&http, &mut adapter).await?;
+    *scheduler = Some(Scheduler::start(cluster, build, &scheduler_conf(port)).await?);
+
+    // (f) Malformed verb bodies: 400 naming the field, and the adapter keeps serving.
+    for (verb, body, expect) in [
+        ("predicate", r#"{"task": {"UID": 5}}"#, "task.UID"),
+        ("predicate", r#"{"task": {"UID": "u", "Pod": {}}}"#, "node"),
+        (
+            "prioritize",
+            r#"{"task": {"UID": "u", "Pod": {}}, "nodes": "n1"}"#,
+            "nodes",
+        ),
+        (
+            "allocate",
+            r#"{"task": {"UID": "u", "Pod": {"metadata": {"name": 7}}}}"#,
+            "task.Pod",
+        ),
+        (
+            "onSessionOpen",
+            r#"{"Jobs": {"ns/pg": {"MinAvailable": "two"}}}"#,
+            "Jobs.ns/pg.MinAvailable",
+        ),
+        ("deallocate", "not json", "deallocate"),
+    ] {
+        let response = http
+            .post(format!("{}/{verb}", adapter.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        println!("(f) POST /{verb} {body} -> {status} {text}");
+        ensure!(
+            status == 400,
+            "/{verb} with {body:?} answered {status}: {text}"
+        );
+        ensure!(
+            text.contains(expect),
+            "/{verb}: {text:?} does not name {expect:?}"
+        );
+    }
+    wait_ready(&http, &mut adapter).await?;
+
+    // The test plays the node profiler: keyed profiles, then measured outcomes. p suffers
+    // little beside x and a lot beside y; big needs more memory than a V100 has.
+    post(
+        &http,
+        &format!("{}/v1/profiles", adapter.url),
+        json!({ "profiles": [
+            { "job": key("x"), "profile": profile(35.0, 12.0, 4_000) },
+            { "job": key("y"), "profile": profile(92.0, 70.0, 5_000) },
+            { "job": key("p"), "profile": profile(45.0, 20.0, 4_500) },
+            { "job": key("big"), "profile": profile(60.0, 30.0, 20_000) },
+            { "job": key("g"), "profile": profile(40.0, 20.0, 3_000) },
+        ]}),
+    )
+    .await?;
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        outcomes.push(json!({ "gpu_model": "V100", "jobs": [key("p"), key("x")], "solo_s": [100.0, 100.0], "colocated_s": [112.0, 110.0] }));
+        outcomes.push(json!({ "gpu_model": "V100", "jobs": [key("p"), key("y")], "solo_s": [100.0, 100.0], "colocated_s": [195.0, 160.0] }));
+    }
+    post(
+        &http,
+        &format!("{}/v1/outcomes", adapter.url),
+        json!({ "outcomes": outcomes }),
+    )
+    .await?;
+    let v100 = json!({ "model": "V100", "memory_mib": 16_384 });
+    let predict = |jobs: Value| {
+        let (http, url, gpu) = (
+            http.clone(),
+            format!("{}/v1/predict", adapter.url),
+            v100.clone(),
+        );
+        async move { post(&http, &url, json!({ "jobs": jobs, "gpu": gpu })).await }
+    };
+    let with_x = predict(json!([key("p"), key("x")])).await?;
+    let with_y = predict(json!([key("p"), key("y")])).await?;
+    println!("(b) engine prediction for p beside x on V100: {with_x}");
+    println!("(b) engine prediction for p beside y on V100: {with_y}");
+    let slowdown = |v: &Value| v["slowdown_pct"][0].as_f64().unwrap_or(f64::NAN);
+    ensure!(
+        slowdown(&with_x) < slowdown(&with_y),
+        "the engine should predict p slows down less beside x"
+    );
+
+    // (b) x runs on b-1, y on b-2 (placed earlier); p is the pending task.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let params = PostParams::default();
+    for (node, scenario) in [
+        ("b-1", "b"),
+        ("b-2", "b"),
+        ("a-1", "a"),
+        ("e-1", "e"),
+        ("e-2", "e"),
+        ("e-3", "e"),
+        ("d-1", "d"),
+    ] {
+        create_node(&client, node, scenario).await?;
+    }
+    pods.create(
+        &params,
+        &task_pod("x-run", "x", "pg-x", "b", Some(("b-1", "b-1/0")))?,
+    )
+    .await?;
+    pods.create(
+        &params,
+        &task_pod("y-run", "y", "pg-y", "b", Some(("b-2", "b-2/0")))?,
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    create_podgroup(&client, "pg-p", 1).await?;
+    pods.create(&params, &task_pod("p-run", "p", "pg-p", "b", None)?)
+        .await?;
+    let node = wait_for_binding(&client, NAMESPACE, "p-run", Duration::from_secs(60)).await;
+    println!("(b) p-run was bound to {node:?}");
+    ensure!(
+        node.as_deref() == Some("b-1"),
+        "p-run should share with x on b-1, got {node:?}"
+    );
+
+    // (c) The annotation names the GPU.
+    let bound = pods.get("p-run").await?;
+    println!(
+        "(c) p-run annotation tandem.dev/gpu = {:?}",
+        annotation(&bound)
+    );
+    ensure!(annotation(&bound).as_deref() == Some("b-1/0"));
+
+    // (a) big needs 20,000 MiB: no GPU fits; it stays Pending with Tandem's reason shown.
+    create_podgroup(&client, "pg-big", 1).await?;
+    pods.create(&params, &task_pod("big-run", "big", "pg-big", "a", None)?)
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let reason = loop {
+        let found = reasons(&client, "big-run", "pg-big").await?;
+        if let Some(reason) = found.iter().find(|m| m.contains("Tandem")) {
+            break reason.clone();
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no Tandem reason for big-run: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("(a) big-run: {reason}");
+    ensure!(
+        reason.contains("needs 20000 MiB"),
+        "the reason should give the memory: {reason}"
+    );
+    ensure!(
+        pods.get("big-run")
+            .await?
+            .spec
+            .and_then(|s| s.node_name)
+            .is_none()
+    );
+
+    // (e) A gang of two: e-1's GPU holds a co-runner, e-2 and e-3 are idle. Volcano alone
+    // could put both members on one GPU (each node advertises two units); Tandem gives each
+    // an idle GPU of its own.
+    pods.create(
+        &params,
+        &task_pod("x-e", "x", "pg-xe", "e", Some(("e-1", "e-1/0")))?,
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    create_podgroup(&client, "pg-gang", 2).await?;
+    for member in ["gang-0", "gang-1"] {
+        pods.create(&params, &task_pod(member, "g", "pg-gang", "e", None)?)
+            .await?;
+    }
+    let mut gpus = Vec::new();
+    for member in ["gang-0", "gang-1"] {
+        let node = wait_for_binding(&client, NAMESPACE, member, Duration::from_secs(60)).await;
+        let gpu = annotation(&pods.get(member).await?);
+        println!("(e) {member} was bound to {node:?}, tandem.dev/gpu = {gpu:?}");
+        ensure!(node.is_some(), "{member} was not scheduled");
+        gpus.push(gpu.context("a gang member has no GPU record")?);
+    }
+    ensure!(gpus[0] != gpus[1], "the gang members share {}", gpus[0]);
+    ensure!(
+        !gpus.contains(&"e-1/0".to_owned()),
+        "a gang member shares with x-e: {gpus:?}"
+    );
+
+    // (d) Kill the adapter: vc-scheduler goes on without it (ignorable).
+    let before = knowledge(&http, &adapter).await?;
+    let stored: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
+    ensure!(
+        stored.get_opt("tandem-knowledge").await?.is_some(),
+        "no knowledge base in the cluster"
+    );
+    adapter.process.kill_now();
+    create_podgroup(&client, "pg-q", 1).await?;
+    pods.create(&params, &task_pod("q-run", "q", "pg-q", "d", None)?)
+        .await?;
+    let node = wait_for_binding(&client, NAMESPACE, "q-run", Duration::from_secs(60)).await;
+    println!("(d) with the adapter down, q-run was bound to {node:?}");
+    ensure!(
+        node.is_some(),
+        "vc-scheduler did not schedule without the adapter"
+    );
+    let log = scheduler.as_ref().map(Scheduler::log).unwrap_or_default();
+    let failed_call = log
+        .lines()
+        .find(|l| l.contains("failed with error") && l.contains("connection refused"))
+        .unwrap_or_default();
+    println!("(d) vc-scheduler log: {failed_call}");
+    ensure!(
+        !failed_call.is_empty(),
+        "vc-scheduler did not log the failed extender call"
+    );
+
+    // Restarted, it resumes from the ConfigMap: the same knowledge, nothing lost.
+    let mut adapter = start_adapter(cluster, port, &cluster.dir().join("adapter-2.log"))?;
+    wait_ready(&http, &mut adapter).await?;
+    let after = knowledge(&http, &adapter).await?;
+    for field in ["profiles", "outcomes", "residual_observations", "pairs"] {
+        println!(
+            "(d) knowledge {field}: before kill {} / after restart {}",
+            before[field], after[field]
+        );
+        ensure!(
+            before[field] == after[field],
+            "{field} changed across the restart"
+        );
+    }
+    let again = predict(json!([key("p"), key("x")])).await?;
+    ensure!(
+        again == with_x,
+        "the restarted engine predicts differently: {again} vs {with_x}"
+    );
+    // And it decides again: a task on d-1 (its GPU holds q-run, bound while Tandem was down)
+    // gets Tandem's GPU record.
+    create_podgroup(&client, "pg-p2", 1).await?;
+    pods.create(&params, &task_pod("p2-run", "p", "pg-p2", "d", None)?)
+        .await?;
+    let node = wait_for_binding(&client, NAMESPACE, "p2-run", Duration::from_secs(60)).await;
+    let gpu = annotation(&pods.get("p2-run").await?);
+    println!("(d) after the restart, p2-run was bound to {node:?}, tandem.dev/gpu = {gpu:?}");
+    ensure!(
+        gpu.as_deref() == Some("d-1/0"),
+        "the restarted adapter did not record p2-run's GPU"
+    );
+    Ok(())
+}
