@@ -13,6 +13,7 @@ use crate::guest::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, ensure_plugin_scheduler};
 use crate::process::{display, fresh_cargo, run};
+use crate::slurm::ensure_slurm_packages;
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
 
 /// The engine guest, built by `cargo xtask component`.
@@ -173,6 +174,15 @@ pub const TIERS: &[Tier] = &[
         // kube-scheduler to the gate (about half an hour on two cores, the first time).
         in_gate: false,
     },
+    Tier {
+        name: "slurm",
+        what: "munged, slurmctld and slurmd from Debian with Tandem's SPANK plugin and job_submit.lua",
+        package: "tandem-slurm-adapter",
+        feature: "e2e",
+        test: "e2e",
+        filter: None,
+        in_gate: false,
+    },
 ];
 
 impl Tier {
@@ -212,6 +222,8 @@ impl Tier {
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
+    // The SPANK plugin's bindings are generated from Slurm's headers by every workspace build.
+    ensure_slurm_packages()?;
     for (index, step) in GATE.iter().enumerate() {
         if index == 1 {
             eprintln!("==> import cycles between modules");
@@ -256,6 +268,11 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             eprintln!("==> tandem-kube-scheduler: {}", binary.display());
             cargo.env(PLUGIN_SCHEDULER_VAR, &binary);
             shown.push_str(&format!("{PLUGIN_SCHEDULER_VAR}={} ", binary.display()));
+        }
+        if tier.name == "slurm" {
+            ensure_slurm_packages()?;
+            // The plugin slurmd loads; the suite finds it beside the service binary.
+            run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
         }
         shown.push_str(&display_as_cargo(&cargo));
         eprintln!("==> {shown}");
