@@ -242,7 +242,9 @@ mod tests {
         let stored = store.read().unwrap().unwrap();
         assert_eq!(stored.engine, b"\x00engine\nbytes");
         assert_eq!(stored.version, v1);
-        let v2 = store.write(Some(&v1), b"new", &AdapterState::default()).unwrap();
+        let v2 = store
+            .write(Some(&v1), b"new", &AdapterState::default())
+            .unwrap();
         assert_ne!(v1, v2);
         // A writer still at v1 (or one that thinks there is no file) missed v2.
         assert!(matches!(

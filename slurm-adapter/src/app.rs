@@ -395,7 +395,7 @@ impl App {
                         .set_policy(&own)
                         .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
                 }
-                let answer = work(state, &mut table, &gpus);
+                let answer = work(state, &mut table, gpus.as_slice());
                 if switched {
                     state
                         .recommender()

@@ -72,7 +72,11 @@ impl Fields {
                 .insert(key.trim().to_owned(), value.trim().to_owned())
                 .is_some()
             {
-                return Err(bad(format!("line {}: `{}` is given twice", i + 1, key.trim())));
+                return Err(bad(format!(
+                    "line {}: `{}` is given twice",
+                    i + 1,
+                    key.trim()
+                )));
             }
         }
         Ok(Self(fields))
@@ -80,11 +84,18 @@ impl Fields {
 
     /// The value of `key`, if given and not empty.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str).filter(|v| !v.is_empty())
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// The value of `key` as a number.
-    pub fn number<T: std::str::FromStr>(&self, what: &str, key: &str) -> Result<Option<T>, Failure> {
+    pub fn number<T: std::str::FromStr>(
+        &self,
+        what: &str,
+        key: &str,
+    ) -> Result<Option<T>, Failure> {
         self.get(key)
             .map(|v| {
                 v.parse().map_err(|_| {
@@ -100,7 +111,10 @@ impl Fields {
     /// The submission the fields describe (`uid`, `name`, `objective`).
     pub fn submission(&self, what: &str) -> Result<Submission, Failure> {
         let bad = |m: String| {
-            Failure::new(StatusCode::BAD_REQUEST, format!("invalid {what} request: {m}"))
+            Failure::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid {what} request: {m}"),
+            )
         };
         let uid = self
             .number(what, "uid")?
@@ -111,7 +125,10 @@ impl Fields {
         }
         let objective = self
             .get("objective")
-            .map(|o| o.parse::<Objective>().map_err(|e| bad(format!("objective: {e}"))))
+            .map(|o| {
+                o.parse::<Objective>()
+                    .map_err(|e| bad(format!("objective: {e}")))
+            })
             .transpose()?;
         Ok(Submission {
             uid,
@@ -160,7 +177,12 @@ async fn start(State(app): State<Arc<App>>, body: Bytes) -> Response {
     let core = Arc::clone(&app.core);
     timed(&core, "start", async move {
         let fields = Fields::parse("start", &body)?;
-        let bad = |m: &str| Failure::new(StatusCode::BAD_REQUEST, format!("invalid start request: {m}"));
+        let bad = |m: &str| {
+            Failure::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid start request: {m}"),
+            )
+        };
         let start = Start {
             slurm_job: fields
                 .number("start", "job")?
@@ -197,7 +219,10 @@ async fn finish(State(app): State<Arc<App>>, body: Bytes) -> Response {
     timed(&core, "finish", async move {
         let fields = Fields::parse("finish", &body)?;
         let job: u32 = fields.number("finish", "job")?.ok_or_else(|| {
-            Failure::new(StatusCode::BAD_REQUEST, "invalid finish request: `job` is missing")
+            Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid finish request: `job` is missing",
+            )
         })?;
         let elapsed: f64 = fields.number("finish", "elapsed")?.unwrap_or(f64::NAN);
         Ok(if app.finish(job, elapsed).await {
@@ -231,7 +256,8 @@ mod tests {
 
     #[test]
     fn fields_parse_and_bad_ones_are_named() {
-        let fields = Fields::parse("t", b"uid=1000\nname=resnet~2\nobjective=max-packing\n").unwrap();
+        let fields =
+            Fields::parse("t", b"uid=1000\nname=resnet~2\nobjective=max-packing\n").unwrap();
         let s = fields.submission("t").unwrap();
         assert_eq!((s.uid, s.name.as_deref()), (1000, Some("resnet~2")));
         assert_eq!(s.objective, Some(Objective::MaxPacking));
@@ -239,7 +265,10 @@ mod tests {
         assert!(e.message.contains("line 2"), "{}", e.message);
         let e = Fields::parse("t", b"uid=1\nuid=2").unwrap_err();
         assert!(e.message.contains("twice"), "{}", e.message);
-        let e = Fields::parse("t", b"uid=x").unwrap().submission("t").unwrap_err();
+        let e = Fields::parse("t", b"uid=x")
+            .unwrap()
+            .submission("t")
+            .unwrap_err();
         assert!(e.message.contains("`uid`"), "{}", e.message);
         let e = Fields::parse("t", b"uid=1\nobjective=fastest")
             .unwrap()

@@ -159,7 +159,11 @@ fn gpu_groups(node: &str, gres: &str) -> Result<Vec<(String, u32)>, NodesError> 
 pub fn spec(kind: &str, memory: &[(String, u32)], default_mib: u32) -> GpuSpec {
     let (model, known) = tandem_adapter_core::gpu_models::gpu_model(kind);
     let given = memory.iter().find(|(k, _)| k == kind).map(|(_, m)| *m);
-    let model = if kind.is_empty() { "gpu".to_owned() } else { model };
+    let model = if kind.is_empty() {
+        "gpu".to_owned()
+    } else {
+        model
+    };
     GpuSpec::new(model, given.or(known).unwrap_or(default_mib))
 }
 
@@ -207,7 +211,10 @@ NodeName=gpu4 Gres=gpu:t4:1 State=DOWN*
     fn types_name_models_and_memories() {
         assert_eq!(spec("v100", &[], 1).memory_mib, 16_384);
         assert_eq!(spec("v100", &[], 1).model, "V100");
-        assert_eq!(spec("rtx8000", &[("rtx8000".into(), 49_152)], 1).memory_mib, 49_152);
+        assert_eq!(
+            spec("rtx8000", &[("rtx8000".into(), 49_152)], 1).memory_mib,
+            49_152
+        );
         assert_eq!(spec("", &[], 12_000).memory_mib, 12_000);
     }
 }

@@ -129,7 +129,10 @@ mod tests {
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
         assert!(parse_duration("1h").unwrap_err().contains("1h"));
-        assert_eq!(parse_type_memory("RTX8000=49152"), Ok(("rtx8000".into(), 49_152)));
+        assert_eq!(
+            parse_type_memory("RTX8000=49152"),
+            Ok(("rtx8000".into(), 49_152))
+        );
         assert!(parse_type_memory("x").unwrap_err().contains("TYPE=MiB"));
         assert!(parse_type_memory("x=big").unwrap_err().contains("`big`"));
     }

@@ -52,7 +52,11 @@ fn intake_token(options: &Options) -> anyhow::Result<Option<String>> {
             let token = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the intake token {}", path.display()))?;
             let token = token.trim().to_owned();
-            anyhow::ensure!(!token.is_empty(), "{}: the intake token is empty", path.display());
+            anyhow::ensure!(
+                !token.is_empty(),
+                "{}: the intake token is empty",
+                path.display()
+            );
             Ok(token)
         })
         .transpose()
@@ -65,10 +69,12 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let runtime = options.runtime()?;
     let policy = options.policy();
     let store = FileStore::new(&options.knowledge);
-    let stored = store
-        .load()
-        .await
-        .with_context(|| format!("cannot read the knowledge base {}", options.knowledge.display()))?;
+    let stored = store.load().await.with_context(|| {
+        format!(
+            "cannot read the knowledge base {}",
+            options.knowledge.display()
+        )
+    })?;
     let (mut recommender, resumed) = match stored {
         Some(s) => {
             tracing::info!(
@@ -76,7 +82,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 version = %s.version,
                 "resuming from the stored knowledge base"
             );
-            (runtime.load(&s.engine)?, Some((s.version, s.adapter.ledger)))
+            (
+                runtime.load(&s.engine)?,
+                Some((s.version, s.adapter.ledger)),
+            )
         }
         None => {
             tracing::info!("no stored knowledge base; starting from the bundled seed profiles");

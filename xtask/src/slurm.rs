@@ -9,7 +9,13 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 
 /// Debian packages the Slurm adapter's build and end-to-end tier need.
-pub const PACKAGES: &[&str] = &["slurm-wlm", "munge", "libslurm-dev", "libclang-dev", "lua-socket"];
+pub const PACKAGES: &[&str] = &[
+    "slurm-wlm",
+    "munge",
+    "libslurm-dev",
+    "libclang-dev",
+    "lua-socket",
+];
 
 /// Files whose presence shows each package is installed.
 const MARKERS: &[&str] = &[
@@ -20,12 +26,16 @@ const MARKERS: &[&str] = &[
 ];
 
 fn libclang_present() -> bool {
-    ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"]
-        .iter()
-        .filter_map(|dir| std::fs::read_dir(dir).ok())
-        .flatten()
-        .flatten()
-        .any(|entry| entry.file_name().to_string_lossy().starts_with("libclang"))
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ]
+    .iter()
+    .filter_map(|dir| std::fs::read_dir(dir).ok())
+    .flatten()
+    .flatten()
+    .any(|entry| entry.file_name().to_string_lossy().starts_with("libclang"))
 }
 
 /// Installs [`PACKAGES`] with apt-get unless they are all there (idempotent).
@@ -33,7 +43,10 @@ pub fn ensure_slurm_packages() -> Result<()> {
     if MARKERS.iter().all(|m| Path::new(m).exists()) && libclang_present() {
         return Ok(());
     }
-    eprintln!("==> installing Debian packages for Slurm: {}", PACKAGES.join(" "));
+    eprintln!(
+        "==> installing Debian packages for Slurm: {}",
+        PACKAGES.join(" ")
+    );
     let install = |update: bool| -> Result<bool> {
         if update {
             let status = Command::new("apt-get").arg("update").status()?;

@@ -35,7 +35,12 @@ fn getenv(spank: spank_sys::spank_t, name: &CStr) -> Option<String> {
     // SAFETY: `spank` is the running callback's handle; `buffer` holds `len` writable bytes
     // and spank_getenv writes a NUL-terminated value of at most that many.
     let status = unsafe {
-        spank_sys::spank_getenv(spank, name.as_ptr(), buffer.as_mut_ptr(), buffer.len() as c_int)
+        spank_sys::spank_getenv(
+            spank,
+            name.as_ptr(),
+            buffer.as_mut_ptr(),
+            buffer.len() as c_int,
+        )
     };
     if status != spank_sys::ESPANK_SUCCESS {
         return None;
@@ -88,7 +93,9 @@ unsafe extern "C" fn option_given(val: c_int, optarg: *const c_char, _remote: c_
         String::new()
     } else {
         // SAFETY: a non-null `optarg` is the option's NUL-terminated value, alive for the call.
-        unsafe { CStr::from_ptr(optarg) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(optarg) }
+            .to_string_lossy()
+            .into_owned()
     };
     with_state(|state| match val {
         OPT_TANDEM => state.tandem = Some(value),
@@ -189,9 +196,14 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
         return -1;
     }
     let ctx = context();
-    if ctx == spank_sys::spank_context_S_CTX_LOCAL || ctx == spank_sys::spank_context_S_CTX_ALLOCATOR
+    if ctx == spank_sys::spank_context_S_CTX_LOCAL
+        || ctx == spank_sys::spank_context_S_CTX_ALLOCATOR
     {
-        let value = if objective.is_empty() { "default" } else { &objective };
+        let value = if objective.is_empty() {
+            "default"
+        } else {
+            &objective
+        };
         let handed = job_control_setenv(spank, c"TANDEM", value)
             && name
                 .as_deref()
@@ -217,7 +229,8 @@ pub unsafe extern "C" fn slurm_spank_user_init(
     if context() != spank_sys::spank_context_S_CTX_REMOTE {
         return 0;
     }
-    let (config, tandem, name) = with_state(|s| (s.config.clone(), s.tandem.clone(), s.name.clone()));
+    let (config, tandem, name) =
+        with_state(|s| (s.config.clone(), s.tandem.clone(), s.name.clone()));
     let Some(objective) = tandem else {
         return 0;
     };
@@ -226,10 +239,20 @@ pub unsafe extern "C" fn slurm_spank_user_init(
         item_u32(spank, spank_sys::spank_item_S_JOB_STEPID),
         item_u32(spank, spank_sys::spank_item_S_JOB_UID),
     ) else {
-        log(true, "tandem: cannot read the job's id; it keeps the GPU Slurm gave it");
+        log(
+            true,
+            "tandem: cannot read the job's id; it keeps the GPU Slurm gave it",
+        );
         return 0;
     };
-    let node = getenv(spank, c"SLURMD_NODENAME").unwrap_or_default();
+    // Slurm's name for the node; the host name where slurmstepd does not set it (the usual
+    // NodeName).
+    let node = getenv(spank, c"SLURMD_NODENAME")
+        .or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+            Some(host.trim().split('.').next().unwrap_or_default().to_owned())
+        })
+        .unwrap_or_default();
     let mut body = format!("job={job}\nnode={node}\nuid={uid}\n");
     if !objective.is_empty() {
         body.push_str(&format!("objective={objective}\n"));
@@ -248,15 +271,23 @@ pub unsafe extern "C" fn slurm_spank_user_init(
                 s.grant = Some((index, mps));
             });
             set_gpu(spank, index, mps);
-            log(false, &format!("tandem: job {job} runs on GPU {index} of {node}"));
+            log(
+                false,
+                &format!("tandem: job {job} runs on GPU {index} of {node}"),
+            );
         }
         Ok(Grant::None(why)) => {
             with_state(|s| s.started = Some((job, step, Instant::now())));
-            log(false, &format!("tandem: no GPU for job {job} ({why}); it keeps the GPU Slurm gave it"));
+            log(
+                false,
+                &format!("tandem: no GPU for job {job} ({why}); it keeps the GPU Slurm gave it"),
+            );
         }
         Err(error) => log(
             true,
-            &format!("tandem: the service did not answer ({error}); job {job} keeps the GPU Slurm gave it"),
+            &format!(
+                "tandem: the service did not answer ({error}); job {job} keeps the GPU Slurm gave it"
+            ),
         ),
     }
     0
@@ -265,7 +296,11 @@ pub unsafe extern "C" fn slurm_spank_user_init(
 fn set_gpu(spank: spank_sys::spank_t, index: u32, mps: Option<u32>) {
     let mut set = setenv(spank, c"CUDA_VISIBLE_DEVICES", &index.to_string());
     if let Some(mps) = mps {
-        set &= setenv(spank, c"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", &mps.to_string());
+        set &= setenv(
+            spank,
+            c"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+            &mps.to_string(),
+        );
     }
     if !set {
         log(true, "tandem: cannot set the job's CUDA_VISIBLE_DEVICES");
@@ -316,7 +351,10 @@ pub unsafe extern "C" fn slurm_spank_exit(
     let elapsed = at.elapsed().as_secs_f64();
     let body = format!("job={job}\nelapsed={elapsed:.3}\n");
     if let Err(error) = post(&config, "/v1/slurm/finish", &body) {
-        log(true, &format!("tandem: cannot report the end of job {job}: {error}"));
+        log(
+            true,
+            &format!("tandem: cannot report the end of job {job}: {error}"),
+        );
     }
     0
 }

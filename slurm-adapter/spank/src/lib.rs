@@ -37,22 +37,34 @@ include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 
 /// Name of the plugin, as Slurm reads it.
 #[unsafe(no_mangle)]
-#[expect(non_upper_case_globals, reason = "Slurm's loader looks this symbol up by name")]
+#[expect(
+    non_upper_case_globals,
+    reason = "Slurm's loader looks this symbol up by name"
+)]
 pub static plugin_name: [u8; 7] = *b"tandem\0";
 
 /// Kind of plugin, as Slurm reads it.
 #[unsafe(no_mangle)]
-#[expect(non_upper_case_globals, reason = "Slurm's loader looks this symbol up by name")]
+#[expect(
+    non_upper_case_globals,
+    reason = "Slurm's loader looks this symbol up by name"
+)]
 pub static plugin_type: [u8; 6] = *b"spank\0";
 
 /// Slurm release the plugin was built for; the loader refuses any other.
 #[unsafe(no_mangle)]
-#[expect(non_upper_case_globals, reason = "Slurm's loader looks this symbol up by name")]
+#[expect(
+    non_upper_case_globals,
+    reason = "Slurm's loader looks this symbol up by name"
+)]
 pub static plugin_version: c_uint = SLURM_VERSION_NUMBER;
 
 /// SPANK API version, as `SPANK_PLUGIN` in <slurm/spank.h> sets it.
 #[unsafe(no_mangle)]
-#[expect(non_upper_case_globals, reason = "Slurm's loader looks this symbol up by name")]
+#[expect(
+    non_upper_case_globals,
+    reason = "Slurm's loader looks this symbol up by name"
+)]
 pub static spank_plugin_version: c_uint = SLURM_VERSION_NUMBER;
 
 /// The objectives `--tandem=` accepts.
@@ -171,7 +183,10 @@ pub fn post(config: &Config, path: &str, body: &str) -> Result<String, String> {
     let started = Instant::now();
     let mut stream = TcpStream::connect_timeout(&address, config.timeout)
         .map_err(|e| format!("cannot connect to {address}: {e}"))?;
-    let left = config.timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+    let left = config
+        .timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(1));
     let io = |e: std::io::Error| format!("{address}{path}: {e}");
     stream.set_read_timeout(Some(left)).map_err(io)?;
     stream.set_write_timeout(Some(left)).map_err(io)?;
@@ -190,7 +205,10 @@ pub fn post(config: &Config, path: &str, body: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{address}{path}: not an HTTP answer"))?;
     let status = head.split_whitespace().nth(1).unwrap_or_default();
     if status != "200" {
-        return Err(format!("{address}{path} answered {status}: {}", body.trim()));
+        return Err(format!(
+            "{address}{path} answered {status}: {}",
+            body.trim()
+        ));
     }
     Ok(body.to_owned())
 }
@@ -211,7 +229,9 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 fn with_state<T>(work: impl FnOnce(&mut State) -> T) -> T {
     // A panic elsewhere must not leave every later job without the plugin.
-    let mut guard = STATE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut guard = STATE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     work(guard.get_or_insert_with(State::default))
 }
 

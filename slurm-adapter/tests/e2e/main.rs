@@ -7,7 +7,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
@@ -271,23 +271,37 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     let bad = cluster.sbatch(&["--tandem=fastest"], "bad", "true");
     let stderr = String::from_utf8_lossy(&bad.stderr);
     println!("(e) sbatch --tandem=fastest: {}", stderr.trim());
-    ensure!(!bad.status.success() && stderr.contains("'fastest'"), "{stderr}");
+    ensure!(
+        !bad.status.success() && stderr.contains("'fastest'"),
+        "{stderr}"
+    );
     let help = cluster.slurm("sbatch", &["--help"]);
     ensure!(String::from_utf8_lossy(&help.stdout).contains("--tandem"));
 
     post_profiles(&cluster)?;
 
     // (b) A job whose memory fits no GPU is refused with the reason.
-    let big = cluster.sbatch(&["--tandem", "--tandem-name=big", "--gres=shard:1"], "big", "true");
+    let big = cluster.sbatch(
+        &["--tandem", "--tandem-name=big", "--gres=shard:1"],
+        "big",
+        "true",
+    );
     let stderr = String::from_utf8_lossy(&big.stderr);
     println!("(b) sbatch --tandem-name=big: {}", stderr.trim());
-    ensure!(!big.status.success() && stderr.contains("fits no GPU"), "{stderr}");
+    ensure!(
+        !big.status.success() && stderr.contains("fits no GPU"),
+        "{stderr}"
+    );
 
     // (a) Residents, then two jobs: each gets the GPU the engine prefers.
     let mut residents = Vec::new();
     for name in ["light", "heavy"] {
         let job = Cluster::job_id(&cluster.sbatch(
-            &["--tandem", &format!("--tandem-name={name}"), "--gres=shard:1"],
+            &[
+                "--tandem",
+                &format!("--tandem-name={name}"),
+                "--gres=shard:1",
+            ],
             name,
             "echo CVD=$CUDA_VISIBLE_DEVICES; sleep 300",
         ))?;
@@ -296,7 +310,11 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     }
     for name in ["p", "q"] {
         let job = Cluster::job_id(&cluster.sbatch(
-            &["--tandem", &format!("--tandem-name={name}"), "--gres=shard:1"],
+            &[
+                "--tandem",
+                &format!("--tandem-name={name}"),
+                "--gres=shard:1",
+            ],
             name,
             "echo CVD=$CUDA_VISIBLE_DEVICES; sleep 2",
         ))?;
@@ -307,7 +325,10 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         let printed = output_of(&cluster, name);
         let placement = cluster.placement_of(job)?;
         let chosen = placement["gpu"].as_str().unwrap_or_default().to_owned();
-        println!("(a) job {name}: printed {}; placed on {chosen}", printed.trim());
+        println!(
+            "(a) job {name}: printed {}; placed on {chosen}",
+            printed.trim()
+        );
         let mut best = (0, String::new());
         for alt in placement["alternatives"].as_array().into_iter().flatten() {
             let gpu = alt["gpu"].as_str().unwrap_or_default();
@@ -321,7 +342,11 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
                 best = (score, gpu.to_owned());
             }
         }
-        ensure!(best.1 == chosen, "{name}: the best-scored GPU is {}, placed on {chosen}", best.1);
+        ensure!(
+            best.1 == chosen,
+            "{name}: the best-scored GPU is {}, placed on {chosen}",
+            best.1
+        );
         let index = placement["index"].as_u64().unwrap_or(99);
         ensure!(
             printed.contains(&format!("CVD={index}\n")),
@@ -336,7 +361,10 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         .find(|x| x["job"].as_str() == Some(&key("p")))
         .map(|x| x["gpu"].clone());
     println!("(a) light resident on {light}, p on {p:?}");
-    ensure!(p.as_ref() == Some(&light), "p should share with the light resident");
+    ensure!(
+        p.as_ref() == Some(&light),
+        "p should share with the light resident"
+    );
     for job in &residents {
         cluster.slurm("scancel", &[&job.to_string()]);
         wait_state(&cluster, *job, &["GONE", "CANCELLED", "COMPLETED"])?;
@@ -346,7 +374,11 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     let learned_before = metric(&cluster, "tandem_outcomes_learned_total")?;
     for name in ["s1", "s2"] {
         let job = Cluster::job_id(&cluster.sbatch(
-            &["--tandem", &format!("--tandem-name={name}"), "--gres=shard:1"],
+            &[
+                "--tandem",
+                &format!("--tandem-name={name}"),
+                "--gres=shard:1",
+            ],
             name,
             "sleep 3",
         ))?;
@@ -355,7 +387,11 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     let mut pair = Vec::new();
     for name in ["s1", "s2"] {
         pair.push(Cluster::job_id(&cluster.sbatch(
-            &["--tandem=max-packing", &format!("--tandem-name={name}"), "--gres=shard:1"],
+            &[
+                "--tandem=max-packing",
+                &format!("--tandem-name={name}"),
+                "--gres=shard:1",
+            ],
             &format!("{name}-pair"),
             "sleep 6",
         ))?);
@@ -387,9 +423,11 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         "echo ran",
     ))?;
     wait_state(&cluster, job, &["COMPLETED", "GONE"])?;
-    wait_for("the fail-open job's output", Duration::from_secs(20), || {
-        Ok(output_of(&cluster, "failopen").contains("ran"))
-    })?;
+    wait_for(
+        "the fail-open job's output",
+        Duration::from_secs(20),
+        || Ok(output_of(&cluster, "failopen").contains("ran")),
+    )?;
     let log = std::fs::read_to_string(cluster.dir.join("log/slurmctld.log"))?;
     let warning = log
         .lines()
@@ -398,7 +436,10 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     println!("(c) job {job} ran without the service; slurmctld.log: {warning}");
     cluster.start_service()?;
     let (_, resumed) = http(cluster.port, "GET", "/v1/knowledge", "")?;
-    ensure!(resumed == knowledge, "the knowledge base changed across the restart");
+    ensure!(
+        resumed == knowledge,
+        "the knowledge base changed across the restart"
+    );
     println!("(c) restarted: /v1/knowledge is what it was before the stop");
 
     // The placement hook's time per submission, as it measures itself (held jobs never run).
@@ -422,7 +463,11 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    ensure!(times.len() >= 30, "only {} hook timings logged", times.len());
+    ensure!(
+        times.len() >= 30,
+        "only {} hook timings logged",
+        times.len()
+    );
     let pct = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     println!(
         "placement hook per submission ({} submissions): p50 {:.3} ms, p99 {:.3} ms",
