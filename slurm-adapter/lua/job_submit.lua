@@ -7,7 +7,7 @@ controller host needs the service's address. It runs under slurmctld's locks, so
 short HTTP request with a hard time limit and fails open: whenever the service is down, slow or
 answers anything unexpected, the job is submitted unchanged and a warning is logged.
 
-For a job submitted with --tandem (the SPANK plugin passes it as SPANK_TANDEM in the job-control
+For a job submitted with --tandem (the SPANK plugin passes it as TANDEM in the job-control
 environment) it asks tandem-slurm-adapter where the job should run and:
   - place NODE INDEX TOKEN: sets the job's node list to NODE, and (batch jobs) TANDEM_PLACEMENT
     in its environment, with which the SPANK plugin claims the GPU on the node;
@@ -78,7 +78,7 @@ local function post(path, body)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
-   local objective = spank_env(job_desc, "SPANK_TANDEM")
+   local objective = spank_env(job_desc, "TANDEM")
    if objective == nil then
       return slurm.SUCCESS
    end
@@ -86,7 +86,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    if objective ~= "default" then
       body = body .. "objective=" .. objective .. "\n"
    end
-   local name = spank_env(job_desc, "SPANK_TANDEM_NAME")
+   local name = spank_env(job_desc, "TANDEM_NAME")
    if name ~= nil then
       body = body .. "name=" .. name .. "\n"
    end

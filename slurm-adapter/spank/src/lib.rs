@@ -37,34 +37,18 @@ include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 
 /// Name of the plugin, as Slurm reads it.
 #[unsafe(no_mangle)]
-#[expect(
-    non_upper_case_globals,
-    reason = "Slurm's loader looks this symbol up by name"
-)]
 pub static plugin_name: [u8; 7] = *b"tandem\0";
 
 /// Kind of plugin, as Slurm reads it.
 #[unsafe(no_mangle)]
-#[expect(
-    non_upper_case_globals,
-    reason = "Slurm's loader looks this symbol up by name"
-)]
 pub static plugin_type: [u8; 6] = *b"spank\0";
 
 /// Slurm release the plugin was built for; the loader refuses any other.
 #[unsafe(no_mangle)]
-#[expect(
-    non_upper_case_globals,
-    reason = "Slurm's loader looks this symbol up by name"
-)]
 pub static plugin_version: c_uint = SLURM_VERSION_NUMBER;
 
 /// SPANK API version, as `SPANK_PLUGIN` in <slurm/spank.h> sets it.
 #[unsafe(no_mangle)]
-#[expect(
-    non_upper_case_globals,
-    reason = "Slurm's loader looks this symbol up by name"
-)]
 pub static spank_plugin_version: c_uint = SLURM_VERSION_NUMBER;
 
 /// The objectives `--tandem=` accepts.

@@ -60,5 +60,7 @@ CONF
 echo "required $plugin service=$service timeout_ms=1000" > "$dir/etc/plugstack.conf"
 cp "$lua" "$dir/etc/job_submit.lua"
 export SLURM_CONF="$dir/etc/slurm.conf"
+# job_submit.lua reads the service address from slurmctld's environment.
+export TANDEM_SERVICE="$service"
 /usr/sbin/slurmctld -i
 /usr/sbin/slurmd
