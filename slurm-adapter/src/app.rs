@@ -540,7 +540,7 @@ impl App {
     pub async fn start(&self, start: Start) -> Result<Result<Grant, EngineFailure>, CallError> {
         let mps = self.settings.mps_percentage;
         let ttl = self.settings.pending_ttl;
-        let grant = |table: &Table, token: &str| {
+        let grant = move |table: &Table, token: &str| {
             let p = &table.placements[token];
             let sharing = table
                 .placements
