@@ -668,25 +668,33 @@ fn refuse_or_pass(
     }
     let mut specs: Vec<&GpuSpec> = gpus.iter().map(|g| &g.spec).collect();
     specs.dedup();
-    let mut needs = 0;
+    let mut why = Vec::new();
     for spec in specs {
-        let alone = state
+        // The engine answers `infeasible` when the job alone overflows the GPU.
+        match state
             .recommender()
             .predict(std::slice::from_ref(job), spec)
-            .map_err(tandem_adapter_core::engine::failed("predict"))?;
-        if alone.peak_mem_mib <= spec.memory_mib {
-            return Ok(Verdict::Pass(
-                "no GPU can take it now; Slurm queues it".into(),
-            ));
+            .map_err(tandem_adapter_core::engine::failed("predict"))
+        {
+            Ok(alone) if alone.peak_mem_mib <= spec.memory_mib => {
+                return Ok(Verdict::Pass(
+                    "no GPU can take it now; Slurm queues it".into(),
+                ));
+            }
+            Ok(alone) => why.push(format!(
+                "it needs {} MiB, a {} has {} MiB",
+                alone.peak_mem_mib, spec.model, spec.memory_mib
+            )),
+            Err(failure) if failure.is_refusal() => why.push(failure.source.to_string()),
+            Err(failure) => return Err(failure),
         }
-        needs = needs.max(alone.peak_mem_mib);
     }
-    let largest = gpus.iter().map(|g| g.spec.memory_mib).max().unwrap_or(0);
     let mut nodes: Vec<&str> = gpus.iter().map(|g| g.node.as_str()).collect();
     nodes.dedup();
     let reasons = state.why_not(job, &nodes)?;
     Ok(Verdict::Refuse(format!(
-        "the job's predicted peak GPU memory, {needs} MiB, fits no GPU of this cluster (the largest has {largest} MiB): {}",
+        "the job's predicted GPU memory fits no GPU of this cluster: {}; {}",
+        why.join("; "),
         reasons.join("; ")
     )))
 }

@@ -6,6 +6,18 @@
 set -eu
 cmd=$1 dir=$2
 if [ "$cmd" = stop ]; then
+  # Jobs first, so that no slurmstepd or job outlives the daemons.
+  if [ -f "$dir/slurmctld.pid" ]; then
+    jobs=$(SLURM_CONF="$dir/etc/slurm.conf" squeue -h -o %i 2>/dev/null || true)
+    if [ -n "$jobs" ]; then
+      SLURM_CONF="$dir/etc/slurm.conf" scancel $jobs 2>/dev/null || true
+      i=0
+      while [ $i -lt 20 ] && [ -n "$(SLURM_CONF="$dir/etc/slurm.conf" squeue -h -o %i 2>/dev/null)" ]; do
+        sleep 0.5; i=$((i + 1))
+      done
+      sleep 1
+    fi
+  fi
   for pid in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
     [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
   done

@@ -360,7 +360,7 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         .flatten()
         .find(|x| x["job"].as_str() == Some(&key("p")))
         .map(|x| x["gpu"].clone());
-    println!("(a) light resident on {light}, p on {p:?}");
+    println!("(a) residents: light on {light}; p went to {p:?}");
     ensure!(
         p.as_ref() == Some(&light),
         "p should share with the light resident"
