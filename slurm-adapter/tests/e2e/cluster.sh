@@ -19,7 +19,12 @@ if [ "$cmd" = stop ]; then
     fi
   fi
   for pid in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
-    [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
+    [ -f "$pid" ] || continue
+    p=$(cat "$pid")
+    kill "$p" 2>/dev/null || continue
+    # slurmctld saves its state before it exits: wait for it (10 s at most).
+    i=0
+    while [ $i -lt 40 ] && kill -0 "$p" 2>/dev/null; do sleep 0.25; i=$((i + 1)); done
   done
   exit 0
 fi
