@@ -5,7 +5,8 @@
 //! write names the version it replaces, so a writer that missed someone else's write gets
 //! [`StoreError::Conflict`] instead of silently overwriting it. Kubernetes adapters keep it in
 //! a ConfigMap written with `resourceVersion` preconditions (`tandem-kube-adapter`'s
-//! `ConfigMapStore`); a single-controller scheduler such as Slurm keeps it in a file.
+//! `ConfigMapStore`); a single-controller scheduler such as Slurm keeps it in a file
+//! ([`FileStore`]).
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -75,4 +76,206 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         engine: &'a [u8],
         adapter: &'a AdapterState,
     ) -> BoxFuture<'a, Result<String, StoreError>>;
+}
+
+/// The knowledge base in one file on the controller host, for schedulers with a single
+/// controller (Slurm).
+///
+/// The file is a format line, a JSON header (version, engine size, the core's state) and the
+/// engine's snapshot as raw bytes. Every write goes to a temporary file beside it, is
+/// fsynced, renamed over the old file and the directory fsynced, so a crash at any point leaves
+/// either the old knowledge base or the new one, never a mix; an observation is acknowledged
+/// only after that. The version is a generation number kept in the file: a write names the
+/// generation it replaces, so a second writer on the same file gets [`StoreError::Conflict`].
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    path: std::path::PathBuf,
+}
+
+/// First line of a knowledge-base file.
+pub const FILE_FORMAT: &str = "tandem-kb-file/1";
+
+#[derive(Serialize, Deserialize)]
+struct FileHeader {
+    version: u64,
+    engine_bytes: usize,
+    adapter: AdapterState,
+}
+
+impl FileStore {
+    /// The knowledge base at `path` (created by the first write).
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn malformed(&self, why: impl Into<String>) -> StoreError {
+        StoreError::Malformed {
+            name: self.path.display().to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// Reads the file; `None` if it does not exist.
+    pub fn read(&self) -> Result<Option<Stored>, StoreError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::Backend(Box::new(e))),
+        };
+        let mut lines = bytes.splitn(3, |&b| b == b'\n');
+        let format = lines.next().unwrap_or_default();
+        if format != FILE_FORMAT.as_bytes() {
+            return Err(self.malformed(format!(
+                "the first line is not {FILE_FORMAT:?} (wrong file?)"
+            )));
+        }
+        let header: FileHeader = serde_json::from_slice(lines.next().unwrap_or_default())
+            .map_err(|e| self.malformed(format!("line 2 (header): {e}")))?;
+        let engine = lines.next().unwrap_or_default();
+        if engine.len() != header.engine_bytes {
+            return Err(self.malformed(format!(
+                "the engine snapshot is {} bytes, the header says {} (truncated?)",
+                engine.len(),
+                header.engine_bytes
+            )));
+        }
+        Ok(Some(Stored {
+            engine: engine.to_vec(),
+            adapter: header.adapter,
+            version: header.version.to_string(),
+        }))
+    }
+
+    /// Writes the file atomically if it is still at `version` (`None`: if it does not exist).
+    pub fn write(
+        &self,
+        version: Option<&str>,
+        engine: &[u8],
+        adapter: &AdapterState,
+    ) -> Result<String, StoreError> {
+        use std::io::Write as _;
+        let current = self.read()?.map(|s| s.version);
+        if current.as_deref() != version {
+            return Err(StoreError::Conflict(self.path.display().to_string()));
+        }
+        let next = current
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(1, |v| v + 1);
+        let header = serde_json::to_vec(&FileHeader {
+            version: next,
+            engine_bytes: engine.len(),
+            adapter: adapter.clone(),
+        })
+        .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let backend = |e: std::io::Error| StoreError::Backend(Box::new(e));
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => std::path::Path::new("."),
+        };
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "knowledge".into());
+        let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let written = (|| {
+            let mut file = std::fs::File::create(&temp)?;
+            file.write_all(FILE_FORMAT.as_bytes())?;
+            file.write_all(b"\n")?;
+            file.write_all(&header)?;
+            file.write_all(b"\n")?;
+            file.write_all(engine)?;
+            file.sync_all()?;
+            std::fs::rename(&temp, &self.path)?;
+            // The rename is durable only once the directory is.
+            std::fs::File::open(dir)?.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(backend(e));
+        }
+        Ok(next.to_string())
+    }
+}
+
+impl KnowledgeStore for FileStore {
+    fn load(&self) -> BoxFuture<'_, Result<Option<Stored>, StoreError>> {
+        // Small files on a local disk: reading them inline costs less than a blocking task.
+        Box::pin(std::future::ready(self.read()))
+    }
+
+    fn save<'a>(
+        &'a self,
+        version: Option<&'a str>,
+        engine: &'a [u8],
+        adapter: &'a AdapterState,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(std::future::ready(self.write(version, engine, adapter)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_file_store_round_trips_and_refuses_a_stale_writer() {
+        let dir = temp_dir("file-store");
+        let store = FileStore::new(dir.join("kb"));
+        assert!(store.read().unwrap().is_none());
+        let v1 = store
+            .write(None, b"\x00engine\nbytes", &AdapterState::default())
+            .unwrap();
+        let stored = store.read().unwrap().unwrap();
+        assert_eq!(stored.engine, b"\x00engine\nbytes");
+        assert_eq!(stored.version, v1);
+        let v2 = store
+            .write(Some(&v1), b"new", &AdapterState::default())
+            .unwrap();
+        assert_ne!(v1, v2);
+        // A writer still at v1 (or one that thinks there is no file) missed v2.
+        assert!(matches!(
+            store.write(Some(&v1), b"old", &AdapterState::default()),
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            store.write(None, b"old", &AdapterState::default()),
+            Err(StoreError::Conflict(_))
+        ));
+        assert_eq!(store.read().unwrap().unwrap().engine, b"new");
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_truncated_or_foreign_file_is_named_not_loaded() {
+        let dir = temp_dir("file-store-bad");
+        let path = dir.join("kb");
+        let store = FileStore::new(&path);
+        store
+            .write(None, b"0123456789", &AdapterState::default())
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let error = store.read().unwrap_err().to_string();
+        assert!(error.contains("truncated"), "{error}");
+        std::fs::write(&path, "hello\n").unwrap();
+        let error = store.read().unwrap_err().to_string();
+        assert!(error.contains(FILE_FORMAT), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -48,6 +48,7 @@ mod guest;
 pub mod kube;
 pub mod kube_plugin;
 mod process;
+pub mod slurm;
 pub mod tasks;
 mod toolchain;
 pub mod volcano;

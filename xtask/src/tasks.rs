@@ -13,6 +13,7 @@ use crate::guest::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, ensure_plugin_scheduler};
 use crate::process::{display, fresh_cargo, run};
+use crate::slurm::ensure_slurm_packages;
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
 use crate::volcano::{VC_SCHEDULER_VAR, VolcanoBuild, ensure_vc_scheduler, volcano_source};
 
@@ -189,6 +190,15 @@ pub const TIERS: &[Tier] = &[
         filter: None,
         in_gate: false,
     },
+    Tier {
+        name: "slurm",
+        what: "munged, slurmctld and slurmd from Debian with Tandem's SPANK plugin and job_submit.lua",
+        package: "tandem-slurm-adapter",
+        feature: "e2e",
+        test: "e2e",
+        filter: None,
+        in_gate: false,
+    },
 ];
 
 impl Tier {
@@ -228,6 +238,8 @@ impl Tier {
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
+    // The SPANK plugin's bindings are generated from Slurm's headers by every workspace build.
+    ensure_slurm_packages()?;
     for (index, step) in GATE.iter().enumerate() {
         if index == 1 {
             eprintln!("==> import cycles between modules");
@@ -281,6 +293,11 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
                 "{VC_SCHEDULER_VAR}={} ",
                 build.scheduler.display()
             ));
+        }
+        if tier.name == "slurm" {
+            ensure_slurm_packages()?;
+            // The plugin slurmd loads; the suite finds it beside the service binary.
+            run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
         }
         shown.push_str(&display_as_cargo(&cargo));
         eprintln!("==> {shown}");

@@ -1,0 +1,700 @@
+//! The Slurm front-end's state: the GPU nodes read from Slurm and the placements Tandem made,
+//! and the decisions made on them.
+//!
+//! A placement is made at submission (the hook) or, for a job the hook did not place (the
+//! service was down, the job was submitted with `srun`), when the job starts on its node. It
+//! holds its GPU in the engine's view from then until the job reports its end, or, for a job
+//! that never starts (held, cancelled while pending), for `--pending-ttl`. The view the engine
+//! decides on is rebuilt from these on the engine thread itself, in the same task as the
+//! decision, so two submissions can never both take the last place on a GPU.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+use tandem_adapter_core::outcomes::Run;
+use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState};
+use tandem_api::{Gpu, GpuSpec, Job, Objective, Policy, Prediction};
+
+use crate::identity;
+use crate::nodes::{self, SlurmNode};
+
+/// How long a finished placement is remembered, for the outcome of its GPU partner.
+const KEEP_FINISHED: Duration = Duration::from_secs(3600);
+
+/// One GPU the service knows, as Slurm names it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeGpu {
+    /// `<node>/<index>`.
+    pub id: String,
+    /// Slurm's node name.
+    pub node: String,
+    /// The CUDA index on the node.
+    pub index: u32,
+    /// The GPU.
+    pub spec: GpuSpec,
+}
+
+/// Another GPU of the node the job was placed on, as the engine saw it at that moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Alternative {
+    /// `<node>/<index>`.
+    pub gpu: String,
+    /// The engine's score, 0..=100 (0: the job may not go there).
+    pub score: u8,
+    /// Keyed ids of the Tandem jobs already there.
+    pub residents: Vec<String>,
+    /// The engine's prediction for the job with those residents (filled just after the
+    /// answer, off the submission's path).
+    pub prediction: Option<Prediction>,
+}
+
+/// A GPU Tandem gave a job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    /// Opaque token of the placement (unique across restarts of the service).
+    pub token: String,
+    /// The keyed job id.
+    pub job: String,
+    /// The node.
+    pub node: String,
+    /// `<node>/<index>`.
+    pub gpu: String,
+    /// The CUDA index on the node.
+    pub index: u32,
+    /// The GPU model.
+    pub model: String,
+    /// When it was placed (seconds since the epoch).
+    pub placed_at: f64,
+    /// Slurm's job id, once the job started.
+    pub slurm_job: Option<u32>,
+    /// When the job started.
+    pub start: Option<f64>,
+    /// When it ended.
+    pub end: Option<f64>,
+    /// The objective it was placed under.
+    pub objective: Objective,
+    /// The node's GPUs as the engine judged them for this job.
+    pub alternatives: Vec<Alternative>,
+}
+
+impl Placement {
+    fn run(&self) -> Option<Run> {
+        Some(Run {
+            uid: self.token.clone(),
+            job: self.job.clone(),
+            model: self.model.clone(),
+            start: self.start?,
+            end: self.end,
+        })
+    }
+}
+
+/// What the service does for a submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run on `node`, GPU `index`; the placement's `token`.
+    Place {
+        /// The node.
+        node: String,
+        /// The CUDA index.
+        index: u32,
+        /// The placement's token.
+        token: String,
+    },
+    /// Refuse the job: its memory fits no GPU. Why, for the user.
+    Refuse(String),
+    /// Leave the job as it is (no GPU can take it now; Slurm queues it). Why.
+    Pass(String),
+}
+
+/// What a starting job gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// GPU `index` of the node, and the MPS thread percentage if MPS is configured.
+    Gpu {
+        /// The CUDA index.
+        index: u32,
+        /// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
+        mps_percentage: Option<u32>,
+    },
+    /// No GPU: the job keeps what Slurm gave it. Why.
+    None(String),
+}
+
+/// A submission, as the hook describes it.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    /// The submitting user's uid.
+    pub uid: u32,
+    /// The name the user chose (`--tandem-name`), if any.
+    pub name: Option<String>,
+    /// The objective the user asked for (`--tandem=OBJECTIVE`), if any.
+    pub objective: Option<Objective>,
+}
+
+/// A job starting on a node, as the SPANK plugin describes it.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    /// Slurm's job id.
+    pub slurm_job: u32,
+    /// The node it starts on (Slurm's name for it).
+    pub node: String,
+    /// The placement token the hook gave it, if any.
+    pub token: Option<String>,
+    /// The submission's description, for a job the hook did not place.
+    pub submission: Submission,
+}
+
+/// Settings of the front-end.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Memory per GPU type.
+    pub gpu_memory: Vec<(String, u32)>,
+    /// Memory of an unknown type.
+    pub default_gpu_memory_mib: u32,
+    /// The engine's policy (its objective is the default one).
+    pub policy: Policy,
+    /// MPS share of a GPU, split between the jobs on it, when MPS is configured.
+    pub mps_percentage: Option<u32>,
+    /// How long an unstarted placement holds its GPU.
+    pub pending_ttl: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    placements: BTreeMap<String, Placement>,
+    by_job: HashMap<u32, String>,
+}
+
+impl Table {
+    fn insert(&mut self, placement: Placement) {
+        if let Some(job) = placement.slurm_job {
+            self.by_job.insert(job, placement.token.clone());
+        }
+        self.placements.insert(placement.token.clone(), placement);
+    }
+
+    fn remove(&mut self, token: &str) {
+        if let Some(p) = self.placements.remove(token)
+            && let Some(job) = p.slurm_job
+        {
+            self.by_job.remove(&job);
+        }
+    }
+
+    /// Whether a placement holds its GPU now.
+    fn holds(p: &Placement, now: f64, ttl: Duration) -> bool {
+        p.end.is_none() && (p.start.is_some() || now - p.placed_at < ttl.as_secs_f64())
+    }
+}
+
+/// Everything the Slurm verbs need beside the core.
+pub struct App {
+    /// The shared core: engine, knowledge base, intake, metrics.
+    pub core: Arc<Core>,
+    settings: Settings,
+    gpus: RwLock<Arc<Vec<NodeGpu>>>,
+    table: Arc<Mutex<Table>>,
+    /// Set when the view changed outside the engine thread (a job ended, nodes were re-read).
+    dirty: Arc<AtomicBool>,
+    tokens: AtomicU64,
+    /// Distinguishes this run's tokens from an earlier run's.
+    nonce: String,
+    ready: AtomicBool,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The engine's view of the cluster: Slurm's GPUs with the Tandem jobs holding them.
+fn view(gpus: &[NodeGpu], table: &Table, now: f64, ttl: Duration) -> Vec<Gpu> {
+    let mut residents: HashMap<&str, Vec<Job>> = HashMap::new();
+    for p in table.placements.values() {
+        if Table::holds(p, now, ttl) {
+            residents.entry(&p.gpu).or_default().push(Job::new(&p.job));
+        }
+    }
+    gpus.iter()
+        .map(|g| Gpu {
+            id: g.id.clone(),
+            node: g.node.clone(),
+            spec: g.spec.clone(),
+            residents: residents.remove(g.id.as_str()).unwrap_or_default(),
+        })
+        .collect()
+}
+
+impl App {
+    /// The front-end over `core`.
+    pub fn new(core: Arc<Core>, settings: Settings) -> Self {
+        Self {
+            core,
+            settings,
+            gpus: RwLock::new(Arc::new(Vec::new())),
+            table: Arc::new(Mutex::new(Table::default())),
+            dirty: Arc::new(AtomicBool::new(true)),
+            tokens: AtomicU64::new(0),
+            nonce: format!("{:x}", now() as u64),
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the GPU nodes were read at least once.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Replaces the GPU nodes with what Slurm reported; returns how many GPUs that is.
+    pub fn set_nodes(&self, nodes: &[SlurmNode]) -> usize {
+        let mut gpus = Vec::new();
+        for node in nodes.iter().filter(|n| n.usable) {
+            let mut index = 0;
+            for (kind, count) in &node.gpus {
+                let spec = nodes::spec(
+                    kind,
+                    &self.settings.gpu_memory,
+                    self.settings.default_gpu_memory_mib,
+                );
+                for _ in 0..*count {
+                    gpus.push(NodeGpu {
+                        id: format!("{}/{index}", node.name),
+                        node: node.name.clone(),
+                        index,
+                        spec: spec.clone(),
+                    });
+                    index += 1;
+                }
+            }
+        }
+        let count = gpus.len();
+        let mut slot = self
+            .gpus
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if **slot != gpus {
+            *slot = Arc::new(gpus);
+            self.dirty.store(true, Ordering::Release);
+        }
+        self.ready.store(true, Ordering::Release);
+        self.core.set_ready();
+        count
+    }
+
+    /// The GPUs known now.
+    pub fn gpus(&self) -> Arc<Vec<NodeGpu>> {
+        Arc::clone(
+            &self
+                .gpus
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Every placement remembered, oldest token first.
+    pub fn placements(&self) -> Vec<Placement> {
+        lock(&self.table).placements.values().cloned().collect()
+    }
+
+    /// Forgets placements that never started within the TTL and finished ones kept long enough.
+    pub fn sweep(&self) {
+        let now = now();
+        let ttl = self.settings.pending_ttl;
+        let mut table = lock(&self.table);
+        let stale: Vec<String> = table
+            .placements
+            .values()
+            .filter(|p| match p.end {
+                Some(end) => now - end > KEEP_FINISHED.as_secs_f64(),
+                None => p.start.is_none() && now - p.placed_at >= ttl.as_secs_f64(),
+            })
+            .map(|p| p.token.clone())
+            .collect();
+        for token in &stale {
+            table.remove(token);
+        }
+        if !stale.is_empty() {
+            self.dirty.store(true, Ordering::Release);
+        }
+    }
+
+    fn token(&self) -> String {
+        format!(
+            "{}-{}",
+            self.nonce,
+            self.tokens.fetch_add(1, Ordering::AcqRel)
+        )
+    }
+
+    fn keyed(&self, submission: &Submission, token: &str) -> String {
+        let name = submission
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("submission-{token}"));
+        self.core
+            .keys
+            .key(&identity::namespace(submission.uid), &name)
+    }
+
+    /// Runs `work` on the engine thread with the view synced to the table, under `objective`.
+    async fn decide<T: Send + 'static>(
+        &self,
+        call: &'static str,
+        objective: Objective,
+        work: impl FnOnce(&mut EngineState, &mut Table, &[NodeGpu]) -> Result<T, EngineFailure>
+        + Send
+        + 'static,
+    ) -> Result<Result<T, EngineFailure>, CallError> {
+        let gpus = self.gpus();
+        let table = Arc::clone(&self.table);
+        let dirty = Arc::clone(&self.dirty);
+        let metrics = Arc::clone(&self.core.metrics);
+        let policy = self.settings.policy.clone();
+        let ttl = self.settings.pending_ttl;
+        self.core
+            .decide(call, move |state| {
+                let mut table = lock(&table);
+                if dirty.swap(false, Ordering::AcqRel) {
+                    match state.sync(view(&gpus, &table, now(), ttl)) {
+                        Ok(summary) => metrics.observe_view(&summary),
+                        Err(error) => {
+                            dirty.store(true, Ordering::Release);
+                            return Err(error);
+                        }
+                    }
+                }
+                // A job's own objective holds for its decision only.
+                let switched = objective != policy.objective;
+                if switched {
+                    let own = Policy {
+                        objective,
+                        ..policy.clone()
+                    };
+                    state
+                        .recommender()
+                        .set_policy(&own)
+                        .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
+                }
+                let answer = work(state, &mut table, gpus.as_slice());
+                if switched {
+                    state
+                        .recommender()
+                        .set_policy(&policy)
+                        .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
+                }
+                answer
+            })
+            .await
+    }
+
+    /// Decides where a submitted job runs: the best GPU of the cluster if one can take it, a
+    /// refusal if its memory fits no GPU even empty, else nothing (Slurm queues it).
+    pub async fn submit(
+        self: &Arc<Self>,
+        submission: Submission,
+    ) -> Result<Result<Verdict, EngineFailure>, CallError> {
+        let token = self.token();
+        let keyed = self.keyed(&submission, &token);
+        let objective = submission
+            .objective
+            .unwrap_or(self.settings.policy.objective);
+        let answer = self
+            .decide("submit", objective, move |state, table, gpus| {
+                let job = Job::new(&keyed);
+                let scores = state
+                    .recommender()
+                    .score_all(&job)
+                    .map_err(tandem_adapter_core::engine::failed("score-all"))?;
+                let score_of = |g: &NodeGpu| {
+                    state
+                        .handles()
+                        .of(&g.id)
+                        .and_then(|h| scores.get(h as usize).copied())
+                        .unwrap_or(0)
+                };
+                // Highest score; the first GPU listed among equals.
+                let best = gpus
+                    .iter()
+                    .map(|g| (score_of(g), g))
+                    .filter(|(score, _)| *score > 0)
+                    .fold(None::<(u8, &NodeGpu)>, |best, (score, g)| match best {
+                        Some((top, _)) if top >= score => best,
+                        _ => Some((score, g)),
+                    });
+                let Some((_, best)) = best else {
+                    return refuse_or_pass(state, &job, gpus);
+                };
+                let node = best.node.clone();
+                let alternatives: Vec<Alternative> = gpus
+                    .iter()
+                    .filter(|g| g.node == node)
+                    .map(|g| Alternative {
+                        gpu: g.id.clone(),
+                        score: score_of(g),
+                        residents: state
+                            .handles()
+                            .of(&g.id)
+                            .and_then(|h| state.gpu(h))
+                            .map(|gpu| gpu.residents.iter().map(|r| r.id.clone()).collect())
+                            .unwrap_or_default(),
+                        prediction: None,
+                    })
+                    .collect();
+                let placed = match state.place(&job, &node, 1)? {
+                    Ok(placed) => placed,
+                    Err(why) => return Ok(Verdict::Pass(why)),
+                };
+                let Some(gpu) = placed
+                    .first()
+                    .and_then(|id| gpus.iter().find(|g| &g.id == id))
+                else {
+                    return Ok(Verdict::Pass("the engine chose no GPU".into()));
+                };
+                table.insert(Placement {
+                    token: token.clone(),
+                    job: keyed,
+                    node: node.clone(),
+                    gpu: gpu.id.clone(),
+                    index: gpu.index,
+                    model: gpu.spec.model.clone(),
+                    placed_at: now(),
+                    slurm_job: None,
+                    start: None,
+                    end: None,
+                    objective,
+                    alternatives,
+                });
+                Ok(Verdict::Place {
+                    node,
+                    index: gpu.index,
+                    token,
+                })
+            })
+            .await;
+        if let Ok(Ok(Verdict::Place { token, .. })) = &answer {
+            let app = Arc::clone(self);
+            let token = token.clone();
+            tokio::spawn(async move { app.predict_alternatives(token).await });
+        }
+        answer
+    }
+
+    /// Fills a placement's alternatives with the engine's predictions, off the submission's
+    /// path (an operator, or the end-to-end test, reads them at `/v1/slurm/placements`).
+    async fn predict_alternatives(&self, token: String) {
+        let (job, alternatives, gpus) = {
+            let table = lock(&self.table);
+            let Some(p) = table.placements.get(&token) else {
+                return;
+            };
+            (p.job.clone(), p.alternatives.clone(), self.gpus())
+        };
+        let asked = alternatives.clone();
+        let predictions = self
+            .core
+            .decide("predict", move |state| {
+                asked
+                    .iter()
+                    .map(|a| {
+                        let spec = gpus.iter().find(|g| g.id == a.gpu)?.spec.clone();
+                        let mut group: Vec<Job> = a.residents.iter().map(Job::new).collect();
+                        group.insert(0, Job::new(&job));
+                        state.recommender().predict(&group, &spec).ok()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await;
+        let Ok(predictions) = predictions else {
+            return;
+        };
+        let mut table = lock(&self.table);
+        if let Some(p) = table.placements.get_mut(&token) {
+            for (alternative, prediction) in p.alternatives.iter_mut().zip(predictions) {
+                alternative.prediction = prediction;
+            }
+        }
+    }
+
+    /// The GPU a job starting on its node gets: the one placed at submission, or, for a job
+    /// the hook did not place, the engine's choice on that node now.
+    pub async fn start(&self, start: Start) -> Result<Result<Grant, EngineFailure>, CallError> {
+        let mps = self.settings.mps_percentage;
+        let ttl = self.settings.pending_ttl;
+        let grant = move |table: &Table, token: &str| {
+            let p = &table.placements[token];
+            let sharing = table
+                .placements
+                .values()
+                .filter(|o| o.gpu == p.gpu && Table::holds(o, now(), ttl))
+                .count()
+                .max(1) as u32;
+            Grant::Gpu {
+                index: p.index,
+                mps_percentage: mps.map(|m| (m / sharing).max(1)),
+            }
+        };
+        {
+            let mut table = lock(&self.table);
+            // Every step of a job asks; the first answer holds for all of them.
+            if let Some(token) = table.by_job.get(&start.slurm_job).cloned() {
+                return Ok(Ok(grant(&table, &token)));
+            }
+            if let Some(token) = &start.token
+                && let Some(p) = table.placements.get_mut(token)
+                && p.node == start.node
+                && p.slurm_job.is_none()
+            {
+                p.slurm_job = Some(start.slurm_job);
+                p.start = Some(now());
+                let token = token.clone();
+                table.by_job.insert(start.slurm_job, token.clone());
+                return Ok(Ok(grant(&table, &token)));
+            }
+            // Placed elsewhere than it runs (Slurm chose another node): give that GPU back.
+            if let Some(token) = &start.token
+                && table.placements.contains_key(token)
+            {
+                table.remove(token);
+                self.dirty.store(true, Ordering::Release);
+            }
+        }
+        let token = self.token();
+        let keyed = self.keyed(&start.submission, &token);
+        let objective = start
+            .submission
+            .objective
+            .unwrap_or(self.settings.policy.objective);
+        let node = start.node.clone();
+        let slurm_job = start.slurm_job;
+        self.decide("start", objective, move |state, table, gpus| {
+            let job = Job::new(&keyed);
+            let placed = match state.place(&job, &node, 1)? {
+                Ok(placed) => placed,
+                Err(why) => return Ok(Grant::None(why)),
+            };
+            let Some(gpu) = placed
+                .first()
+                .and_then(|id| gpus.iter().find(|g| &g.id == id))
+            else {
+                return Ok(Grant::None("the engine chose no GPU".into()));
+            };
+            let started = now();
+            table.insert(Placement {
+                token: token.clone(),
+                job: keyed,
+                node,
+                gpu: gpu.id.clone(),
+                index: gpu.index,
+                model: gpu.spec.model.clone(),
+                placed_at: started,
+                slurm_job: Some(slurm_job),
+                start: Some(started),
+                end: None,
+                objective,
+                alternatives: Vec::new(),
+            });
+            Ok(grant(table, &token))
+        })
+        .await
+    }
+
+    /// Records that a job ended after `elapsed` seconds of run time, frees its GPU and learns
+    /// from it (a solo run, or an outcome with the job that shared its GPU). Returns whether
+    /// the job was one Tandem placed.
+    pub async fn finish(&self, slurm_job: u32, elapsed: f64) -> bool {
+        let end = now();
+        let (run, others) = {
+            let mut table = lock(&self.table);
+            let Some(token) = table.by_job.get(&slurm_job).cloned() else {
+                return false;
+            };
+            let Some(p) = table.placements.get_mut(&token) else {
+                return false;
+            };
+            if p.end.is_some() {
+                // Another step of the job reported first.
+                return true;
+            }
+            p.end = Some(end);
+            if elapsed.is_finite() && elapsed > 0.0 {
+                p.start = Some(end - elapsed);
+            }
+            let (gpu, run) = (p.gpu.clone(), p.run());
+            let others: Vec<Run> = table
+                .placements
+                .values()
+                .filter(|o| o.gpu == gpu && o.token != token)
+                .filter_map(Placement::run)
+                .collect();
+            (run, others)
+        };
+        self.dirty.store(true, Ordering::Release);
+        if let Some(run) = run {
+            self.core.run_finished(run, others, end).await;
+        }
+        true
+    }
+}
+
+/// No GPU can take the job now: refused if its memory fits no GPU of the cluster even empty,
+/// else left to Slurm's queue.
+fn refuse_or_pass(
+    state: &mut EngineState,
+    job: &Job,
+    gpus: &[NodeGpu],
+) -> Result<Verdict, EngineFailure> {
+    if gpus.is_empty() {
+        return Ok(Verdict::Pass("no GPU node is known".into()));
+    }
+    let mut specs: Vec<&GpuSpec> = gpus.iter().map(|g| &g.spec).collect();
+    specs.dedup();
+    let mut why = Vec::new();
+    for spec in specs {
+        // The engine answers `infeasible` when the job alone overflows the GPU.
+        match state
+            .recommender()
+            .predict(std::slice::from_ref(job), spec)
+            .map_err(tandem_adapter_core::engine::failed("predict"))
+        {
+            Ok(alone) if alone.peak_mem_mib <= spec.memory_mib => {
+                return Ok(Verdict::Pass(
+                    "no GPU can take it now; Slurm queues it".into(),
+                ));
+            }
+            Ok(alone) => why.push(format!(
+                "it needs {} MiB, a {} has {} MiB",
+                alone.peak_mem_mib, spec.model, spec.memory_mib
+            )),
+            Err(failure) if failure.is_refusal() => why.push(failure.source.to_string()),
+            Err(failure) => return Err(failure),
+        }
+    }
+    let mut nodes: Vec<&str> = gpus.iter().map(|g| g.node.as_str()).collect();
+    nodes.dedup();
+    let reasons = state.why_not(job, &nodes)?;
+    Ok(Verdict::Refuse(format!(
+        "the job's predicted GPU memory fits no GPU of this cluster: {}; {}",
+        why.join("; "),
+        reasons.join("; ")
+    )))
+}
