@@ -59,10 +59,10 @@ enum Task {
     ///
     /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
     /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
-    /// tandem-kube-scheduler, the framework plugin; not yet part of `cargo xtask test`), volcano
-    /// (etcd, kube-apiserver and vc-scheduler with the Tandem extender; not yet part of
-    /// `cargo xtask test`). A
-    /// plain `cargo test` runs none of them.
+    /// tandem-kube-scheduler, the framework plugin), volcano (etcd, kube-apiserver and
+    /// vc-scheduler with the Tandem extender), slurm (munged, slurmctld and slurmd from Debian
+    /// with the SPANK plugin and job_submit.lua); only kube is part of `cargo xtask test` so
+    /// far. A plain `cargo test` runs none of them.
     E2e {
         /// Tiers to run [default: all].
         #[arg(value_name = "TIER")]
