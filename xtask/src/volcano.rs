@@ -4,9 +4,10 @@
 //! The Go module proxy on the project's machines refuses every `volcano.sh/*` module, so the
 //! source is a directory: `$TANDEM_VOLCANO_SRC` when set (the test command points it at
 //! `../shared/vendor/volcano-v1.15.1`, a copy of tag v1.15.1 holding what `cmd/scheduler`
-//! needs), else that vendor copy beside the repository when it exists, else a shallow clone of
-//! tag [`VOLCANO_TAG`] of <https://github.com/volcano-sh/volcano> made into the cache. Nothing
-//! of Volcano is ever copied into the repository.
+//! needs), else that vendor copy beside the repository when it exists (mirrored into the cache
+//! when found), else the cache's copy, else a shallow clone of tag [`VOLCANO_TAG`] of
+//! <https://github.com/volcano-sh/volcano> made into the cache. Nothing of Volcano is ever
+//! copied into the repository.
 //!
 //! The source is copied into `<volcano_dir()>/<hash>/src` (the vendor copy is read-only, and
 //! `go build` writes nothing into a module it builds, but a copy keeps the build independent of
@@ -88,7 +89,12 @@ impl VolcanoBuild {
 }
 
 /// The source to build: `$TANDEM_VOLCANO_SRC`, else the vendor copy beside `root` (the
-/// repository), else a shallow clone of [`VOLCANO_TAG`] in the cache (needs `git` and GitHub).
+/// repository), else the copy of [`VOLCANO_TAG`] kept in the cache, else a shallow clone of it
+/// made there (needs `git` and GitHub).
+///
+/// The vendor copy is mirrored into the cache the first time it is found, so a checkout that is
+/// not beside it (a clone in a temporary directory, as CI may make) still builds the same
+/// source without reaching GitHub.
 pub fn volcano_source(root: &Path) -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os(VOLCANO_SRC_VAR).filter(|v| !v.is_empty()) {
         let dir = PathBuf::from(dir);
@@ -99,15 +105,19 @@ pub fn volcano_source(root: &Path) -> Result<PathBuf> {
         );
         return Ok(dir);
     }
+    let cached = volcano_dir().join(format!("source-{VOLCANO_TAG}"));
+    let partial = volcano_dir().join(format!(".source-{VOLCANO_TAG}.tmp-{}", std::process::id()));
     let vendored = root.join(VENDOR_COPY);
     if vendored.join("go.mod").is_file() {
+        if !cached.join("go.mod").is_file() {
+            copy_tree(&vendored, &partial)?;
+            replace_dir(&partial, &cached)?;
+        }
         return Ok(vendored);
     }
-    let clone = volcano_dir().join(format!("clone-{VOLCANO_TAG}"));
-    if clone.join("go.mod").is_file() {
-        return Ok(clone);
+    if cached.join("go.mod").is_file() {
+        return Ok(cached);
     }
-    let partial = volcano_dir().join(format!(".clone-{VOLCANO_TAG}.tmp-{}", std::process::id()));
     fs::create_dir_all(volcano_dir())?;
     let mut git = Command::new("git");
     git.args(["clone", "--quiet", "--depth", "1", "--branch", VOLCANO_TAG])
@@ -119,8 +129,17 @@ pub fn volcano_source(root: &Path) -> Result<PathBuf> {
             "could not clone Volcano {VOLCANO_TAG}; set {VOLCANO_SRC_VAR} to a copy of its source"
         )
     })?;
-    fs::rename(&partial, &clone)?;
-    Ok(clone)
+    replace_dir(&partial, &cached)?;
+    Ok(cached)
+}
+
+/// Moves the complete directory `from` to `to`, replacing what an interrupted run left there.
+fn replace_dir(from: &Path, to: &Path) -> Result<()> {
+    if to.exists() {
+        fs::remove_dir_all(to).with_context(|| format!("could not remove {}", to.display()))?;
+    }
+    fs::rename(from, to)
+        .with_context(|| format!("could not move {} to {}", from.display(), to.display()))
 }
 
 /// The files of `source` whose contents decide the build, sorted: what Go reads.
