@@ -365,11 +365,23 @@ async fn tandem_decides_inside_a_real_vc_scheduler() -> Result<()> {
     let result = scenario(&cluster, &build, port, &adapter_log, &mut scheduler).await;
     if result.is_err() {
         eprintln!("{}", cluster.log_tails());
+        // vc-scheduler logs its configuration at every session (each second): leave those
+        // lines out, or they are all the tail shows.
+        let scheduler_log =
+            std::fs::read_to_string(cluster.dir().join("vc-scheduler.log")).unwrap_or_default();
+        let lines: Vec<&str> = scheduler_log
+            .lines()
+            .filter(|l| !l.contains("Finished loading scheduler config"))
+            .collect();
         eprintln!(
             "--- vc-scheduler ---\n{}",
-            tail(&cluster.dir().join("vc-scheduler.log"), 60)
+            lines[lines.len().saturating_sub(80)..].join("\n")
         );
         eprintln!("--- adapter ---\n{}", tail(&adapter_log, 60));
+        let restarted = cluster.dir().join("adapter-2.log");
+        if restarted.exists() {
+            eprintln!("--- adapter, restarted ---\n{}", tail(&restarted, 60));
+        }
     }
     drop(scheduler);
     result
@@ -447,6 +459,9 @@ async fn scenario(
             { "job": key("p"), "profile": profile(45.0, 20.0, 4_500) },
             { "job": key("big"), "profile": profile(60.0, 30.0, 20_000) },
             { "job": key("g"), "profile": profile(40.0, 20.0, 3_000) },
+            // q is bound while the adapter is down (d); its profile lets the restarted adapter
+            // place p beside it (a job of unknown memory shares with nothing).
+            { "job": key("q"), "profile": profile(30.0, 10.0, 3_000) },
         ]}),
     )
     .await?;
