@@ -63,7 +63,7 @@ fn env_size(name: &str, default: usize) -> usize {
 }
 
 /// Which scheduler a run measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Mode {
     /// kube-scheduler alone.
     Default,
@@ -93,50 +93,94 @@ impl Run {
     }
 }
 
+impl Mode {
+    /// The name that selects the run (`-- default plugin`).
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::Tandem => "extender",
+            Mode::AdapterDown => "adapter-down",
+            Mode::Plugin => "plugin",
+        }
+    }
+
+    /// What the run's line says it measured.
+    fn what(self) -> &'static str {
+        match self {
+            Mode::Default => "default kube-scheduler",
+            Mode::Tandem => "kube-scheduler + Tandem extender",
+            Mode::AdapterDown => "  ... with the adapter down",
+            Mode::Plugin => "tandem-kube-scheduler (plugin)",
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     cluster::install_crypto_provider();
     let nodes = env_size("TANDEM_BENCH_NODES", 500);
     let pods = env_size("TANDEM_BENCH_PODS", 1_500);
+    // Configurations named after `--` run alone (`-- default plugin`); cargo's own flags
+    // (`--bench`) are not names. Every configuration runs by default.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let modes = [Mode::Default, Mode::Tandem, Mode::AdapterDown, Mode::Plugin];
+    if let Some(unknown) = only.iter().find(|n| modes.iter().all(|m| m.name() != *n)) {
+        let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
+        bail!(
+            "no configuration named `{unknown}` (configurations: {})",
+            names.join(", ")
+        );
+    }
     println!(
         "kube-scheduler throughput: {nodes} nodes x 4 GPUs, {pods} one-GPU pods created before the scheduler starts"
     );
-    let default = run(nodes, pods, Mode::Default)
-        .await
-        .context("default scheduler")?;
-    report("default kube-scheduler", &default);
-    let tandem = run(nodes, pods, Mode::Tandem)
-        .await
-        .context("Tandem extender")?;
-    report("kube-scheduler + Tandem extender", &tandem);
-    let down = run(nodes, pods, Mode::AdapterDown)
-        .await
-        .context("Tandem extender, adapter down")?;
-    report("  ... with the adapter down", &down);
-    let plugin = run(nodes, pods, Mode::Plugin)
-        .await
-        .context("Tandem framework plugin")?;
-    report("tandem-kube-scheduler (plugin)", &plugin);
-    println!(
-        "adapter down: {} of {} pods bound by the scheduler's fallback (fail-open); the adapter started afterwards counted {} bound without its record",
-        down.unannotated, down.pods, down.accounted
-    );
-    println!(
-        "Tandem extender / default: {:.0}% of the default scheduler's pods/s (goal: at least 50%); \
-         pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
-        100.0 * tandem.pods_per_s() / default.pods_per_s(),
-        tandem.unannotated,
-        tandem.misplaced
-    );
-    println!(
-        "Tandem plugin / default: {:.0}% of the default scheduler's pods/s (goal: at least 90%); \
-         Tandem plugin / extender: {:.2}x; pods without Tandem's annotation: {} (goal 0); \
-         annotations naming another node's GPU: {}",
-        100.0 * plugin.pods_per_s() / default.pods_per_s(),
-        plugin.pods_per_s() / tandem.pods_per_s(),
-        plugin.unannotated,
-        plugin.misplaced
-    );
+    let mut runs = std::collections::HashMap::new();
+    for mode in modes {
+        if !only.is_empty() && !only.iter().any(|n| n == mode.name()) {
+            continue;
+        }
+        let measured = run(nodes, pods, mode).await.context(mode.what())?;
+        report(mode.what(), &measured);
+        runs.insert(mode, measured);
+    }
+    let default = runs.get(&Mode::Default);
+    if let Some(down) = runs.get(&Mode::AdapterDown) {
+        println!(
+            "adapter down: {} of {} pods bound by the scheduler's fallback (fail-open); the adapter started afterwards counted {} bound without its record",
+            down.unannotated, down.pods, down.accounted
+        );
+    }
+    let extender = runs.get(&Mode::Tandem);
+    if let Some(tandem) = extender {
+        let share = default.map_or_else(
+            || "?".to_owned(),
+            |d| format!("{:.0}", 100.0 * tandem.pods_per_s() / d.pods_per_s()),
+        );
+        println!(
+            "Tandem extender / default: {share}% of the default scheduler's pods/s (goal: at least 50%); \
+             pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
+            tandem.unannotated, tandem.misplaced
+        );
+    }
+    if let Some(plugin) = runs.get(&Mode::Plugin) {
+        let share = default.map_or_else(
+            || "?".to_owned(),
+            |d| format!("{:.0}", 100.0 * plugin.pods_per_s() / d.pods_per_s()),
+        );
+        let against = extender.map_or_else(
+            || "?".to_owned(),
+            |e| format!("{:.2}", plugin.pods_per_s() / e.pods_per_s()),
+        );
+        println!(
+            "Tandem plugin / default: {share}% of the default scheduler's pods/s (goal: at least 90%); \
+             Tandem plugin / extender: {against}x; pods without Tandem's annotation: {} (goal 0); \
+             annotations naming another node's GPU: {}",
+            plugin.unannotated, plugin.misplaced
+        );
+    }
     Ok(())
 }
 
@@ -160,7 +204,8 @@ fn attempt_p99(metrics: &str) -> Option<f64> {
     let mut count = 0.0;
     for line in metrics.lines() {
         if let Some(rest) = line.strip_prefix(&format!("{NAME}_bucket{{")) {
-            let le = rest.split("le=\"").nth(1)?.split('"').next()?;
+            // The last `le="`: `profile="` ends in one too.
+            let le = rest.rsplit_once("le=\"")?.1.split('"').next()?;
             let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
             let bound = if le == "+Inf" {
                 f64::INFINITY
@@ -181,6 +226,33 @@ fn attempt_p99(metrics: &str) -> Option<f64> {
         .into_iter()
         .find(|&(_, cumulative)| count > 0.0 && cumulative >= 0.99 * count)
         .map(|(bound, _)| bound)
+}
+
+/// With `TANDEM_BENCH_PPROF=<dir>`, takes a CPU profile of the scheduler over the first
+/// `TANDEM_BENCH_PPROF_SECONDS` (default 3) of the run into `<dir>/<configuration>.pprof`
+/// (`go tool pprof -top <file>` reads it; time spent in Rust shows as `runtime.cgocall`).
+fn cpu_profile(cluster: &Cluster, mode: Mode) -> Option<tokio::task::JoinHandle<Result<()>>> {
+    let dir = std::path::PathBuf::from(std::env::var_os("TANDEM_BENCH_PPROF")?);
+    let seconds = env_size("TANDEM_BENCH_PPROF_SECONDS", 3);
+    let url = cluster.scheduler_url(&format!("/debug/pprof/profile?seconds={seconds}"))?;
+    Some(tokio::spawn(async move {
+        let http = reqwest::Client::builder()
+            .tls_danger_accept_invalid_certs(true)
+            .build()?;
+        let profile = http
+            .get(&url)
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{}.pprof", mode.name()));
+        std::fs::write(&path, profile)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("CPU profile of the scheduler: {}", path.display());
+        Ok(())
+    }))
 }
 
 /// The scheduler's metrics, read with its self-signed certificate accepted.
@@ -289,6 +361,7 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
     // The scheduler was ready (informers synced) when `start_scheduler` returned; count from
     // there, as kube-scheduler's own throughput figures do.
     let started = Instant::now();
+    let profile = cpu_profile(&cluster, mode);
     let deadline = tokio::time::Instant::from_std(started + RUN_LIMIT);
     while bound_names.len() < pods {
         let event = tokio::time::timeout_at(deadline, events.try_next())
@@ -307,6 +380,9 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(profile) = profile {
+        profile.await??;
+    }
     let metrics = scheduler_metrics(&cluster).await?;
     let attempt_p99 = attempt_p99(&metrics);
     if attempt_p99.is_none() {

@@ -293,8 +293,9 @@ impl Cluster {
             .arg(format!("--secure-port={port}"))
             // Its serving endpoint would authenticate and authorize by delegating to the
             // apiserver; without --authentication-kubeconfig/--authorization-kubeconfig it
-            // only warns, and the health endpoints need neither when always allowed.
-            .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics");
+            // only warns, and the health endpoints need neither when always allowed (nor
+            // does the CPU profile the scheduler benchmark can take).
+            .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*");
         self.spawn(Component::Scheduler, scheduler)?;
         self.scheduler_port = Some(port);
 
@@ -354,8 +355,13 @@ impl Cluster {
 
     /// The scheduler's metrics endpoint (HTTPS, self-signed), once one was started.
     pub fn scheduler_metrics_url(&self) -> Option<String> {
+        self.scheduler_url("/metrics")
+    }
+
+    /// `path` on the scheduler's secure port, if one was started.
+    pub fn scheduler_url(&self, path: &str) -> Option<String> {
         self.scheduler_port
-            .map(|port| format!("https://127.0.0.1:{port}/metrics"))
+            .map(|port| format!("https://127.0.0.1:{port}{path}"))
     }
 
     /// Stops `component` (SIGTERM, then SIGKILL after the grace period), so that it can be
