@@ -13,7 +13,9 @@
 //! view's GPUs, so a decision and the view it is made on are always consistent (a `bind` that
 //! chooses a GPU and records the job there is one task).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
@@ -165,8 +167,8 @@ pub struct NodeScore {
 /// freed handles to reuse (lowest first, so the view stays dense).
 #[derive(Debug, Clone, Default)]
 pub struct Handles {
-    ids: HashMap<String, u32>,
-    nodes: HashMap<String, Vec<u32>>,
+    ids: FxHashMap<String, u32>,
+    nodes: FxHashMap<String, Vec<u32>>,
     free: std::collections::BTreeSet<u32>,
     next: u32,
 }

@@ -6,7 +6,9 @@
 //! watchers in [`crate::watch`] feed it Node and Pod objects, and it answers with the engine's
 //! [`Gpu`] records.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use tandem_api::{Gpu, GpuSpec, Job};
@@ -174,7 +176,7 @@ pub type NodeEntry = Result<Vec<Gpu>, String>;
 /// Every GPU node with its GPUs' residents: what `filter`, `prioritize` and `bind` judge.
 #[derive(Debug, Default, Clone)]
 pub struct ClusterView {
-    nodes: HashMap<String, NodeEntry>,
+    nodes: FxHashMap<String, NodeEntry>,
 }
 
 impl ClusterView {

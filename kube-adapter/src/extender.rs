@@ -10,12 +10,13 @@
 //! Tandem cannot use, idle GPUs for multi-GPU pods); the HTTP layer in [`crate::http`] parses,
 //! times and counts them, and `bind` talks to the API server there.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 use tandem_adapter_core::{EngineFailure, EngineState};
-use tandem_api::Job;
+use tandem_api::{Gpu, Job};
 
 use crate::cluster::{ClusterView, GpuPod};
 
@@ -129,18 +130,39 @@ fn unusable(view: &ClusterView, name: &str) -> String {
 /// engine's view serves both `filter` and `prioritize`.
 pub type NodeScores = HashMap<String, u8>;
 
-/// Scores `pod` on the candidate nodes with one `score-all` over the engine's view.
+/// The engine's best score (0..=100) of a one-GPU pod on each of `candidates`, in their order,
+/// from one `score-all` over the engine's view (0: no GPU of the node fits the pod).
+pub fn candidate_scores(
+    engine: &mut EngineState,
+    pod: &GpuPod,
+    candidates: &[String],
+) -> Result<Vec<u8>, EngineFailure> {
+    Ok(engine
+        .node_scores(&job_of(pod), candidates)?
+        .into_iter()
+        .map(|best| best.score)
+        .collect())
+}
+
+/// [`candidate_scores`] by node name, for `prioritize` to reuse after `filter`.
 pub fn score_nodes(
     engine: &mut EngineState,
     pod: &GpuPod,
     candidates: &[String],
 ) -> Result<NodeScores, EngineFailure> {
-    let scores = engine.node_scores(&job_of(pod), candidates)?;
-    Ok(candidates
-        .iter()
-        .zip(scores)
-        .map(|(node, best)| (node.clone(), best.score))
-        .collect())
+    let scores = candidate_scores(engine, pod, candidates)?;
+    Ok(candidates.iter().cloned().zip(scores).collect())
+}
+
+/// Tandem's verdict on one candidate node for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The node may take the pod; how good it is for it, 1..=100 (see [`node_score`]).
+    Fits(u32),
+    /// It may not, and why; preemption might change that.
+    Fails(Cow<'static, str>),
+    /// It may not, and why; preemption cannot change that.
+    Unresolvable(String),
 }
 
 /// What `filter` decided.
@@ -154,10 +176,71 @@ pub struct Filtered {
     pub unresolvable: BTreeMap<String, String>,
 }
 
-/// Judges where `pod` may go: the OOM guard and sharing cap of the engine for one-GPU pods
-/// (from `scores`, see [`score_nodes`]; the engine is asked why nodes fail only when every
-/// node does);
-/// enough idle GPUs for a pod that needs several (those never share).
+/// Judges `pod` on each of `candidates`, in their order: the OOM guard and sharing cap of the
+/// engine for a one-GPU pod (from `scores`, [`candidate_scores`] of the same candidates; the
+/// engine is asked why nodes fail only when every node does), enough idle GPUs for a pod that
+/// needs several (those never share). The decision of the extender's `filter` and of the
+/// framework plugin's PreFilter.
+pub fn judge(
+    engine: &mut EngineState,
+    view: &ClusterView,
+    pod: &GpuPod,
+    candidates: &[String],
+    scores: &[u8],
+) -> Result<Vec<Verdict>, EngineFailure> {
+    let mut verdicts = Vec::with_capacity(candidates.len());
+    let mut unfit: Vec<usize> = Vec::new();
+    for (at, name) in candidates.iter().enumerate() {
+        let gpus = match view.node(name) {
+            Some(Ok(gpus)) => gpus,
+            _ => {
+                verdicts.push(Verdict::Unresolvable(format!(
+                    "Tandem: {}",
+                    unusable(view, name)
+                )));
+                continue;
+            }
+        };
+        if pod.gpus as usize > gpus.len() {
+            verdicts.push(Verdict::Unresolvable(format!(
+                "Tandem: the pod needs {} GPUs, the node has {}",
+                pod.gpus,
+                gpus.len()
+            )));
+            continue;
+        }
+        let engine_score = scores.get(at).copied().unwrap_or(0);
+        match fit_score(gpus, pod, engine_score) {
+            score if score > 0 => verdicts.push(Verdict::Fits(score)),
+            _ if pod.gpus > 1 => {
+                let idle = gpus.iter().filter(|g| g.residents.is_empty()).count();
+                verdicts.push(Verdict::Fails(Cow::Owned(format!(
+                    "Tandem: the pod needs {} idle GPUs (multi-GPU pods do not share), {idle} are idle",
+                    pod.gpus
+                ))));
+            }
+            _ => {
+                unfit.push(at);
+                verdicts.push(Verdict::Fails(Cow::Borrowed(PASSED_OVER)));
+            }
+        }
+    }
+    let any_fits = verdicts.iter().any(|v| matches!(v, Verdict::Fits(_)));
+    if !any_fits && !unfit.is_empty() {
+        // The pod fits nowhere: the scheduler shows these reasons to its user, so they are
+        // worth the engine's words, asked for all nodes at once. Otherwise reasons for nodes
+        // passed over are read by nobody once the pod is placed, and asking the engine for
+        // them was most of a filter's cost when the cluster filled up.
+        let names: Vec<&str> = unfit.iter().map(|&at| candidates[at].as_str()).collect();
+        let reasons = engine.why_not(&job_of(pod), &names)?;
+        for (at, why) in unfit.into_iter().zip(reasons) {
+            verdicts[at] = Verdict::Fails(Cow::Owned(format!("Tandem: no GPU fits: {why}")));
+        }
+    }
+    Ok(verdicts)
+}
+
+/// The extender's `filter`: [`judge`] with the scores by node name, as node lists.
 pub fn filter(
     engine: &mut EngineState,
     view: &ClusterView,
@@ -165,62 +248,23 @@ pub fn filter(
     candidates: &[String],
     scores: &NodeScores,
 ) -> Result<Filtered, EngineFailure> {
+    let aligned: Vec<u8> = candidates
+        .iter()
+        .map(|name| scores.get(name).copied().unwrap_or(0))
+        .collect();
     let mut out = Filtered::default();
-    let mut unfit: Vec<&str> = Vec::new();
-    for name in candidates {
-        let gpus = match view.node(name) {
-            Some(Ok(gpus)) => gpus,
-            _ => {
-                out.unresolvable
-                    .insert(name.clone(), format!("Tandem: {}", unusable(view, name)));
-                continue;
+    for (name, verdict) in candidates
+        .iter()
+        .zip(judge(engine, view, pod, candidates, &aligned)?)
+    {
+        match verdict {
+            Verdict::Fits(_) => out.passed.push(name.clone()),
+            Verdict::Fails(why) => {
+                out.failed.insert(name.clone(), why.into_owned());
             }
-        };
-        if pod.gpus as usize > gpus.len() {
-            out.unresolvable.insert(
-                name.clone(),
-                format!(
-                    "Tandem: the pod needs {} GPUs, the node has {}",
-                    pod.gpus,
-                    gpus.len()
-                ),
-            );
-            continue;
-        }
-        if pod.gpus > 1 {
-            let idle = gpus.iter().filter(|g| g.residents.is_empty()).count();
-            if idle >= pod.gpus as usize {
-                out.passed.push(name.clone());
-            } else {
-                out.failed.insert(
-                    name.clone(),
-                    format!(
-                        "Tandem: the pod needs {} idle GPUs (multi-GPU pods do not share), {idle} are idle",
-                        pod.gpus
-                    ),
-                );
+            Verdict::Unresolvable(why) => {
+                out.unresolvable.insert(name.clone(), why);
             }
-            continue;
-        }
-        if scores.get(name).is_some_and(|&s| s > 0) {
-            out.passed.push(name.clone());
-        } else {
-            unfit.push(name.as_str());
-        }
-    }
-    if out.passed.is_empty() && !unfit.is_empty() {
-        // The pod fits nowhere: the scheduler shows these reasons to its user, so they are
-        // worth the engine's words, asked for all nodes at once.
-        let reasons = engine.why_not(&job_of(pod), &unfit)?;
-        for (name, why) in unfit.into_iter().zip(reasons) {
-            out.failed
-                .insert(name.to_owned(), format!("Tandem: no GPU fits: {why}"));
-        }
-    } else {
-        // Reasons for nodes passed over are read by nobody once the pod is placed, and asking
-        // the engine for them was most of a filter's cost when the cluster filled up.
-        for name in unfit {
-            out.failed.insert(name.to_owned(), PASSED_OVER.to_owned());
         }
     }
     Ok(out)
@@ -231,12 +275,17 @@ pub const PASSED_OVER: &str = "Tandem: no GPU of this node fits the pod (other n
 
 /// How good node `name` is for `pod`, 0..=100 (0: it cannot take it): the engine's best GPU
 /// score there (from `scores`, see [`score_nodes`]) for a one-GPU pod; for a pod of several
-/// GPUs (which run alone), how little of the node it leaves fragmented. Shared by `prioritize`
-/// and the framework plugin's Score.
+/// GPUs (which run alone), how little of the node it leaves fragmented. What `prioritize`
+/// ranks by, and [`Verdict::Fits`] carries.
 pub fn node_score(view: &ClusterView, pod: &GpuPod, name: &str, scores: &NodeScores) -> u32 {
     let Some(Ok(gpus)) = view.node(name) else {
         return 0;
     };
+    fit_score(gpus, pod, scores.get(name).copied().unwrap_or(0))
+}
+
+/// [`node_score`] for a node of `gpus`, the engine's best score there being `engine_score`.
+fn fit_score(gpus: &[Gpu], pod: &GpuPod, engine_score: u8) -> u32 {
     if pod.gpus > 1 {
         // Multi-GPU pods run alone: prefer the node they leave the least fragmented.
         let idle = gpus.iter().filter(|g| g.residents.is_empty()).count() as u32;
@@ -246,7 +295,7 @@ pub fn node_score(view: &ClusterView, pod: &GpuPod, name: &str, scores: &NodeSco
             0
         };
     }
-    scores.get(name).copied().map_or(0, u32::from)
+    u32::from(engine_score)
 }
 
 /// Scores the candidate nodes 0..=10: the engine's best GPU score on each node (from

@@ -21,14 +21,15 @@
 //!   component is an ordinary engine error (the host rebuilds the instance from its last
 //!   snapshot, so the next call is served).
 
-mod plugin;
+pub mod plugin;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
 pub use plugin::{Config, Error, Plugin, Prepared, Reserved, Settings};
 
-/// What a call returned: [`TANDEM_OK`], [`TANDEM_REFUSED`] or [`TANDEM_ERROR`].
+/// What a call returned: [`TANDEM_OK`], [`TANDEM_REFUSED`], [`TANDEM_ERROR`] or
+/// [`TANDEM_UNSEEN`].
 pub type TandemStatus = i32;
 
 /// The call succeeded; its buffer, if any, holds the answer.
@@ -37,6 +38,8 @@ pub const TANDEM_OK: TandemStatus = 0;
 pub const TANDEM_REFUSED: TandemStatus = 1;
 /// The call failed (bad input, the engine failed, a panic); the buffer holds why.
 pub const TANDEM_ERROR: TandemStatus = 2;
+/// The plugin has not seen that version of the object (PreFilter without the pod); send it.
+pub const TANDEM_UNSEEN: TandemStatus = 3;
 
 /// Bytes allocated by this library and handed to the caller, who frees them with
 /// [`tandem_buf_free`]. An empty buffer has a null `ptr`.
@@ -337,7 +340,10 @@ pub unsafe extern "C" fn tandem_plugin_delete_pod(
     }
 }
 
-/// PreFilter: judges the pod (its JSON) on every node; `out` receives [`Prepared`] as JSON.
+/// PreFilter: judges the pod (its JSON) on every node; `out` receives [`Prepared`] in its
+/// binary form ([`Prepared::encode`]), the node table's names included unless
+/// `known_generation` is the table's generation (the caller holds them from an earlier answer;
+/// 0 holds none).
 ///
 /// # Safety
 /// As [`tandem_plugin_set_node`]; `out` must not be null.
@@ -346,13 +352,50 @@ pub unsafe extern "C" fn tandem_plugin_prefilter(
     plugin: *const TandemPlugin,
     pod: *const u8,
     pod_len: usize,
+    known_generation: u64,
     out: *mut TandemBuf,
 ) -> TandemStatus {
     // SAFETY: the caller's contract, forwarded.
     unsafe {
         with_plugin(plugin, out, |p| match p.prefilter(bytes(pod, pod_len)) {
-            Ok(prepared) => ok_json(&prepared),
+            Ok(prepared) => (TANDEM_OK, prepared.encode(known_generation)),
             Err(e) => failed(&e),
+        })
+    }
+}
+
+/// PreFilter without the pod: judges the pod with UID `uid` at `resource_version` from what
+/// its events told the plugin. [`TANDEM_OK`] and `out` as [`tandem_plugin_prefilter`]'s, or
+/// [`TANDEM_UNSEEN`] (nothing in `out`) when the plugin has not seen that version of the pod
+/// yet: then call [`tandem_plugin_prefilter`] with it.
+///
+/// # Safety
+/// As [`tandem_plugin_reserve`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_prefilter_known(
+    plugin: *const TandemPlugin,
+    uid: *const u8,
+    uid_len: usize,
+    resource_version: *const u8,
+    resource_version_len: usize,
+    known_generation: u64,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        with_plugin(plugin, out, |p| {
+            let (uid, version) = match (
+                text("pod UID", uid, uid_len),
+                text("resourceVersion", resource_version, resource_version_len),
+            ) {
+                (Ok(uid), Ok(version)) => (uid, version),
+                (Err(outcome), _) | (_, Err(outcome)) => return outcome,
+            };
+            match p.prefilter_known(uid, version) {
+                Ok(Some(prepared)) => (TANDEM_OK, prepared.encode(known_generation)),
+                Ok(None) => (TANDEM_UNSEEN, Vec::new()),
+                Err(e) => failed(&e),
+            }
         })
     }
 }

@@ -10,6 +10,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
@@ -19,7 +22,7 @@ use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys};
 use tandem_api::{ModelCap, Objective, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_adapter::cluster::{ClusterView, GPU_ANNOTATION, GpuPod, gpu_pod};
-use tandem_kube_adapter::extender::{self, NodeScores};
+use tandem_kube_adapter::extender::{self, Verdict};
 use tandem_kube_adapter::store::{from_config_map, to_config_map};
 
 /// Why a call into the plugin failed. Every message is meant for a person reading the
@@ -174,19 +177,93 @@ pub struct Settings {
 }
 
 /// PreFilter's answer for one pod: everything Filter and Score need, so that they do not
-/// cross into Rust once per node.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// cross into Rust once per node, in a compact binary form the Go side reads without
+/// reflection ([`Prepared::encode`]; a JSON map of 500 nodes cost the scheduler more to decode
+/// than Rust took to decide).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prepared {
     /// Whether Tandem manages the pod (it requests the managed GPU resource); when not, the
     /// rest is empty and the plugin stays out of the pod's way.
     pub managed: bool,
-    /// Nodes that may not take the pod, and why; preemption might change that.
-    pub failed: HashMap<String, String>,
-    /// Nodes that may not take the pod, and why; preemption cannot change that.
-    pub unresolvable: HashMap<String, String>,
-    /// How good each node that may take it is, 0..=100.
-    pub scores: HashMap<String, u32>,
+    /// The node table the verdicts follow: its generation (it changes whenever a node comes or
+    /// goes) and its names, in order.
+    pub generation: u64,
+    /// The node table's names, sorted.
+    pub names: Arc<[String]>,
+    /// The verdict on each node of the table, in its order.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// The version of [`Prepared::encode`]'s layout (its first byte).
+pub const PREPARED_FORMAT: u8 = 1;
+
+/// Kinds of a node's verdict in [`Prepared::encode`].
+const FITS: u8 = 0;
+const FAILS: u8 = 1;
+const UNRESOLVABLE: u8 = 2;
+
+impl Prepared {
+    /// The answer for a pod Tandem does not manage.
+    fn unmanaged() -> Self {
+        Self::default()
+    }
+
+    /// The verdicts as the Go side reads them (little-endian throughout):
+    ///
+    /// ```text
+    /// u8 PREPARED_FORMAT, u8 managed (0: nothing follows)
+    /// u64 generation of the node table (1 or more)
+    /// u8 1 when the table follows, 0 when the caller holds this generation (`known_generation`)
+    /// [u32 N, then N × (u32 length, UTF-8 name)]: the table's names, when it follows
+    /// u32 V, then V × (u8 kind: 0 fits, 1 fails, 2 unresolvable; u8 score 0..=100;
+    ///     u16 reason: index into the reasons, for kinds 1 and 2)
+    /// u32 R, then R × (u32 length, UTF-8 reason): each distinct reason once
+    /// ```
+    pub fn encode(&self, known_generation: u64) -> Vec<u8> {
+        let mut out = vec![PREPARED_FORMAT, u8::from(self.managed)];
+        if !self.managed {
+            return out;
+        }
+        out.extend_from_slice(&self.generation.to_le_bytes());
+        let put_text = |out: &mut Vec<u8>, text: &str| {
+            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+        };
+        if known_generation == self.generation {
+            out.push(0);
+        } else {
+            out.push(1);
+            out.extend_from_slice(&(self.names.len() as u32).to_le_bytes());
+            for name in self.names.iter() {
+                put_text(&mut out, name);
+            }
+        }
+        out.extend_from_slice(&(self.verdicts.len() as u32).to_le_bytes());
+        let mut reasons: Vec<&str> = Vec::new();
+        for verdict in &self.verdicts {
+            let (kind, score, reason) = match verdict {
+                Verdict::Fits(score) => (FITS, (*score).min(100) as u8, None),
+                Verdict::Fails(why) => (FAILS, 0, Some(why.as_ref())),
+                Verdict::Unresolvable(why) => (UNRESOLVABLE, 0, Some(why.as_str())),
+            };
+            // Most failing nodes share one reason (passed over); a linear search over the
+            // distinct ones is cheaper than hashing every reason.
+            let index = reason.map_or(0, |why| {
+                reasons.iter().position(|r| *r == why).unwrap_or_else(|| {
+                    reasons.push(why);
+                    reasons.len() - 1
+                })
+            });
+            out.push(kind);
+            out.push(score);
+            out.extend_from_slice(&(index.min(usize::from(u16::MAX)) as u16).to_le_bytes());
+        }
+        out.extend_from_slice(&(reasons.len() as u32).to_le_bytes());
+        for why in reasons {
+            put_text(&mut out, why);
+        }
+        out
+    }
 }
 
 /// Reserve's answer: the annotation the plugin's Bind puts on the pod's Binding.
@@ -212,8 +289,18 @@ pub struct Plugin {
     policy: Policy,
     /// Nodes by name.
     nodes: HashMap<String, Node>,
+    /// The nodes' names, sorted: the table PreFilter's verdicts follow, rebuilt when a node
+    /// comes or goes (not per pod).
+    names: Arc<[String]>,
+    /// Bumped whenever `names` changes.
+    generation: u64,
+    /// Whether `names` is behind `nodes`.
+    names_stale: bool,
     /// Pods requesting managed GPUs, by UID.
     pods: HashMap<String, GpuPod>,
+    /// The `resourceVersion` of every pod seen (managed or not), by UID: PreFilter judges a
+    /// pod whose version it saw from what it kept, without reading the pod again.
+    versions: FxHashMap<String, String>,
     /// Reserve's choices not yet confirmed by a pod event, by pod UID.
     assumed: HashMap<String, Assumed>,
     /// The view the engine was last told; rebuilt when `dirty`.
@@ -243,10 +330,14 @@ impl std::fmt::Debug for Plugin {
 }
 
 fn input<T: serde::de::DeserializeOwned>(what: &'static str, json: &[u8]) -> Result<T, Error> {
-    let mut de = serde_json::Deserializer::from_slice(json);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Input {
-        what,
-        why: e.to_string(),
+    // The fast path first: tracking the path costs every object (pods are read twice a
+    // cycle), and is only needed to name the field of an object that does not parse.
+    serde_json::from_slice(json).or_else(|_| {
+        let mut de = serde_json::Deserializer::from_slice(json);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Input {
+            what,
+            why: e.to_string(),
+        })
     })
 }
 
@@ -284,7 +375,12 @@ impl Plugin {
                 config,
                 policy,
                 nodes: HashMap::new(),
+                names: Arc::from(Vec::new()),
+                // The first table is generation 1: a caller holding none says 0.
+                generation: 0,
+                names_stale: true,
                 pods: HashMap::new(),
+                versions: FxHashMap::default(),
                 assumed: HashMap::new(),
                 view: ClusterView::default(),
                 dirty: true,
@@ -308,7 +404,9 @@ impl Plugin {
                     == node.status.as_ref().map(|s| (&s.allocatable, &s.capacity))
         });
         if !same {
-            self.nodes.insert(name, node);
+            if self.nodes.insert(name, node).is_none() {
+                self.names_stale = true;
+            }
             self.dirty = true;
         }
         Ok(())
@@ -317,6 +415,7 @@ impl Plugin {
     /// Node `name` is gone.
     pub fn delete_node(&mut self, name: &str) {
         if self.nodes.remove(name).is_some() {
+            self.names_stale = true;
             self.dirty = true;
         }
     }
@@ -329,8 +428,10 @@ impl Plugin {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let Some(now) = gpu_pod(&pod, &self.keys, &self.config.resource) else {
             self.delete_pod(&uid);
+            self.saw(uid, &pod);
             return Ok(());
         };
+        self.saw(uid.clone(), &pod);
         let holds = |p: &GpuPod| p.active && p.node.is_some();
         let place = |p: &GpuPod| (p.node.clone(), p.assigned.clone());
         if holds(&now) {
@@ -352,8 +453,21 @@ impl Plugin {
         Ok(())
     }
 
+    /// Remembers which version of pod `uid` the plugin holds.
+    fn saw(&mut self, uid: String, pod: &Pod) {
+        match &pod.metadata.resource_version {
+            Some(version) => {
+                self.versions.insert(uid, version.clone());
+            }
+            None => {
+                self.versions.remove(&uid);
+            }
+        }
+    }
+
     /// The pod with UID `uid` is gone.
     pub fn delete_pod(&mut self, uid: &str) {
+        self.versions.remove(uid);
         let held = self
             .pods
             .remove(uid)
@@ -382,42 +496,65 @@ impl Plugin {
         Ok(())
     }
 
+    /// The node table PreFilter's verdicts follow, brought up to date.
+    fn names(&mut self) -> Arc<[String]> {
+        if self.names_stale {
+            let mut names: Vec<String> = self.nodes.keys().cloned().collect();
+            names.sort_unstable();
+            self.names = Arc::from(names);
+            self.generation += 1;
+            self.names_stale = false;
+        }
+        Arc::clone(&self.names)
+    }
+
     /// PreFilter: judges the pod (JSON) on every node Tandem knows, with one engine call for
     /// the scores (and one more for the reasons when no node fits).
     pub fn prefilter(&mut self, json: &[u8]) -> Result<Prepared, Error> {
         let pod: Pod = input("Pod", json)?;
+        let pod = gpu_pod(&pod, &self.keys, &self.config.resource);
+        self.judge(pod)
+    }
+
+    /// PreFilter for the pod with UID `uid` at `resource_version`, from what its events told
+    /// (the scheduler's pods come from the same informer): `None` when the plugin has not
+    /// seen that version (its event is still on the way), and [`Plugin::prefilter`] must be
+    /// given the pod.
+    pub fn prefilter_known(
+        &mut self,
+        uid: &str,
+        resource_version: &str,
+    ) -> Result<Option<Prepared>, Error> {
+        if self.versions.get(uid).map(String::as_str) != Some(resource_version) {
+            return Ok(None);
+        }
+        let pod = self.pods.get(uid).cloned();
+        self.judge(pod).map(Some)
+    }
+
+    /// PreFilter's verdicts for `pod` (`None`: a pod Tandem does not manage).
+    fn judge(&mut self, pod: Option<GpuPod>) -> Result<Prepared, Error> {
         self.cycle = None;
-        let Some(pod) = gpu_pod(&pod, &self.keys, &self.config.resource) else {
-            return Ok(Prepared::default());
+        let Some(pod) = pod else {
+            return Ok(Prepared::unmanaged());
         };
         if pod.gpus > 1 && self.residents_moved {
             self.dirty = true;
         }
         self.sync()?;
-        let mut candidates: Vec<String> = self.nodes.keys().cloned().collect();
-        candidates.sort();
-        let scores: NodeScores = if pod.gpus == 1 {
-            extender::score_nodes(&mut self.engine, &pod, &candidates)?
+        let names = self.names();
+        let scores = if pod.gpus == 1 {
+            extender::candidate_scores(&mut self.engine, &pod, &names)?
         } else {
-            NodeScores::new()
+            Vec::new()
         };
-        let filtered = extender::filter(&mut self.engine, &self.view, &pod, &candidates, &scores)?;
-        let scores = filtered
-            .passed
-            .iter()
-            .map(|name| {
-                (
-                    name.clone(),
-                    extender::node_score(&self.view, &pod, name, &scores),
-                )
-            })
-            .collect();
+        let verdicts = extender::judge(&mut self.engine, &self.view, &pod, &names, &scores)?;
         self.cycle = Some(pod);
         Ok(Prepared {
             managed: true,
-            failed: filtered.failed.into_iter().collect(),
-            unresolvable: filtered.unresolvable.into_iter().collect(),
-            scores,
+            generation: self.generation,
+            names,
+            verdicts,
         })
     }
 

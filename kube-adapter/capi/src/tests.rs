@@ -21,18 +21,77 @@ impl Drop for Fixture {
 
 /// Calls `f` with an output buffer and returns the status and the buffer as text.
 fn call(f: impl FnOnce(*mut TandemBuf) -> TandemStatus) -> (TandemStatus, String) {
+    let (status, bytes) = call_bytes(f);
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Calls `f` with an output buffer and returns the status and the buffer's bytes.
+fn call_bytes(f: impl FnOnce(*mut TandemBuf) -> TandemStatus) -> (TandemStatus, Vec<u8>) {
     let mut out = TandemBuf::empty();
     let status = f(&mut out);
-    let text = if out.ptr.is_null() {
-        String::new()
+    let bytes = if out.ptr.is_null() {
+        Vec::new()
     } else {
         // SAFETY: filled by the library: `len` bytes at `ptr`.
-        let bytes = unsafe { std::slice::from_raw_parts(out.ptr, out.len) };
-        String::from_utf8_lossy(bytes).into_owned()
+        unsafe { std::slice::from_raw_parts(out.ptr, out.len) }.to_vec()
     };
     // SAFETY: filled by the library, freed once.
     unsafe { tandem_buf_free(out) };
-    (status, text)
+    (status, bytes)
+}
+
+/// Reads PreFilter's binary answer (`Prepared::encode`) as the Go plugin does, into the shape
+/// the tests assert on: `managed`, `generation`, `names` (as sent: empty when the caller held
+/// the table), and by node name `scores`, `failed` and `unresolvable`. `table` is the node
+/// table to use when the answer leaves it out.
+fn decode(bytes: &[u8], table: &[String]) -> Value {
+    let mut at = 0;
+    let mut take = |n: usize| {
+        let slice = &bytes[at..at + n];
+        at += n;
+        slice
+    };
+    assert_eq!(take(1)[0], plugin::PREPARED_FORMAT);
+    if take(1)[0] == 0 {
+        return json!({ "managed": false });
+    }
+    let generation = u64::from_le_bytes(take(8).try_into().unwrap());
+    let u32_at = |slice: &[u8]| u32::from_le_bytes(slice.try_into().unwrap()) as usize;
+    let mut names = Vec::new();
+    if take(1)[0] == 1 {
+        for _ in 0..u32_at(take(4)) {
+            let len = u32_at(take(4));
+            names.push(String::from_utf8(take(len).to_vec()).unwrap());
+        }
+    }
+    let mut verdicts = Vec::new();
+    for _ in 0..u32_at(take(4)) {
+        let v = take(4);
+        verdicts.push((v[0], v[1], u16::from_le_bytes([v[2], v[3]]) as usize));
+    }
+    let mut reasons = Vec::new();
+    for _ in 0..u32_at(take(4)) {
+        let len = u32_at(take(4));
+        reasons.push(String::from_utf8(take(len).to_vec()).unwrap());
+    }
+    assert_eq!(at, bytes.len(), "trailing bytes");
+    let table: Vec<String> = if names.is_empty() {
+        table.to_vec()
+    } else {
+        names.clone()
+    };
+    assert_eq!(table.len(), verdicts.len());
+    let (mut scores, mut failed, mut unresolvable) = (json!({}), json!({}), json!({}));
+    for (name, (kind, score, reason)) in table.iter().zip(verdicts) {
+        match kind {
+            0 => scores[name] = json!(score),
+            1 => failed[name] = json!(reasons[reason]),
+            2 => unresolvable[name] = json!(reasons[reason]),
+            other => panic!("unknown verdict kind {other}"),
+        }
+    }
+    json!({ "managed": true, "generation": generation, "names": names, "scores": scores,
+            "failed": failed, "unresolvable": unresolvable })
 }
 
 fn new_plugin(args: &Value) -> (TandemStatus, String, *mut TandemPlugin) {
@@ -99,18 +158,31 @@ impl Fixture {
         assert_eq!(status, TANDEM_OK, "{text}");
     }
 
-    fn prefilter(&self, pod: &Value) -> (TandemStatus, String) {
+    fn prefilter_with(&self, pod: &Value, known_generation: u64) -> (TandemStatus, Vec<u8>) {
         let json = pod.to_string();
-        call(|out| {
+        call_bytes(|out| {
             // SAFETY: a live handle and valid pointers.
-            unsafe { tandem_plugin_prefilter(self.plugin, json.as_ptr(), json.len(), out) }
+            unsafe {
+                tandem_plugin_prefilter(
+                    self.plugin,
+                    json.as_ptr(),
+                    json.len(),
+                    known_generation,
+                    out,
+                )
+            }
         })
     }
 
+    fn prefilter(&self, pod: &Value) -> (TandemStatus, String) {
+        let (status, bytes) = self.prefilter_with(pod, 0);
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     fn prepared(&self, pod: &Value) -> Value {
-        let (status, text) = self.prefilter(pod);
-        assert_eq!(status, TANDEM_OK, "{text}");
-        serde_json::from_str(&text).unwrap()
+        let (status, bytes) = self.prefilter_with(pod, 0);
+        assert_eq!(status, TANDEM_OK, "{}", String::from_utf8_lossy(&bytes));
+        decode(&bytes, &[])
     }
 
     fn reserve(&self, uid: &str, node: &str) -> (TandemStatus, String) {
@@ -192,6 +264,90 @@ fn a_pod_goes_beside_the_co_runner_the_engine_prefers_and_gets_the_annotation() 
     let next = plugin.prepared(&pod("q", None, None));
     assert!(next["failed"]["a"].is_string(), "{next}");
     assert!(next["scores"]["b"].is_u64(), "{next}");
+}
+
+#[test]
+fn the_node_table_is_sent_again_only_when_nodes_come_or_go() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let first = plugin.prepared(&pod("p", None, None));
+    assert_eq!(first["names"], json!(["a", "b"]));
+    let generation = first["generation"].as_u64().unwrap();
+    // The caller holds this table: the answer leaves the names out, the verdicts follow it.
+    let (status, bytes) = plugin.prefilter_with(&pod("p", None, None), generation);
+    assert_eq!(status, TANDEM_OK);
+    let table = ["a".to_owned(), "b".to_owned()];
+    let again = decode(&bytes, &table);
+    assert_eq!(again["names"], json!([]));
+    assert_eq!(again["scores"], first["scores"]);
+    // A label change keeps the table; a new node makes a new one, sent whole.
+    plugin.set("node", &node("a"));
+    let (_, bytes) = plugin.prefilter_with(&pod("p", None, None), generation);
+    assert_eq!(decode(&bytes, &table)["names"], json!([]));
+    plugin.set("node", &node("c"));
+    let (_, bytes) = plugin.prefilter_with(&pod("p", None, None), generation);
+    let grown = decode(&bytes, &table);
+    assert_eq!(grown["names"], json!(["a", "b", "c"]));
+    assert!(grown["generation"].as_u64().unwrap() > generation);
+}
+
+impl Fixture {
+    fn prefilter_known(&self, uid: &str, version: &str) -> (TandemStatus, Value) {
+        let (status, bytes) = call_bytes(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe {
+                tandem_plugin_prefilter_known(
+                    self.plugin,
+                    uid.as_ptr(),
+                    uid.len(),
+                    version.as_ptr(),
+                    version.len(),
+                    0,
+                    out,
+                )
+            }
+        });
+        let answer = if status == TANDEM_OK {
+            decode(&bytes, &[])
+        } else {
+            json!(String::from_utf8_lossy(&bytes))
+        };
+        (status, answer)
+    }
+}
+
+#[test]
+fn a_pod_seen_in_its_events_is_judged_without_being_sent_again() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let mut pending = pod("p", None, None);
+    pending["metadata"]["resourceVersion"] = json!("7");
+    plugin.set("pod", &pending);
+    let (status, known) = plugin.prefilter_known("uid-p", "7");
+    assert_eq!(status, TANDEM_OK, "{known}");
+    assert_eq!(known, plugin.prepared(&pending));
+    // A version the events have not brought yet, or a pod never seen: the pod must be sent.
+    assert_eq!(plugin.prefilter_known("uid-p", "8").0, TANDEM_UNSEEN);
+    assert_eq!(plugin.prefilter_known("uid-nobody", "1").0, TANDEM_UNSEEN);
+    // A pod without GPUs, seen: not Tandem's.
+    let cpu_pod = json!({
+        "metadata": { "name": "web", "namespace": "default", "uid": "uid-web",
+                      "resourceVersion": "3" },
+        "spec": { "containers": [{ "name": "main" }] },
+    });
+    plugin.set("pod", &cpu_pod);
+    assert_eq!(
+        plugin.prefilter_known("uid-web", "3"),
+        (TANDEM_OK, json!({ "managed": false }))
+    );
+    // Gone: unseen again.
+    let uid = "uid-web";
+    let (status, text) = call(|out| {
+        // SAFETY: a live handle and valid pointers.
+        unsafe { tandem_plugin_delete_pod(plugin.plugin, uid.as_ptr(), uid.len(), out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{text}");
+    assert_eq!(plugin.prefilter_known("uid-web", "3").0, TANDEM_UNSEEN);
 }
 
 #[test]

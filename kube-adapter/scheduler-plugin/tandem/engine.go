@@ -18,7 +18,8 @@ int32_t tandem_plugin_set_node(const TandemPlugin *p, const uint8_t *node, size_
 int32_t tandem_plugin_delete_node(const TandemPlugin *p, const uint8_t *name, size_t len, TandemBuf *out);
 int32_t tandem_plugin_set_pod(const TandemPlugin *p, const uint8_t *pod, size_t len, TandemBuf *out);
 int32_t tandem_plugin_delete_pod(const TandemPlugin *p, const uint8_t *uid, size_t len, TandemBuf *out);
-int32_t tandem_plugin_prefilter(const TandemPlugin *p, const uint8_t *pod, size_t len, TandemBuf *out);
+int32_t tandem_plugin_prefilter(const TandemPlugin *p, const uint8_t *pod, size_t len, uint64_t known_generation, TandemBuf *out);
+int32_t tandem_plugin_prefilter_known(const TandemPlugin *p, const uint8_t *uid, size_t uid_len, const uint8_t *version, size_t version_len, uint64_t known_generation, TandemBuf *out);
 int32_t tandem_plugin_reserve(const TandemPlugin *p, const uint8_t *uid, size_t uid_len, const uint8_t *node, size_t node_len, TandemBuf *out);
 int32_t tandem_plugin_unreserve(const TandemPlugin *p, const uint8_t *uid, size_t len, TandemBuf *out);
 int32_t tandem_plugin_restore(const TandemPlugin *p, const uint8_t *config_map, size_t len, TandemBuf *out);
@@ -28,22 +29,29 @@ int32_t tandem_plugin_stored(const TandemPlugin *p, const uint8_t *version, size
 import "C"
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"unsafe"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Statuses of the C ABI.
 const (
 	statusOK      = 0
 	statusRefused = 1
+	statusUnseen  = 3
 )
 
 // engine is a handle on the Rust side: the engine component, the cluster view and the
-// decisions. Its methods may be called from any goroutine (Rust serializes them).
+// decisions. Its methods may be called from any goroutine (Rust serializes them), except
+// prefilter, which the scheduling cycle alone calls (it keeps the node table).
 type engine struct {
 	handle *C.TandemPlugin
+	// table is the node table of the last PreFilter answer (see prepared).
+	table *nodeTable
 }
 
 // settings are what Rust hands back from the validated plugin args.
@@ -52,12 +60,109 @@ type settings struct {
 	KnowledgeConfigMap string `json:"knowledgeConfigMap"`
 }
 
-// prepared is PreFilter's answer (Rust's `Prepared`).
+// nodeTable is the node table PreFilter's verdicts follow: Rust sends it again only when a
+// node came or went (a new generation).
+type nodeTable struct {
+	generation uint64
+	index      map[string]int
+}
+
+// Kinds of a node's verdict, as Rust encodes them.
+const (
+	verdictFits         = 0
+	verdictFails        = 1
+	verdictUnresolvable = 2
+)
+
+// prepared is PreFilter's answer (Rust's `Prepared`, binary; its `encode` documents the
+// layout): four bytes per node of the table, read in place by Filter and Score.
 type prepared struct {
-	Managed      bool              `json:"managed"`
-	Failed       map[string]string `json:"failed"`
-	Unresolvable map[string]string `json:"unresolvable"`
-	Scores       map[string]int64  `json:"scores"`
+	managed  bool
+	table    *nodeTable
+	verdicts []byte
+	reasons  []string
+}
+
+// verdict is the kind, score and reason of node name; ok is false for a node the table
+// does not hold.
+func (p *prepared) verdict(name string) (kind byte, score int64, reason string, ok bool) {
+	at, ok := p.table.index[name]
+	if !ok || 4*at+4 > len(p.verdicts) {
+		return 0, 0, "", false
+	}
+	v := p.verdicts[4*at : 4*at+4]
+	if v[0] != verdictFits {
+		if r := int(binary.LittleEndian.Uint16(v[2:])); r < len(p.reasons) {
+			reason = p.reasons[r]
+		}
+	}
+	return v[0], int64(v[1]), reason, true
+}
+
+// preparedFormat is the layout version Rust writes first.
+const preparedFormat = 1
+
+// reader reads the binary answer, remembering the first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil || n < 0 || n > len(r.b) {
+		if r.err == nil {
+			r.err = errors.New("truncated")
+		}
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) u32() int {
+	if b := r.take(4); b != nil {
+		return int(binary.LittleEndian.Uint32(b))
+	}
+	return 0
+}
+
+func (r *reader) text() string {
+	return string(r.take(r.u32()))
+}
+
+// decodePrepared reads Rust's answer; table is the node table held so far (nil for none),
+// replaced when the answer carries a new one.
+func decodePrepared(b []byte, table *nodeTable) (*prepared, error) {
+	r := &reader{b: b}
+	head := r.take(2)
+	if r.err != nil || head[0] != preparedFormat {
+		return nil, fmt.Errorf("cannot read Tandem's PreFilter answer: format %v", head)
+	}
+	if head[1] == 0 {
+		return &prepared{}, nil
+	}
+	generation := binary.LittleEndian.Uint64(r.take(8))
+	if included := r.take(1); r.err == nil && included[0] == 1 {
+		names := r.u32()
+		table = &nodeTable{generation: generation, index: make(map[string]int, names)}
+		for i := 0; i < names && r.err == nil; i++ {
+			table.index[r.text()] = i
+		}
+	}
+	count := r.u32()
+	verdicts := r.take(4 * count)
+	reasons := make([]string, r.u32())
+	for i := range reasons {
+		reasons[i] = r.text()
+	}
+	switch {
+	case r.err != nil:
+		return nil, fmt.Errorf("cannot read Tandem's PreFilter answer: %w", r.err)
+	case table == nil || table.generation != generation || len(table.index) != count:
+		return nil, fmt.Errorf("Tandem's PreFilter answer follows node table %d, not the one held", generation)
+	}
+	return &prepared{managed: true, table: table, verdicts: verdicts, reasons: reasons}, nil
 }
 
 // reserved is Reserve's answer: the annotation Bind puts on the Binding.
@@ -68,6 +173,9 @@ type reserved struct {
 
 // errRefused marks an answer the Rust side gave as a refusal (the node cannot take the pod).
 var errRefused = errors.New("refused")
+
+// errUnseen: the Rust side has not seen that version of the pod yet (its event is on the way).
+var errUnseen = errors.New("pod version not seen yet")
 
 func bytesArg(b []byte) (*C.uint8_t, C.size_t) {
 	if len(b) == 0 {
@@ -91,6 +199,8 @@ func call(f func(out *C.TandemBuf) C.int32_t) ([]byte, error) {
 		return answer, nil
 	case statusRefused:
 		return nil, fmt.Errorf("%w: %s", errRefused, answer)
+	case statusUnseen:
+		return nil, errUnseen
 	default:
 		return nil, errors.New(string(answer))
 	}
@@ -149,20 +259,40 @@ func stored(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int
 	return C.tandem_plugin_stored(p, b, n, out)
 }
 
-// prefilter judges a pod (already JSON) on every node.
-func (e *engine) prefilter(pod []byte) (*prepared, error) {
-	a, n := bytesArg(pod)
+// prefilter judges a pod on every node: from what the pod's events told Rust when it has
+// seen this version of the pod (the scheduler's pods come from the same informer), else from
+// the pod itself. Only the scheduling cycle calls it.
+func (e *engine) prefilter(pod *v1.Pod) (*prepared, error) {
+	var known uint64
+	if e.table != nil {
+		known = e.table.generation
+	}
+	u, un := bytesArg([]byte(pod.UID))
+	rv, rvn := bytesArg([]byte(pod.ResourceVersion))
 	answer, err := call(func(out *C.TandemBuf) C.int32_t {
-		return C.tandem_plugin_prefilter(e.handle, a, n, out)
+		return C.tandem_plugin_prefilter_known(e.handle, u, un, rv, rvn, C.uint64_t(known), out)
 	})
+	if errors.Is(err, errUnseen) {
+		var body []byte
+		if body, err = json.Marshal(withoutManagedFields(pod)); err != nil {
+			return nil, err
+		}
+		a, n := bytesArg(body)
+		answer, err = call(func(out *C.TandemBuf) C.int32_t {
+			return C.tandem_plugin_prefilter(e.handle, a, n, C.uint64_t(known), out)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
-	var p prepared
-	if err := json.Unmarshal(answer, &p); err != nil {
-		return nil, fmt.Errorf("cannot read Tandem's PreFilter answer: %w", err)
+	p, err := decodePrepared(answer, e.table)
+	if err != nil {
+		return nil, err
 	}
-	return &p, nil
+	if p.managed {
+		e.table = p.table
+	}
+	return p, nil
 }
 
 // reserve chooses the pod's GPUs on node; errRefused when the node cannot take it.

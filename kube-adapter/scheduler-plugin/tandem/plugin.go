@@ -2,8 +2,9 @@
 // I/O around the Rust engine (kube-adapter/capi), which makes every decision.
 //
 // PreFilter asks Rust once per pod for the verdict on every node (OOM guard, sharing cap,
-// reasons, scores); Filter and Score read that verdict from the cycle state, so no call
-// crosses into Rust per node. Reserve has Rust choose the GPU and record it at once;
+// reasons, scores), four bytes per node in a table Rust sends again only when nodes come or
+// go; Filter and Score read that verdict in place from the cycle state, so no call crosses
+// into Rust per node and nothing is decoded per node. Reserve has Rust choose the GPU and record it at once;
 // Unreserve undoes that; Bind binds the pod with the choice as the Binding's annotation (the
 // annotation the HTTP extender writes), one API write as the default binder's. Node and pod
 // events from the framework's informers feed Rust's view.
@@ -11,7 +12,6 @@ package tandem
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -99,8 +99,8 @@ func (p *Plugin) watch(ctx context.Context) {
 		}
 	}
 	_, err := informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { report("node added", p.engine.object(setNode, obj)) },
-		UpdateFunc: func(_, obj any) { report("node updated", p.engine.object(setNode, obj)) },
+		AddFunc:    func(obj any) { report("node added", p.engine.object(setNode, trimmed(obj))) },
+		UpdateFunc: func(_, obj any) { report("node updated", p.engine.object(setNode, trimmed(obj))) },
 		DeleteFunc: func(obj any) {
 			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = gone.Obj
@@ -112,8 +112,8 @@ func (p *Plugin) watch(ctx context.Context) {
 	})
 	report("node handler", err)
 	_, err = informers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { report("pod added", p.engine.object(setPod, obj)) },
-		UpdateFunc: func(_, obj any) { report("pod updated", p.engine.object(setPod, obj)) },
+		AddFunc:    func(obj any) { report("pod added", p.engine.object(setPod, trimmed(obj))) },
+		UpdateFunc: func(_, obj any) { report("pod updated", p.engine.object(setPod, trimmed(obj))) },
 		DeleteFunc: func(obj any) {
 			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = gone.Obj
@@ -126,20 +126,37 @@ func (p *Plugin) watch(ctx context.Context) {
 	report("pod handler", err)
 }
 
+// withoutManagedFields is a shallow copy of pod without its managed fields, which Rust never
+// reads and which are often most of a pod's JSON (the informer's object is not modified).
+func withoutManagedFields(pod *v1.Pod) *v1.Pod {
+	copied := *pod
+	copied.ManagedFields = nil
+	return &copied
+}
+
+// trimmed is an informer's pod or node as Rust is sent it: without managed fields.
+func trimmed(obj any) any {
+	switch o := obj.(type) {
+	case *v1.Pod:
+		return withoutManagedFields(o)
+	case *v1.Node:
+		copied := *o
+		copied.ManagedFields = nil
+		return &copied
+	}
+	return obj
+}
+
 // PreFilter asks Rust for the pod's verdict on every node. Pods without the managed GPU
 // resource are skipped; an engine failure is an error status for this pod only.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// Only the scheduler holding the leader lease schedules: from here on this one leads.
 	p.kb.lead()
-	body, err := json.Marshal(pod)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	verdict, err := p.engine.prefilter(body)
+	verdict, err := p.engine.prefilter(pod)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("Tandem: %w", err))
 	}
-	if !verdict.Managed {
+	if !verdict.managed {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(stateKey, &cycle{verdict: verdict})
@@ -177,18 +194,17 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni f
 	if !ok {
 		return nil
 	}
-	name := ni.Node().Name
-	if why, ok := v.verdict.Unresolvable[name]; ok {
+	kind, _, why, known := v.verdict.verdict(ni.Node().Name)
+	switch {
+	case !known:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			"Tandem: has not seen this node yet (it follows node events; retry shortly)")
+	case kind == verdictUnresolvable:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
-	}
-	if why, ok := v.verdict.Failed[name]; ok {
+	case kind == verdictFails:
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	if _, ok := v.verdict.Scores[name]; ok {
-		return nil
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-		"Tandem: has not seen this node yet (it follows node events; retry shortly)")
+	return nil
 }
 
 // PreScore skips scoring for pods Tandem does not manage.
@@ -205,7 +221,8 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fw
 	if !ok {
 		return 0, nil
 	}
-	return v.verdict.Scores[ni.Node().Name], nil
+	_, score, _, _ := v.verdict.verdict(ni.Node().Name)
+	return score, nil
 }
 
 // ScoreExtensions gives NormalizeScore.
