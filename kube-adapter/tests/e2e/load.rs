@@ -31,6 +31,7 @@ fn peak_rss_kib(pid: u32) -> Result<u64> {
 
 #[tokio::test]
 async fn a_flood_of_large_bodies_costs_bounded_memory_and_health_stays_up() -> Result<()> {
+    crate::cluster::install_crypto_provider();
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("id-secret"), "cd".repeat(32))?;
     std::fs::write(dir.path().join("intake-token"), "load-token")?;
