@@ -71,7 +71,9 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
     );
     // A node whose GPU model is `loop`: the intake takes profiles of models the cluster has.
     let looping_node = json!({
-        "metadata": { "name": "n-loop", "labels": { "nvidia.com/gpu.product": "loop" } },
+        "metadata": { "name": "n-loop", "labels": {
+            "nvidia.com/gpu.product": "loop", "nvidia.com/gpu.memory": "16384",
+        }},
         "status": { "allocatable": { "nvidia.com/gpu": "1" } },
     });
     let cluster: ClusterFile =
