@@ -250,6 +250,18 @@ impl EngineState {
         Ok(())
     }
 
+    /// Puts the engine's knowledge and the ledger back to `snapshot` and `ledger` (what was
+    /// stored before a batch that failed, or whose write did), keeping the cluster view.
+    pub(crate) fn restore(
+        &mut self,
+        snapshot: &[u8],
+        ledger: crate::outcomes::Ledger,
+    ) -> Result<(), EngineFailure> {
+        self.replace(snapshot)?;
+        self.ledger = ledger;
+        Ok(())
+    }
+
     /// Brings the engine's view to `gpus`, the cluster as the scheduler sees it now: GPUs that
     /// are new or changed are set, GPUs no longer there removed. Only the difference crosses
     /// into the engine; nothing changes if the engine refuses it.

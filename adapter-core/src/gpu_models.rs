@@ -33,3 +33,20 @@ pub fn gpu_model(product: &str) -> (String, Option<u32>) {
             |(model, memory)| ((*model).to_owned(), Some(*memory)),
         )
 }
+
+/// Whether `model` is a short name the engine knows (`V100`, `A100`, ...).
+pub fn is_known(model: &str) -> bool {
+    KNOWN_MODELS.iter().any(|(known, _)| *known == model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_map_to_known_short_names() {
+        assert_eq!(gpu_model("Tesla-V100-SXM2-16GB").0, "V100");
+        assert_eq!(gpu_model("NVIDIA A100-SXM4-40GB").0, "A100");
+        assert!(is_known("V100") && !is_known("alice's resnet on V100"));
+    }
+}

@@ -11,14 +11,17 @@
 //!
 //! Every body is size-bounded and every request time-bounded ([`router`]). A body that does
 //! not parse gets `400` with the offending field named; the process never panics on input.
+//! The front-end's scheduler verbs answer only a caller with the scheduler's credential
+//! ([`crate::SchedulerAuth`]): `401` without one, `403` with a wrong token.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
@@ -34,8 +37,14 @@ use crate::{Core, Frontend, ObserveError};
 /// the core's limits.
 pub fn router<F: Frontend>(core: Arc<Core>, frontend: Arc<F>) -> Router {
     let limits = core.limits;
+    let budget = Arc::new(BodyBudget {
+        permits: tokio::sync::Semaphore::new(limits.max_inflight_body_bytes.div_ceil(KIB)),
+        max_body_bytes: limits.max_body_bytes,
+        metrics: Arc::clone(&core.metrics),
+    });
     let ready = Arc::clone(&frontend);
     let readiness = Arc::clone(&core);
+    let auth_core = Arc::clone(&core);
     Router::new()
         .route("/v1/profiles", post(profiles))
         .route("/v1/outcomes", post(outcomes))
@@ -58,13 +67,92 @@ pub fn router<F: Frontend>(core: Arc<Core>, frontend: Arc<F>) -> Router {
                 }
             }),
         )
-        .merge(frontend.routes())
+        .merge(
+            frontend
+                .routes()
+                .layer(middleware::from_fn_with_state(auth_core, authenticate)),
+        )
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             limits.request_timeout,
         ))
+        .layer(middleware::from_fn_with_state(budget, admit))
 }
+
+/// Permits are counted in KiB, so a budget of gigabytes fits a semaphore's `u32` requests.
+const KIB: usize = 1024;
+
+/// The memory request bodies in flight may take, all requests together.
+struct BodyBudget {
+    permits: tokio::sync::Semaphore,
+    max_body_bytes: usize,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// Admits a request only if the body it declares fits what is left of the budget (a body that
+/// declares no length is counted at the largest size allowed); holds that share until the
+/// answer is made. Requests without a body (`GET`: probes, metrics) are always admitted.
+async fn admit(State(budget): State<Arc<BodyBudget>>, request: Request, next: Next) -> Response {
+    if request.method() == axum::http::Method::GET {
+        return next.run(request).await;
+    }
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(budget.max_body_bytes)
+        .min(budget.max_body_bytes);
+    let kib = u32::try_from(declared.div_ceil(KIB).max(1)).unwrap_or(u32::MAX);
+    let Ok(_held) = budget.permits.try_acquire_many(kib) else {
+        budget.metrics.bodies_refused.inc();
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            axum::Json(serde_json::json!({
+                "error": "too many large requests in flight; retry shortly"
+            })),
+        )
+            .into_response();
+    };
+    next.run(request).await
+}
+
+/// A list of at most [`MAX_BATCH_ITEMS`] items, refused while it is read
+/// once it has more: a batch of a million items costs the memory of the limit, not of the batch.
+pub fn bounded<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Bounded<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX_BATCH_ITEMS} items")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            while let Some(item) = seq.next_element()? {
+                if items.len() == MAX_BATCH_ITEMS {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX_BATCH_ITEMS} {TOO_MANY_ITEMS}"
+                    )));
+                }
+                items.push(item);
+            }
+            Ok(items)
+        }
+    }
+    deserializer.deserialize_seq(Bounded(std::marker::PhantomData))
+}
+
+/// Most items one intake request may carry ([`bounded`]).
+pub const MAX_BATCH_ITEMS: usize = 10_000;
+
+/// How [`bounded`]'s refusal reads, so [`parse`] answers it `413`.
+const TOO_MANY_ITEMS: &str = "items in one request; send them in batches";
 
 /// An answer that is not the verb's normal result.
 #[derive(Debug)]
@@ -98,6 +186,10 @@ impl IntoResponse for Failure {
 impl From<ObserveError> for Failure {
     fn from(error: ObserveError) -> Self {
         let status = match &error {
+            // Nothing more fits: retrying will not help until something is forgotten.
+            ObserveError::Store(crate::store::StoreError::TooLarge { .. }) => {
+                StatusCode::INSUFFICIENT_STORAGE
+            }
             ObserveError::NotLeader(_) | ObserveError::Store(_) | ObserveError::Call(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -118,10 +210,13 @@ pub fn parse<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Failure>
         } else {
             format!(" at `{path}`")
         };
-        Failure::new(
-            StatusCode::BAD_REQUEST,
-            format!("invalid {what} request{at}: {}", e.into_inner()),
-        )
+        let error = e.into_inner().to_string();
+        let status = if error.contains(TOO_MANY_ITEMS) {
+            StatusCode::PAYLOAD_TOO_LARGE
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        Failure::new(status, format!("invalid {what} request{at}: {error}"))
     })
 }
 
@@ -151,6 +246,73 @@ pub async fn timed<T: IntoResponse>(
     }
 }
 
+/// Whether `given` equals `expected`, without an early exit (timing does not reveal a matching
+/// prefix).
+fn same_secret(given: &str, expected: &str) -> bool {
+    given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0_u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// The token a request presents: `Authorization: Bearer <token>`, or the password of
+/// `Authorization: Basic` (what an HTTP client sends for a URL `https://user:<token>@host/`).
+fn presented_token(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    if let Some(token) = value.strip_prefix("Bearer ") {
+        return Some(token.trim().to_owned());
+    }
+    let encoded = value.strip_prefix("Basic ")?;
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let decoded = String::from_utf8(decoded).ok()?;
+    Some(decoded.split_once(':')?.1.to_owned())
+}
+
+/// Admits a caller of the scheduler verbs who proves to be the scheduler (see
+/// [`crate::SchedulerAuth`]).
+async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Next) -> Response {
+    let auth = &core.scheduler_auth;
+    if auth.is_open() {
+        return next.run(request).await;
+    }
+    let certified = auth.client_certificates
+        && request
+            .extensions()
+            .get::<crate::serve::ClientCertificate>()
+            .is_some_and(|c| c.0);
+    let token = presented_token(request.headers());
+    let tokened = match (&auth.token, &token) {
+        (Some(expected), Some(given)) => same_secret(given, expected),
+        _ => false,
+    };
+    if certified || tokened {
+        return next.run(request).await;
+    }
+    let verb = request.uri().path().trim_start_matches('/').to_owned();
+    core.metrics
+        .unauthorized
+        .get_or_create(&crate::metrics::Verb { verb: verb.clone() })
+        .inc();
+    tracing::warn!(
+        verb,
+        "refused a scheduler verb from a caller without the scheduler's credential"
+    );
+    let failure = if token.is_some() {
+        Failure::new(StatusCode::FORBIDDEN, "wrong scheduler token")
+    } else {
+        Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "the scheduler verbs need the scheduler's client certificate or token",
+        )
+    };
+    failure.into_response()
+}
+
 /// Checks the intake's bearer token.
 fn authorize(core: &Core, headers: &HeaderMap) -> Result<(), Failure> {
     let Some(expected) = &core.intake_token else {
@@ -164,14 +326,7 @@ fn authorize(core: &Core, headers: &HeaderMap) -> Result<(), Failure> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
-    // Compare without an early exit, so timing does not reveal a matching prefix.
-    let same = given.len() == expected.len()
-        && given
-            .bytes()
-            .zip(expected.bytes())
-            .fold(0_u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if same {
+    if same_secret(given, expected) {
         Ok(())
     } else {
         Err(Failure::new(
@@ -195,7 +350,8 @@ pub struct ProfileRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfilesRequest {
-    /// The profiles.
+    /// The profiles (at most [`MAX_BATCH_ITEMS`]).
+    #[serde(deserialize_with = "bounded")]
     pub profiles: Vec<ProfileRecord>,
 }
 
@@ -204,6 +360,34 @@ pub struct ProfilesRequest {
 pub struct ProfilesAnswer {
     /// Cluster and uncertainty per profile.
     pub assignments: Vec<Assignment>,
+}
+
+/// Refuses a GPU model that is neither one the engine knows nor one of the cluster's: the field
+/// is free text that would be stored, so it must not carry anything but a model's name.
+fn check_model(
+    state: &mut crate::EngineState,
+    field: &str,
+    model: &str,
+    call: &'static str,
+) -> Result<(), crate::EngineFailure> {
+    let mut in_view = || {
+        state
+            .recommender()
+            .cluster()
+            .iter()
+            .any(|(_, gpu)| gpu.spec.model == model)
+    };
+    if crate::gpu_models::is_known(model) || in_view() {
+        return Ok(());
+    }
+    Err(crate::EngineFailure {
+        call,
+        source: tandem_host::Error::Engine(tandem_api::EngineError::InvalidInput(format!(
+            "{field} names a GPU model ({} characters) that is neither one Tandem knows nor one \
+             of the cluster's",
+            model.len()
+        ))),
+    })
 }
 
 fn check_keyed<'a>(ids: impl IntoIterator<Item = (String, &'a str)>) -> Result<(), Failure> {
@@ -238,7 +422,14 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                 request
                     .profiles
                     .iter()
-                    .map(|r| {
+                    .enumerate()
+                    .map(|(i, r)| {
+                        check_model(
+                            state,
+                            &format!("profiles[{i}].profile.gpu_model"),
+                            &r.profile.gpu_model,
+                            "observe-profile",
+                        )?;
                         state
                             .recommender()
                             .observe_profile(&r.job, &r.profile)
@@ -256,7 +447,8 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutcomesRequest {
-    /// The outcomes, with keyed job ids.
+    /// The outcomes, with keyed job ids (at most [`MAX_BATCH_ITEMS`]).
+    #[serde(deserialize_with = "bounded")]
     pub outcomes: Vec<Outcome>,
 }
 
@@ -274,7 +466,13 @@ async fn outcomes(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
         let count = request.outcomes.len();
         core2
             .observe(move |state| {
-                request.outcomes.iter().try_for_each(|o| {
+                request.outcomes.iter().enumerate().try_for_each(|(i, o)| {
+                    check_model(
+                        state,
+                        &format!("outcomes[{i}].gpu_model"),
+                        &o.gpu_model,
+                        "observe-outcome",
+                    )?;
                     state
                         .recommender()
                         .observe_outcome(o)

@@ -55,6 +55,23 @@ impl JobKeys {
     pub fn key(&self, namespace: &str, job: &str) -> String {
         keyed_id(&self.secret, &format!("{namespace}/{job}"))
     }
+
+    /// The keyed id of one run (a pod's UID, a Slurm job's token), as the outcome ledger
+    /// stores it: persisted state never holds a raw UID. A `:` cannot occur in a namespace, so
+    /// these ids never collide with [`JobKeys::key`]'s.
+    pub fn key_run(&self, run: &str) -> String {
+        keyed_id(&self.secret, &format!("run:{run}"))
+    }
+
+    /// A fingerprint of the secret, stored beside the knowledge base: an adapter started with
+    /// another secret (a wrong or rotated one) would key every job differently and silently
+    /// learn into an orphaned knowledge base, so it refuses to start instead. It reveals
+    /// nothing of the secret (an HMAC of a fixed text, 64 bits).
+    pub fn fingerprint(&self) -> String {
+        let mut id = keyed_id(&self.secret, "tandem-key-fingerprint");
+        id.truncate(16);
+        id
+    }
 }
 
 #[cfg(test)]
@@ -71,6 +88,19 @@ mod tests {
         assert_eq!(a.key("team-a", "resnet-finetune"), keyed);
         assert_ne!(b.key("team-a", "resnet-finetune"), keyed);
         assert_ne!(a.key("team-b", "resnet-finetune"), keyed);
+    }
+
+    #[test]
+    fn run_ids_and_fingerprints_are_keyed_too() {
+        let a = JobKeys::new(vec![1; 32]).unwrap();
+        let b = JobKeys::new(vec![2; 32]).unwrap();
+        let uid = "5f0c1d2e-0000-4000-8000-000000000001";
+        assert!(is_keyed(&a.key_run(uid)));
+        assert!(!a.key_run(uid).contains("5f0c"));
+        assert_ne!(a.key_run(uid), b.key_run(uid));
+        assert_eq!(a.fingerprint(), a.fingerprint());
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.fingerprint().len(), 16);
     }
 
     #[test]

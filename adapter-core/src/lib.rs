@@ -38,7 +38,7 @@ pub use engine::{CallError, Engine, EngineFailure, EngineState, NodeScore};
 pub use identity::JobKeys;
 pub use leadership::Leadership;
 use metrics::{Metrics, Reason};
-use outcomes::{Learned, Ledger, Run};
+use outcomes::{Learned, Run};
 use store::{AdapterState, KnowledgeStore, StoreError};
 
 /// The engine component every adapter binary embeds, built by the build script.
@@ -61,6 +61,11 @@ pub trait Frontend: Send + Sync + 'static {
 pub struct Limits {
     /// Largest body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Most bytes of request bodies in flight at once, all requests together: a request whose
+    /// declared body would pass it gets `429` before its body is read, so a flood of large
+    /// bodies costs a bounded amount of memory (see `docs/RELIABILITY.md`).
+    pub max_inflight_body_bytes: usize,
+
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
     /// Longest a scheduling decision waits for the engine; past it the front-end fails open.
@@ -73,10 +78,36 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 64 << 20,
+            max_inflight_body_bytes: 96 << 20,
+
             request_timeout: Duration::from_secs(4),
             decision_wait: Duration::from_secs(1),
             observation_wait: Duration::from_secs(10),
         }
+    }
+}
+
+/// Who may call a front-end's scheduler verbs (`/filter`, `/bind`, `/v1/slurm/submit`, ...).
+///
+/// The verbs decide where pods run and `bind` binds them with the adapter's own service
+/// account, so a caller must prove it is the scheduler: with a client certificate signed by the
+/// client CA the server was started with ([`serve::Tls::client_ca`], mutual TLS:
+/// kube-scheduler's extender `tlsConfig`), or with the bearer token (`Authorization: Bearer
+/// <token>`, or the token as the password of HTTP Basic authentication, which a scheduler sends
+/// when its URL carries it as `https://tandem:<token>@host/`). Without either configured the
+/// verbs are open, and the adapter says so loudly at start.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulerAuth {
+    /// Whether a verified client certificate admits a caller.
+    pub client_certificates: bool,
+    /// The bearer token that admits a caller, if any.
+    pub token: Option<String>,
+}
+
+impl SchedulerAuth {
+    /// Whether the verbs are open to anyone.
+    pub fn is_open(&self) -> bool {
+        !self.client_certificates && self.token.is_none()
     }
 }
 
@@ -111,6 +142,8 @@ pub struct Core {
     pub intake_token: Option<String>,
     /// Limits of requests and engine calls.
     pub limits: Limits,
+    /// Who may call the scheduler verbs.
+    pub scheduler_auth: SchedulerAuth,
     store: Option<Box<dyn KnowledgeStore>>,
     /// Version of the stored knowledge base the engine matches; writes are serialized here.
     version: tokio::sync::Mutex<Option<String>>,
@@ -139,8 +172,8 @@ pub struct CoreConfig {
     pub intake_token: Option<String>,
     /// Where the knowledge base is stored, if anywhere.
     pub store: Option<Box<dyn KnowledgeStore>>,
-    /// The stored version and ledger the engine was loaded from, if any.
-    pub stored: Option<(String, Ledger)>,
+    /// The stored version and core state the engine was loaded from, if any.
+    pub stored: Option<(String, AdapterState)>,
     /// Limits.
     pub limits: Limits,
     /// Engine calls that may wait in the queue before more are refused.
@@ -148,17 +181,28 @@ pub struct CoreConfig {
 }
 
 impl Core {
-    /// Starts the engine thread and assembles the core.
-    pub fn start(config: CoreConfig) -> std::io::Result<Self> {
+    /// Starts the engine thread and assembles the core. Refuses a stored knowledge base keyed
+    /// with another secret than `config.keys` ([`StoreError::KeyMismatch`]).
+    pub fn start(config: CoreConfig) -> Result<Self, StartError> {
         let metrics = Arc::new(Metrics::default());
-        let (version, ledger) = config
-            .stored
-            .map_or((None, None), |(v, l)| (Some(v), Some(l)));
         let mut engine = config.engine;
-        if let Some(ledger) = ledger {
-            engine.ledger = ledger;
+        let mut version = None;
+        if let Some((stored_version, adapter)) = config.stored {
+            let name = config
+                .store
+                .as_ref()
+                .map_or_else(|| "the knowledge base".to_owned(), |s| s.name());
+            adapter.check_key(&name, &config.keys.fingerprint())?;
+            engine.ledger = adapter.ledger;
+            version = Some(stored_version);
         }
-        let engine = Engine::start(engine, config.queue, Arc::clone(&metrics))?;
+        if let Some(limit) = config.store.as_ref().and_then(|s| s.capacity()) {
+            metrics
+                .store_limit_bytes
+                .set(i64::try_from(limit).unwrap_or(i64::MAX));
+        }
+        let engine = Engine::start(engine, config.queue, Arc::clone(&metrics))
+            .map_err(StartError::Thread)?;
         Ok(Self {
             engine,
             keys: config.keys,
@@ -166,11 +210,24 @@ impl Core {
             leadership: config.leadership,
             intake_token: config.intake_token,
             limits: config.limits,
+            scheduler_auth: SchedulerAuth::default(),
             store: config.store,
             version: tokio::sync::Mutex::new(version),
             epoch: AtomicU64::new(0),
             ready: AtomicBool::new(false),
         })
+    }
+
+    /// Requires `auth` of every caller of the scheduler verbs.
+    pub fn with_scheduler_auth(mut self, auth: SchedulerAuth) -> Self {
+        if auth.is_open() {
+            tracing::warn!(
+                "the scheduler verbs are unauthenticated: anyone who reaches this port can bind \
+                 pods; give a client CA (mutual TLS) or a scheduler token"
+            );
+        }
+        self.scheduler_auth = auth;
+        self
     }
 
     /// Runs a scheduling decision on the engine thread, waiting at most
@@ -217,78 +274,142 @@ impl Core {
 
     /// Applies observations on the engine thread and stores the result before returning: what
     /// this returns `Ok` for is acknowledged and survives a crash. Only the leader observes.
+    ///
+    /// All or nothing: when `apply` fails part-way, or the write of its result does, the engine
+    /// and the ledger are put back to what is stored, so a refused batch leaves no trace and a
+    /// retry counts once.
     pub async fn observe<T: Send + 'static>(
         &self,
         apply: impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<T, ObserveError> {
+        self.observe_changes(move |state| apply(state).map(|answer| (answer, true)))
+            .await
+    }
+
+    /// [`Core::observe`] for work that may change nothing: `apply` answers whether it changed
+    /// the engine or the ledger, and nothing is written when it did not.
+    pub async fn observe_changes<T: Send + 'static>(
+        &self,
+        apply: impl FnOnce(&mut EngineState) -> Result<(T, bool), EngineFailure> + Send + 'static,
     ) -> Result<T, ObserveError> {
         if !self.leadership.is_leader() {
             return Err(ObserveError::NotLeader(self.leadership.holder()));
         }
         let mut version = self.version.lock().await;
         let store = self.store.is_some();
-        let (answer, snapshot) = self
+        let fingerprint = self.keys.fingerprint();
+        let applied = self
             .engine
             .call("observe", self.limits.observation_wait, move |state| {
-                let answer = apply(state);
-                // A snapshot that cannot be taken (the save trapped) is not written; the
-                // observations stay in the engine's journal and reach the store with the next.
-                let snapshot = store
-                    .then(|| match state.recommender().snapshot() {
-                        Ok(engine) => Some((
-                            engine.to_vec(),
-                            AdapterState {
-                                ledger: state.ledger.clone(),
-                            },
-                        )),
-                        Err(error) => {
-                            tracing::warn!(%error, "could not snapshot the engine for the store");
-                            None
-                        }
-                    })
-                    .flatten();
-                (answer, snapshot)
+                // What the store holds: the state to return to if anything below fails.
+                let before = state
+                    .recommender()
+                    .snapshot()
+                    .map_err(engine::failed("save"))?
+                    .to_vec();
+                let ledger = state.ledger.clone();
+                let undo = |state: &mut EngineState, before: &[u8], ledger| {
+                    if let Err(error) = state.restore(before, ledger) {
+                        tracing::error!(%error, "could not undo a failed batch of observations");
+                    }
+                };
+                let (answer, changed) = match apply(state) {
+                    Ok(done) => done,
+                    Err(error) => {
+                        undo(state, &before, ledger);
+                        return Err(error);
+                    }
+                };
+                if !changed || !store {
+                    return Ok((answer, changed, None));
+                }
+                let engine = match state.recommender().snapshot() {
+                    Ok(engine) => engine.to_vec(),
+                    Err(error) => {
+                        undo(state, &before, ledger);
+                        return Err(engine::failed("save")(error));
+                    }
+                };
+                let adapter = AdapterState {
+                    ledger: state.ledger.clone(),
+                    key_fingerprint: Some(fingerprint),
+                };
+                Ok((answer, changed, Some((engine, adapter, before, ledger))))
             })
             .await?;
-        // Even a failed batch may have applied its first observations.
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        let answer = answer.inspect_err(|_| {
+        let (answer, changed, write) = applied.inspect_err(|_| {
             self.metrics.engine_errors.inc();
         })?;
-        if let (Some(store), Some((engine, adapter))) = (&self.store, snapshot) {
-            match store.save(version.as_deref(), &engine, &adapter).await {
-                Ok(written) => *version = Some(written),
-                Err(error) => {
-                    self.metrics.store_errors.inc();
-                    if matches!(error, StoreError::Conflict(_)) {
-                        // Someone else wrote: take their state, so ours matches the store.
-                        if let Err(reload) = self.reload_locked(&mut version).await {
-                            tracing::error!(%reload, "cannot reload the knowledge base after a conflict");
-                        }
+        if changed {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        let (Some(store), Some((engine, adapter, before, ledger))) = (&self.store, write) else {
+            return Ok(answer);
+        };
+        let size = store::stored_size(&engine, &adapter);
+        match store.save(version.as_deref(), &engine, &adapter).await {
+            Ok(written) => {
+                *version = Some(written);
+                self.metrics.store_writes.inc();
+                self.metrics
+                    .store_bytes
+                    .set(i64::try_from(size).unwrap_or(i64::MAX));
+                Ok(answer)
+            }
+            Err(error) => {
+                self.metrics.store_errors.inc();
+                tracing::warn!(%error, bytes = size, "the knowledge base was not written; undoing the batch");
+                let conflict = matches!(error, StoreError::Conflict(_));
+                let undone = !conflict
+                    && self
+                        .engine
+                        .call("undo", self.limits.observation_wait, move |state| {
+                            state.restore(&before, ledger)
+                        })
+                        .await
+                        .is_ok_and(|undone| undone.is_ok());
+                self.epoch.fetch_add(1, Ordering::AcqRel);
+                if !undone {
+                    // Someone else wrote, or the undo failed: take what is stored, so the
+                    // engine matches the store again.
+                    if let Err(reload) = self.reload_locked(&mut version, true).await {
+                        tracing::error!(%reload, "cannot reload the knowledge base after a failed write");
                     }
-                    return Err(error.into());
                 }
+                Err(error.into())
             }
         }
-        Ok(answer)
     }
 
     /// Loads the stored knowledge base if it changed since it was last read or written.
     /// Returns whether it changed.
     pub async fn reload(&self) -> Result<bool, ObserveError> {
         let mut version = self.version.lock().await;
-        self.reload_locked(&mut version).await
+        self.reload_locked(&mut version, false).await
     }
 
-    async fn reload_locked(&self, version: &mut Option<String>) -> Result<bool, ObserveError> {
+    /// Loads the stored knowledge base if it changed since `version` (or whatever, `force`).
+    async fn reload_locked(
+        &self,
+        version: &mut Option<String>,
+        force: bool,
+    ) -> Result<bool, ObserveError> {
         let Some(store) = &self.store else {
             return Ok(false);
         };
         let Some(stored) = store.load().await? else {
             return Ok(false);
         };
-        if version.as_deref() == Some(stored.version.as_str()) {
+        if !force && version.as_deref() == Some(stored.version.as_str()) {
             return Ok(false);
         }
+        stored
+            .adapter
+            .check_key(&store.name(), &self.keys.fingerprint())?;
+        let size = store::stored_size(&stored.engine, &stored.adapter);
+        self.metrics
+            .store_bytes
+            .set(i64::try_from(size).unwrap_or(i64::MAX));
         let engine = stored.engine;
         let ledger = stored.adapter.ledger;
         self.engine
@@ -307,33 +428,70 @@ impl Core {
     /// runs of a shared GPU are done (see [`outcomes`]). `others` are the runs that used the
     /// same GPU around it.
     pub async fn run_finished(&self, run: Run, others: Vec<Run>, now: f64) {
-        if !self.leadership.is_leader() {
-            return;
+        self.runs_finished(vec![(run, others)], now).await;
+    }
+
+    /// Learns from runs that finished, as one batch: one engine task and at most one write,
+    /// and none when nothing new was learned (runs already counted, pairs still running), so
+    /// catching up with thousands of finished runs costs one write. Leader only; returns how
+    /// many runs taught something (solo samples and outcomes).
+    pub async fn runs_finished(&self, runs: Vec<(Run, Vec<Run>)>, now: f64) -> usize {
+        if !self.leadership.is_leader() || runs.is_empty() {
+            return 0;
         }
         let result = self
-            .observe(move |state| {
-                let learned = state.ledger.learn(&run, &others, now);
-                if let Learned::Outcome(outcome) = &learned {
-                    state
-                        .recommender()
-                        .observe_outcome(outcome)
-                        .map_err(engine::failed("observe-outcome"))?;
+            .observe_changes(move |state| {
+                let mut learned = Vec::with_capacity(runs.len());
+                for (run, others) in &runs {
+                    let mut taught = state.ledger.learn(run, others, now);
+                    if let Learned::Outcome(outcome) = &taught
+                        && let Err(error) = state.recommender().observe_outcome(outcome)
+                    {
+                        let error = engine::failed("observe-outcome")(error);
+                        if !error.is_refusal() {
+                            return Err(error);
+                        }
+                        // The engine will never take it: counted, not retried.
+                        taught = Learned::Skipped("refused by the engine");
+                    }
+                    learned.push(taught);
                 }
-                Ok(learned)
+                let changed = learned
+                    .iter()
+                    .any(|l| matches!(l, Learned::Solo | Learned::Outcome(_)));
+                Ok((learned, changed))
             })
             .await;
-        match result {
-            Err(error) => tracing::warn!(%error, "could not record a finished run"),
-            Ok(Learned::Outcome(Outcome { gpu_model, .. })) => {
-                self.metrics.outcomes_learned.inc();
-                tracing::info!(
-                    gpu_model,
-                    "learned a co-location outcome from finished runs"
-                );
+        let learned = match result {
+            Ok(learned) => learned,
+            Err(error) => {
+                // Not acknowledged, so not marked: the next catch-up tries these runs again.
+                tracing::warn!(%error, "could not record finished runs");
+                return 0;
             }
-            Ok(Learned::Solo) => tracing::debug!("recorded a solo run"),
-            Ok(Learned::Skipped(reason)) => self.skipped(reason),
+        };
+        let mut taught = 0;
+        for learned in learned {
+            match learned {
+                Learned::Outcome(Outcome { gpu_model, .. }) => {
+                    taught += 1;
+                    self.metrics.runs_learned.inc();
+                    self.metrics.outcomes_learned.inc();
+                    tracing::info!(
+                        gpu_model,
+                        "learned a co-location outcome from finished runs"
+                    );
+                }
+                Learned::Solo => {
+                    taught += 1;
+                    self.metrics.runs_learned.inc();
+                    tracing::debug!("recorded a solo run");
+                }
+                Learned::Skipped("already counted") => {}
+                Learned::Skipped(reason) => self.skipped(reason),
+            }
         }
+        taught
     }
 
     /// Counts a finished run that taught nothing, by reason.
@@ -345,6 +503,17 @@ impl Core {
             })
             .inc();
     }
+}
+
+/// Why a core could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The engine thread could not be started.
+    #[error("cannot start the engine thread")]
+    Thread(#[source] std::io::Error),
+    /// The stored knowledge base cannot be used (keyed with another secret).
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Why an observation was not acknowledged.

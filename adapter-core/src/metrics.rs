@@ -52,12 +52,24 @@ pub struct Metrics {
     pub fail_opens: Family<Verb, Counter>,
     /// Outcomes learned from finished pods.
     pub outcomes_learned: Counter,
+    /// Finished runs that taught something (a solo sample or an outcome).
+    pub runs_learned: Counter,
     /// Finished pods that taught nothing, per reason.
     pub outcomes_skipped: Family<Reason, Counter>,
     /// 1 while this replica leads.
     pub leader: Gauge,
     /// Knowledge-base writes that failed.
     pub store_errors: Counter,
+    /// Knowledge-base writes that succeeded.
+    pub store_writes: Counter,
+    /// Bytes of the knowledge base as last read or written.
+    pub store_bytes: Gauge,
+    /// Most bytes the store holds (0: no limit known).
+    pub store_limit_bytes: Gauge,
+    /// Requests refused for lack of the scheduler's credential (or the intake's token).
+    pub unauthorized: Family<Verb, Counter>,
+    /// Requests refused because the bodies already in flight took the memory budget.
+    pub bodies_refused: Counter,
     /// Time the engine thread spent on one task, per call.
     pub engine_call: Family<Call, Histogram>,
     /// Engine calls whose caller stopped waiting (its time limit passed).
@@ -89,9 +101,15 @@ impl Default for Metrics {
         let engine_errors = Counter::default();
         let fail_opens = Family::<Verb, Counter>::default();
         let outcomes_learned = Counter::default();
+        let runs_learned = Counter::default();
         let outcomes_skipped = Family::<Reason, Counter>::default();
         let leader = Gauge::default();
         let store_errors = Counter::default();
+        let store_writes = Counter::default();
+        let store_bytes = Gauge::default();
+        let store_limit_bytes = Gauge::default();
+        let unauthorized = Family::<Verb, Counter>::default();
+        let bodies_refused = Counter::default();
         let engine_call = Family::<Call, Histogram>::new_with_constructor(|| {
             // 10 µs .. ~5 s.
             Histogram::new(exponential_buckets(0.00001, 2.0, 20))
@@ -129,6 +147,11 @@ impl Default for Metrics {
             outcomes_learned.clone(),
         );
         registry.register(
+            "runs_learned",
+            "Finished runs that taught something (a solo sample or a co-location outcome)",
+            runs_learned.clone(),
+        );
+        registry.register(
             "outcomes_skipped",
             "Finished pods that taught nothing, per reason",
             outcomes_skipped.clone(),
@@ -138,6 +161,31 @@ impl Default for Metrics {
             "store_errors",
             "Knowledge-base writes that failed",
             store_errors.clone(),
+        );
+        registry.register(
+            "store_writes",
+            "Knowledge-base writes that succeeded",
+            store_writes.clone(),
+        );
+        registry.register(
+            "store_bytes",
+            "Bytes of the knowledge base as last read or written",
+            store_bytes.clone(),
+        );
+        registry.register(
+            "store_limit_bytes",
+            "Most bytes the knowledge-base store holds (0: no limit)",
+            store_limit_bytes.clone(),
+        );
+        registry.register(
+            "unauthorized",
+            "Requests refused for lack of the caller's credential, per verb",
+            unauthorized.clone(),
+        );
+        registry.register(
+            "bodies_refused",
+            "Requests refused because the bodies in flight already took the memory budget",
+            bodies_refused.clone(),
         );
         registry.register(
             "engine_call_seconds",
@@ -186,9 +234,15 @@ impl Default for Metrics {
             engine_errors,
             fail_opens,
             outcomes_learned,
+            runs_learned,
             outcomes_skipped,
             leader,
             store_errors,
+            store_writes,
+            store_bytes,
+            store_limit_bytes,
+            unauthorized,
+            bodies_refused,
             engine_call,
             engine_timeouts,
             engine_overloaded,

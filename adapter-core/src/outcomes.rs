@@ -27,13 +27,18 @@ pub const SOLO_HISTORY: usize = 5;
 /// Share of each job's run that must overlap its partner's for the pair to count.
 pub const MIN_OVERLAP: f64 = 0.8;
 
-/// Pods remembered as already turned into knowledge (so a restart does not count them twice).
-const PROCESSED_HISTORY: usize = 10_000;
+/// Runs remembered as already turned into knowledge (so a restart does not count them twice).
+/// Older ones are forgotten but still not counted again: see [`Ledger`]'s horizon.
+pub const PROCESSED_HISTORY: usize = 4_096;
+
+/// Jobs (per GPU model) whose solo history is kept; the least recently updated goes first.
+pub const SOLO_JOBS: usize = 2_048;
 
 /// One pod's run on one GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
-    /// Pod UID.
+    /// The run's identity, keyed ([`crate::JobKeys::key_run`]): stored in the ledger, so never
+    /// a raw pod UID.
     pub uid: String,
     /// Keyed job id.
     pub job: String,
@@ -68,27 +73,69 @@ pub enum Learned {
     Skipped(&'static str),
 }
 
-/// What the adapter remembers to estimate outcomes: solo history and processed pods. It is
-/// stored with the knowledge base.
+/// What the adapter remembers to estimate outcomes: solo history and processed runs. It is
+/// stored with the knowledge base, so it is bounded: at most [`SOLO_JOBS`] solo histories (the
+/// least recently updated forgotten first) and [`PROCESSED_HISTORY`] processed runs. A run
+/// that falls out of the processed list moves the *horizon* to its end: runs that ended by
+/// then are never counted again, so a bounded list still counts every run at most once.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
     /// Solo run times, keyed `<job>@<model>`.
     solo: BTreeMap<String, VecDeque<f64>>,
-    /// UIDs of pods already accounted for, oldest first.
+    /// Keys of `solo`, least recently updated first.
+    #[serde(default)]
+    solo_order: VecDeque<String>,
+    /// Keyed ids of runs already accounted for, with their end, oldest first.
+    #[serde(default)]
+    done: VecDeque<(String, f64)>,
+    /// Runs that ended at or before this were accounted for or forgotten: never counted again.
+    #[serde(default)]
+    horizon: Option<f64>,
+    /// Raw pod UIDs of ledgers written before run ids were keyed: read, never written. Their
+    /// presence sets the horizon at the next run learned, so nothing is counted twice.
+    #[serde(default, skip_serializing)]
     processed: VecDeque<String>,
 }
 
 impl Ledger {
-    /// Whether the pod was already accounted for.
+    /// Whether the run was already accounted for (or ended before what the ledger remembers).
     pub fn is_processed(&self, uid: &str) -> bool {
-        self.processed.iter().any(|u| u == uid)
+        self.done.iter().any(|(u, _)| u == uid)
     }
 
-    fn mark(&mut self, uid: &str) {
-        if !self.is_processed(uid) {
-            self.processed.push_back(uid.to_owned());
-            if self.processed.len() > PROCESSED_HISTORY {
-                self.processed.pop_front();
+    /// How many runs and solo histories it holds.
+    pub fn len(&self) -> (usize, usize) {
+        (self.done.len(), self.solo.len())
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty() && self.solo.is_empty()
+    }
+
+    fn mark(&mut self, uid: &str, end: f64) {
+        if self.is_processed(uid) {
+            return;
+        }
+        self.done.push_back((uid.to_owned(), end));
+        while self.done.len() > PROCESSED_HISTORY {
+            if let Some((_, end)) = self.done.pop_front() {
+                self.horizon = Some(self.horizon.map_or(end, |h| h.max(end)));
+            }
+        }
+    }
+
+    fn add_solo(&mut self, key: String, seconds: f64) {
+        let runs = self.solo.entry(key.clone()).or_default();
+        runs.push_back(seconds);
+        if runs.len() > SOLO_HISTORY {
+            runs.pop_front();
+        }
+        self.solo_order.retain(|k| *k != key);
+        self.solo_order.push_back(key);
+        while self.solo_order.len() > SOLO_JOBS {
+            if let Some(oldest) = self.solo_order.pop_front() {
+                self.solo.remove(&oldest);
             }
         }
     }
@@ -112,11 +159,16 @@ impl Ledger {
         let Some(end) = finished.end else {
             return Learned::Skipped("still running");
         };
-        if self.is_processed(&finished.uid) {
+        if !self.processed.is_empty() {
+            // A ledger of raw UIDs: what it counted cannot be matched any more.
+            self.processed.clear();
+            self.horizon = Some(self.horizon.map_or(now, |h| h.max(now)));
+        }
+        if self.is_processed(&finished.uid) || self.horizon.is_some_and(|h| end <= h) {
             return Learned::Skipped("already counted");
         }
         if end <= finished.start {
-            self.mark(&finished.uid);
+            self.mark(&finished.uid, end);
             return Learned::Skipped("no run time");
         }
         let partners: Vec<&Run> = same_gpu
@@ -125,24 +177,25 @@ impl Ledger {
             .collect();
         match partners.as_slice() {
             [] => {
-                let runs = self
-                    .solo
-                    .entry(format!("{}@{}", finished.job, finished.model))
-                    .or_default();
-                runs.push_back(end - finished.start);
-                if runs.len() > SOLO_HISTORY {
-                    runs.pop_front();
-                }
-                self.mark(&finished.uid);
+                self.add_solo(
+                    format!("{}@{}", finished.job, finished.model),
+                    end - finished.start,
+                );
+                self.mark(&finished.uid, end);
                 Learned::Solo
             }
             [partner] => {
-                if partner.end.is_none() {
+                let Some(partner_end) = partner.end else {
                     // The partner's finish will complete the pair.
                     return Learned::Skipped("partner still running");
+                };
+                if self.is_processed(&partner.uid) {
+                    // Counted with another run (or alone) already: this one completes nothing.
+                    self.mark(&finished.uid, end);
+                    return Learned::Skipped("partner already counted");
                 }
-                self.mark(&finished.uid);
-                self.mark(&partner.uid);
+                self.mark(&finished.uid, end);
+                self.mark(&partner.uid, partner_end);
                 let shared = finished.overlap(partner, now);
                 if shared < MIN_OVERLAP * finished.duration(now)
                     || shared < MIN_OVERLAP * partner.duration(now)
@@ -166,7 +219,7 @@ impl Ledger {
                 })
             }
             _ => {
-                self.mark(&finished.uid);
+                self.mark(&finished.uid, end);
                 Learned::Skipped("more than two jobs shared the GPU")
             }
         }
@@ -237,6 +290,48 @@ mod tests {
             ledger.learn(&d, &[c], 300.0),
             Learned::Skipped("no solo history")
         );
+    }
+
+    #[test]
+    fn the_ledger_is_bounded_and_counts_a_forgotten_run_never_again() {
+        let mut ledger = Ledger::default();
+        for i in 0..PROCESSED_HISTORY + 10 {
+            let end = 100.0 + i as f64;
+            let r = run(&format!("u{i}"), &format!("job{i}"), 0.0, Some(end));
+            assert_eq!(ledger.learn(&r, &[], 1e9), Learned::Solo);
+        }
+        let (done, solo) = ledger.len();
+        assert_eq!(done, PROCESSED_HISTORY);
+        assert_eq!(solo, SOLO_JOBS);
+        // The oldest runs fell out of the list, and still count as seen.
+        let first = run("u0", "job0", 0.0, Some(100.0));
+        assert!(!ledger.is_processed("u0"));
+        assert_eq!(
+            ledger.learn(&first, &[], 1e9),
+            Learned::Skipped("already counted")
+        );
+        // The least recently updated solo histories went first.
+        assert_eq!(ledger.solo("job0", "V100"), None);
+        let last = PROCESSED_HISTORY + 9;
+        assert!(ledger.solo(&format!("job{last}"), "V100").is_some());
+        let size = serde_json::to_string(&ledger).unwrap().len();
+        println!("a full ledger is {size} bytes of JSON");
+        assert!(size < 512 << 10, "{size}");
+    }
+
+    #[test]
+    fn a_ledger_of_raw_uids_counts_nothing_that_finished_before_the_upgrade() {
+        let old: Ledger =
+            serde_json::from_str(r#"{"solo": {}, "processed": ["raw-uid"]}"#).unwrap();
+        let mut ledger = old;
+        let before = run("k1", "a", 0.0, Some(50.0));
+        assert_eq!(
+            ledger.learn(&before, &[], 100.0),
+            Learned::Skipped("already counted")
+        );
+        let after = run("k2", "a", 0.0, Some(150.0));
+        assert_eq!(ledger.learn(&after, &[], 200.0), Learned::Solo);
+        assert!(!serde_json::to_string(&ledger).unwrap().contains("raw-uid"));
     }
 
     #[test]

@@ -1,25 +1,178 @@
 //! Serving an adapter's router: plain HTTP or HTTPS, on an address or a bound listener, until
 //! shutdown, letting requests in flight finish.
+//!
+//! HTTPS may also authenticate its callers: with a client CA ([`Tls::client_ca`]) a caller
+//! that presents a certificate signed by it is marked on its requests
+//! ([`ClientCertificate`]), and the scheduler verbs require that mark (see
+//! [`crate::SchedulerAuth`]). A caller without a certificate still connects (probes and
+//! `/metrics` scrapers present none) but gets `401` from the verbs. The certificate, its key
+//! and the CA are read again whenever one of the files changes ([`RELOAD_EVERY`]), so a
+//! rotated certificate is served without a restart.
 
+use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
-use axum::Router;
+use axum::middleware::AddExtension;
+use axum::{Extension, Router};
+use axum_server::accept::Accept;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use futures::future::BoxFuture;
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+use tower::Layer as _;
 
 use crate::Shutdown;
 
 /// How long in-flight requests may finish after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// A certificate and its key (PEM files), for HTTPS.
+/// How often the certificate files are checked for a change.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
+
+/// A certificate and its key (PEM files), for HTTPS; and the CA of the clients it
+/// authenticates, if it does.
 #[derive(Debug, Clone)]
 pub struct Tls {
     /// The certificate chain.
     pub cert: PathBuf,
     /// Its private key.
     pub key: PathBuf,
+    /// CA certificates (PEM) whose client certificates authenticate a caller (mutual TLS).
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Whether the connection a request came on presented a client certificate that the
+/// [`Tls::client_ca`] verified (a request extension; absent on plain HTTP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientCertificate(pub bool);
+
+impl Tls {
+    /// The rustls configuration these files describe.
+    pub fn server_config(&self) -> anyhow::Result<ServerConfig> {
+        let certs = CertificateDer::pem_file_iter(&self.cert)
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .with_context(|| format!("cannot read TLS certificate {}", self.cert.display()))?;
+        anyhow::ensure!(
+            !certs.is_empty(),
+            "{} holds no certificate",
+            self.cert.display()
+        );
+        let key = PrivateKeyDer::from_pem_file(&self.key)
+            .with_context(|| format!("cannot read TLS key {}", self.key.display()))?;
+        let builder = ServerConfig::builder();
+        let builder = match &self.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = RootCertStore::empty();
+                for cert in CertificateDer::pem_file_iter(ca)
+                    .with_context(|| format!("cannot read client CA {}", ca.display()))?
+                {
+                    let cert =
+                        cert.with_context(|| format!("cannot read client CA {}", ca.display()))?;
+                    roots
+                        .add(cert)
+                        .with_context(|| format!("{}: not a CA certificate", ca.display()))?;
+                }
+                let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
+                    // Probes and scrapers connect without one; the verbs refuse them.
+                    .allow_unauthenticated()
+                    .build()
+                    .with_context(|| format!("cannot verify clients with {}", ca.display()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder
+            .with_single_cert(certs, key)
+            .with_context(|| format!("{} does not match its key", self.cert.display()))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    /// When each file last changed, to notice a rotation.
+    fn stamps(&self) -> Vec<Option<(SystemTime, u64)>> {
+        let stamp = |path: &Path| {
+            std::fs::metadata(path)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        };
+        [Some(&self.cert), Some(&self.key), self.client_ca.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|p| stamp(p))
+            .collect()
+    }
+}
+
+/// Marks each request with whether its connection presented a verified client certificate.
+#[derive(Debug, Clone)]
+struct CertifyingAcceptor {
+    inner: RustlsAcceptor,
+}
+
+impl<I, S> Accept<I, S> for CertifyingAcceptor
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Send + 'static,
+{
+    type Stream = TlsStream<I>;
+    type Service = AddExtension<S, ClientCertificate>;
+    type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let acceptor = self.inner.clone();
+        Box::pin(async move {
+            let (stream, service) = acceptor.accept(stream, service).await?;
+            // rustls only hands over certificates its verifier accepted.
+            let certified = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .is_some_and(|certs| !certs.is_empty());
+            Ok((
+                stream,
+                Extension(ClientCertificate(certified)).layer(service),
+            ))
+        })
+    }
+}
+
+/// Reloads `config` from `tls`'s files whenever they change, until `shutdown`. A file that does
+/// not parse (caught mid-rotation, say) keeps the configuration in force and is tried again.
+fn reload_on_change(tls: Tls, config: RustlsConfig, mut shutdown: Shutdown) {
+    tokio::spawn(async move {
+        let mut seen = tls.stamps();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(RELOAD_EVERY) => {}
+                () = shutdown.wait() => break,
+            }
+            let now = tls.stamps();
+            if now == seen {
+                continue;
+            }
+            match tls.server_config() {
+                Ok(fresh) => {
+                    config.reload_from_config(Arc::new(fresh));
+                    seen = now;
+                    tracing::info!(cert = %tls.cert.display(), "reloaded the TLS certificate");
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        "cannot reload the TLS certificate; serving the previous one"
+                    );
+                }
+            }
+        }
+    });
 }
 
 fn drain_on(mut shutdown: Shutdown) -> axum_server::Handle<SocketAddr> {
@@ -39,15 +192,17 @@ pub async fn serve(
     tls: Option<Tls>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let handle = drain_on(shutdown);
+    let handle = drain_on(shutdown.clone());
     let service = router.into_make_service();
     match tls {
-        Some(Tls { cert, key }) => {
-            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
-                .await
-                .with_context(|| format!("cannot load TLS certificate {}", cert.display()))?;
-            tracing::info!(%listen, "serving HTTPS");
-            axum_server::bind_rustls(listen, config)
+        Some(tls) => {
+            let config = RustlsConfig::from_config(Arc::new(tls.server_config()?));
+            tracing::info!(%listen, client_ca = ?tls.client_ca, "serving HTTPS");
+            reload_on_change(tls, config.clone(), shutdown);
+            axum_server::bind(listen)
+                .acceptor(CertifyingAcceptor {
+                    inner: RustlsAcceptor::new(config),
+                })
                 .handle(handle)
                 .serve(service)
                 .await
@@ -75,6 +230,27 @@ pub async fn serve_listener(
     listener.set_nonblocking(true)?;
     let handle = drain_on(shutdown);
     axum_server::from_tcp(listener)?
+        .handle(handle)
+        .serve(router.into_make_service())
+        .await?;
+    Ok(())
+}
+
+/// [`serve_listener`] over HTTPS with `tls` (reloaded when its files change), for tests.
+pub async fn serve_listener_tls(
+    router: Router,
+    listener: std::net::TcpListener,
+    tls: Tls,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    listener.set_nonblocking(true)?;
+    let handle = drain_on(shutdown.clone());
+    let config = RustlsConfig::from_config(Arc::new(tls.server_config()?));
+    reload_on_change(tls, config.clone(), shutdown);
+    axum_server::from_tcp(listener)?
+        .acceptor(CertifyingAcceptor {
+            inner: RustlsAcceptor::new(config),
+        })
         .handle(handle)
         .serve(router.into_make_service())
         .await?;

@@ -21,6 +21,25 @@ use crate::outcomes::Ledger;
 pub struct AdapterState {
     /// Solo history and processed runs, for outcome estimation.
     pub ledger: Ledger,
+    /// Fingerprint of the secret the ids in this knowledge base were keyed with
+    /// ([`crate::JobKeys::fingerprint`]); absent from knowledge bases written before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_fingerprint: Option<String>,
+}
+
+impl AdapterState {
+    /// Checks that this state was keyed with the secret of `fingerprint` (a state that names
+    /// no fingerprint is taken as keyed with it: it predates fingerprints).
+    pub fn check_key(&self, name: &str, fingerprint: &str) -> Result<(), StoreError> {
+        match &self.key_fingerprint {
+            Some(stored) if stored != fingerprint => Err(StoreError::KeyMismatch {
+                name: name.to_owned(),
+                stored: stored.clone(),
+                ours: fingerprint.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A stored knowledge base and the version it was read at.
@@ -47,6 +66,20 @@ pub enum StoreError {
         name: String,
         /// What is wrong with it.
         why: String,
+    },
+    /// The knowledge base was keyed with another secret than this adapter's.
+    #[error(
+        "{name} was keyed with another id secret (fingerprint {stored}; this adapter's secret has \
+         {ours}): every job would get a new id and what was learned would be orphaned. Start with \
+         the secret it was written with, or move it aside to start a new knowledge base"
+    )]
+    KeyMismatch {
+        /// What was read.
+        name: String,
+        /// The fingerprint stored with it.
+        stored: String,
+        /// The fingerprint of this adapter's secret.
+        ours: String,
     },
     /// The state does not fit the backend.
     #[error("the knowledge base is {size} bytes, more than {backend} holds ({limit} bytes)")]
@@ -76,6 +109,23 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         engine: &'a [u8],
         adapter: &'a AdapterState,
     ) -> BoxFuture<'a, Result<String, StoreError>>;
+
+    /// The most bytes a knowledge base may take here (engine snapshot and core state), if the
+    /// backend has a limit; exported as `tandem_store_limit_bytes`.
+    fn capacity(&self) -> Option<usize> {
+        None
+    }
+
+    /// What it is called in messages (a file's path, a ConfigMap's name).
+    fn name(&self) -> String {
+        "the knowledge base".to_owned()
+    }
+}
+
+/// The bytes a knowledge base takes in a store: the engine's snapshot and the core's state as
+/// JSON (what every backend writes, give or take a header).
+pub fn stored_size(engine: &[u8], adapter: &AdapterState) -> usize {
+    engine.len() + serde_json::to_vec(adapter).map_or(0, |json| json.len())
 }
 
 /// The knowledge base in one file on the controller host, for schedulers with a single
@@ -217,6 +267,10 @@ impl KnowledgeStore for FileStore {
         adapter: &'a AdapterState,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         Box::pin(std::future::ready(self.write(version, engine, adapter)))
+    }
+
+    fn name(&self) -> String {
+        self.path.display().to_string()
     }
 }
 

@@ -177,7 +177,13 @@ impl Catalog {
             let mut file = fs::File::create(&temp)?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
-            fs::rename(&temp, path)
+            fs::rename(&temp, path)?;
+            // The rename is durable only once the directory entry is.
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            fs::File::open(dir)?.sync_all()
         })();
         if let Err(source) = written {
             // Best effort: the temporary file may not even exist.

@@ -1,6 +1,7 @@
 //! Writing output files so that a crash or an error mid-write never leaves a half file: the
 //! content goes to a temporary file in the same directory, is flushed to disk, and is renamed
-//! over the target only once complete.
+//! over the target only once complete; then the directory is flushed too, since the rename is
+//! durable only once the directory entry is.
 
 use std::fs::File;
 use std::path::Path;
@@ -24,7 +25,13 @@ pub(crate) fn write<T>(
     temp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("cannot write {}", path.display()))?;
+    sync_dir(dir).with_context(|| format!("cannot flush the directory {}", dir.display()))?;
     Ok(value)
+}
+
+/// Flushes a directory's entries to disk (after a rename or a create in it).
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// Writes `text` to `path` atomically, readable by everyone: reports and traces are meant to be

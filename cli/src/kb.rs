@@ -5,8 +5,10 @@
 //! `profiled` lets `kb observe` catch an outcome naming a job that was never profiled — usually
 //! a typo — without reading the engine's private snapshot; `--workloads` accepts such ids on
 //! purpose, for jobs known only by their outcomes. It is always written atomically (temporary file,
-//! fsync, rename), and only after every observation of a command was accepted, so a bad input
-//! file or a crash never loses what was learned before.
+//! fsync, rename, fsync of the directory), and only after every observation of a command was
+//! accepted, so a bad input file or a crash never loses what was learned before. Commands that
+//! change it hold an exclusive lock on `<kb>.lock` from reading it to writing it back, so two
+//! `tandem kb observe` running at once never lose one another's observations.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,9 @@ struct KbFile {
     engine: serde_json::Value,
 }
 
-/// A knowledge base opened from a file, with the keys of its ids.
+/// A knowledge base opened from a file, with the keys of its ids. It holds the file's lock
+/// ([`lock`]) until dropped, so a concurrent `kb observe` waits for this one's write instead of
+/// reading what this one is about to replace.
 pub struct OpenKb {
     /// The engine holding it.
     pub recommender: Recommender,
@@ -42,6 +46,31 @@ pub struct OpenKb {
     /// Keyed ids observed with a profile.
     profiled: BTreeSet<String>,
     path: PathBuf,
+    _lock: std::fs::File,
+}
+
+/// Where the lock of the knowledge base at `kb` is: a file beside it (`<kb>.lock`), since the
+/// knowledge base itself is replaced by every write and a lock on it would go with the old
+/// file.
+pub fn lock_path(kb: &Path) -> PathBuf {
+    let mut name = kb.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Takes the exclusive lock of the knowledge base at `kb`, waiting for whoever holds it (an
+/// advisory `flock`: every `tandem kb` that writes takes it; it goes when the process does).
+fn lock(kb: &Path) -> anyhow::Result<std::fs::File> {
+    let path = lock_path(kb);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open the lock {}", path.display()))?;
+    file.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
 }
 
 /// The secret for the knowledge base at `kb`: `--secret-file` if given, else its sidecar.
@@ -86,18 +115,27 @@ pub fn init(
         runtime.bootstrap(policy, seed)?
     };
     let summary = recommender.describe()?;
+    let _lock = lock(kb)?;
     write(kb, recommender.snapshot()?, &BTreeSet::new())?;
     Ok(summary)
 }
 
-/// Opens the knowledge base at `kb` in a new instance.
+/// Opens the knowledge base at `kb` in a new instance, to change it: holds its lock until the
+/// returned value is dropped.
 pub fn open(runtime: &Runtime, kb: &Path, secret_file: Option<&Path>) -> anyhow::Result<OpenKb> {
+    if !kb.exists() {
+        // Named as a missing file, not as a lock beside it.
+        read(runtime, kb)?;
+    }
+    let lock = lock(kb)?;
     let (recommender, profiled) = read(runtime, kb)?;
+    let keys = IdKeys::new(secret_for(kb, secret_file)?);
     Ok(OpenKb {
         recommender,
-        keys: IdKeys::new(secret_for(kb, secret_file)?),
+        keys,
         profiled,
         path: kb.to_owned(),
+        _lock: lock,
     })
 }
 

@@ -89,6 +89,12 @@ pub fn write_secret(path: &Path, secret: &[u8]) -> anyhow::Result<()> {
     let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
     writeln!(file, "{hex}")?;
     file.sync_all()?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    crate::atomic::sync_dir(dir)
+        .with_context(|| format!("cannot flush the directory {}", dir.display()))?;
     Ok(())
 }
 

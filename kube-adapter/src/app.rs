@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::Store;
 use serde::Deserialize;
 use tandem_adapter_core::outcomes::Run;
-use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState};
+use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState, JobKeys};
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
 use crate::extender::NodeScores;
@@ -90,6 +90,8 @@ pub struct App {
     /// event that does not change it (a pod created pending, the echo of Tandem's own bind)
     /// leaves the view as it is.
     residency: Mutex<HashMap<String, (String, Vec<String>)>>,
+    /// Set when finished pods should be looked through again ([`App::catch_up`]).
+    catch_up_due: AtomicBool,
 }
 
 impl std::fmt::Debug for App {
@@ -122,6 +124,7 @@ impl App {
             scores: Mutex::new(None),
             unrecorded: Mutex::new(HashSet::new()),
             residency: Mutex::new(HashMap::new()),
+            catch_up_due: AtomicBool::new(false),
         };
         if matches!(app.source, Source::Fixed(_)) {
             app.set_ready();
@@ -372,15 +375,10 @@ impl App {
             return;
         };
         let (view, _) = self.view();
-        let model = view
-            .node(finished.node.as_deref().unwrap_or_default())
-            .and_then(|entry| entry.as_ref().ok())
-            .and_then(|gpus| gpus.iter().find(|g| &g.id == gpu))
-            .map(|g| g.spec.model.clone());
-        let Some(model) = model else {
+        let Some(model) = model_of(&view, &finished, gpu) else {
             return;
         };
-        let Some(run) = run_of(pod, &finished, &model) else {
+        let Some(run) = run_of(pod, &finished, &model, &self.core.keys) else {
             self.core.skipped("no start or finish time");
             return;
         };
@@ -390,17 +388,94 @@ impl App {
             .filter_map(|other| {
                 let gp = self.gpu_pod(other)?;
                 (gp.uid != finished.uid && gp.assigned.as_slice() == [gpu.clone()])
-                    .then(|| run_of(other, &gp, &model))
+                    .then(|| run_of(other, &gp, &model, &self.core.keys))
                     .flatten()
             })
             .collect();
-        let now = k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
-        self.core.run_finished(run, others, now).await;
+        self.core.run_finished(run, others, now_seconds()).await;
+    }
+
+    /// Asks for a [`App::catch_up`] at the next chance (this replica just became leader, or its
+    /// view was just synced).
+    pub fn catch_up_soon(&self) {
+        self.catch_up_due.store(true, Ordering::Release);
+    }
+
+    /// Whether a catch-up was asked for since the last one; clears the request.
+    pub fn take_catch_up(&self) -> bool {
+        self.catch_up_due.swap(false, Ordering::AcqRel)
+    }
+
+    /// Learns from every finished pod the watcher holds that the ledger has not counted yet,
+    /// as one batch (one write at most): what finished while no replica led, while this one
+    /// followed, or before it started. Leader only; returns how many runs taught something.
+    pub async fn catch_up(&self) -> usize {
+        let Source::Kubernetes { pods, .. } = &self.source else {
+            return 0;
+        };
+        if !self.core.leadership.is_leader() || !self.is_ready() {
+            return 0;
+        }
+        let (view, _) = self.view();
+        let keys = &self.core.keys;
+        // Every pod's run, grouped by the one GPU it held, computed once.
+        let mut by_gpu: HashMap<String, Vec<(Run, bool)>> = HashMap::new();
+        for pod in pods.state() {
+            let Some(gp) = self.gpu_pod(&pod) else {
+                continue;
+            };
+            let [gpu] = gp.assigned.as_slice() else {
+                continue;
+            };
+            let Some(model) = model_of(&view, &gp, gpu) else {
+                continue;
+            };
+            let finished = matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            if let Some(run) = run_of(&pod, &gp, &model, keys) {
+                by_gpu.entry(gpu.clone()).or_default().push((run, finished));
+            }
+        }
+        let mut batch = Vec::new();
+        for runs in by_gpu.values() {
+            for (run, finished) in runs {
+                if !finished {
+                    continue;
+                }
+                let others: Vec<Run> = runs
+                    .iter()
+                    .filter(|(other, _)| other.uid != run.uid)
+                    .map(|(other, _)| other.clone())
+                    .collect();
+                batch.push((run.clone(), others));
+            }
+        }
+        // Earliest finish first, as the live events would have come.
+        batch.sort_by(|a, b| a.0.end.unwrap_or(0.0).total_cmp(&b.0.end.unwrap_or(0.0)));
+        let runs = batch.len();
+        let taught = self.core.runs_finished(batch, now_seconds()).await;
+        tracing::info!(finished = runs, taught, "caught up with finished pods");
+        taught
     }
 }
 
+/// Now, in seconds since the epoch.
+fn now_seconds() -> f64 {
+    k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
+}
+
+/// The GPU model of `gpu`, where the view knows `pod`'s node.
+fn model_of(view: &ClusterView, pod: &GpuPod, gpu: &str) -> Option<String> {
+    view.node(pod.node.as_deref().unwrap_or_default())
+        .and_then(|entry| entry.as_ref().ok())
+        .and_then(|gpus| gpus.iter().find(|g| g.id == gpu))
+        .map(|g| g.spec.model.clone())
+}
+
 /// A pod's run: from its containers' start to their finish (or the pod's start time).
-fn run_of(pod: &Pod, gp: &GpuPod, model: &str) -> Option<Run> {
+fn run_of(pod: &Pod, gp: &GpuPod, model: &str, keys: &JobKeys) -> Option<Run> {
     let status = pod.status.as_ref()?;
     let seconds = |t: &k8s_openapi::jiff::Timestamp| t.as_millisecond() as f64 / 1000.0;
     let mut start = status.start_time.as_ref().map(|t| seconds(&t.0));
@@ -424,7 +499,8 @@ fn run_of(pod: &Pod, gp: &GpuPod, model: &str) -> Option<Run> {
     }
     let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
     Some(Run {
-        uid: gp.uid.clone(),
+        // The ledger is stored: it holds the UID keyed, never as is.
+        uid: keys.key_run(&gp.uid),
         job: gp.job.clone(),
         model: model.to_owned(),
         start: start?,

@@ -28,6 +28,20 @@ pub struct Options {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
+    /// CA certificates (PEM) of the scheduler's client certificate: with it, `filter`,
+    /// `prioritize` and `bind` answer only a caller presenting a certificate it signed (mutual
+    /// TLS; kube-scheduler's extender `tlsConfig.certFile`/`keyFile`), others get 401. The
+    /// certificate, its key and this CA are reloaded when their files change. Needs --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+
+    /// File with a token that admits a caller of `filter`, `prioritize` and `bind` as
+    /// `Authorization: Bearer <token>` (or as the password of HTTP Basic authentication, e.g. a
+    /// scheduler URL `https://tandem:<token>@host:8888/`); alone or beside --client-ca. Without
+    /// either, the verbs are open to anyone who reaches the port.
+    #[arg(long, env = "TANDEM_SCHEDULER_TOKEN_FILE", value_name = "FILE")]
+    pub scheduler_token_file: Option<PathBuf>,
+
     /// Kubeconfig to use; without it, the in-cluster service account or $KUBECONFIG.
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -88,6 +102,11 @@ pub struct Options {
     /// Largest request body accepted, in bytes (a 5,000-node request in full is ~20 MB).
     #[arg(long, default_value_t = 64 << 20)]
     pub max_body_bytes: usize,
+
+    /// Most bytes of request bodies in flight at once, all requests together; a request whose
+    /// body would pass it gets 429 before it is read (bounds memory under a flood of bodies).
+    #[arg(long, default_value_t = 96 << 20)]
+    pub max_inflight_body_bytes: usize,
 
     /// Longest a request may take before it is answered 503, e.g. `2s`, `500ms`.
     #[arg(long, default_value = "4s", value_parser = parse_duration)]

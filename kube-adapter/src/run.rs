@@ -9,7 +9,8 @@ use kube::Api;
 use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
 use tandem_adapter_core::store::KnowledgeStore;
 use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, Frontend, JobKeys, Leadership, Limits, Shutdown,
+    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, Frontend, JobKeys, Leadership, Limits,
+    SchedulerAuth, Shutdown,
 };
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
@@ -23,8 +24,13 @@ use crate::watch::{self, spawn_until};
 /// Seed of a new knowledge base (exploration draws from it; the engine has no entropy).
 pub const SEED: u64 = 0x7a4d_656d;
 
-/// How often a follower checks whether the leader stored new knowledge.
+/// How often a follower checks whether the leader stored new knowledge, and the leader whether
+/// it should look through finished pods ([`App::catch_up`]).
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+
+/// How often the leader looks through finished pods even unasked: a run whose learning failed
+/// (the write was refused) is tried again.
+const CATCH_UP_EVERY: Duration = Duration::from_secs(60);
 
 /// Engine calls that may wait for the engine before more are refused (and fail open).
 const ENGINE_QUEUE: usize = 1024;
@@ -34,6 +40,7 @@ impl Options {
     pub fn limits(&self) -> Limits {
         Limits {
             max_body_bytes: self.max_body_bytes,
+            max_inflight_body_bytes: self.max_inflight_body_bytes,
             request_timeout: self.request_timeout,
             decision_wait: self.decision_timeout,
             observation_wait: self.request_timeout,
@@ -64,23 +71,31 @@ impl Options {
     }
 }
 
+/// Reads a token file (`what` names it in errors), if one is given.
+fn read_token(path: Option<&std::path::Path>, what: &str) -> anyhow::Result<Option<String>> {
+    path.map(|path| {
+        let token = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+        let token = token.trim().to_owned();
+        anyhow::ensure!(!token.is_empty(), "{}: the {what} is empty", path.display());
+        Ok(token)
+    })
+    .transpose()
+}
+
 /// Reads the intake token file, if one is given.
 fn intake_token(options: &Options) -> anyhow::Result<Option<String>> {
-    options
-        .intake_token_file
-        .as_deref()
-        .map(|path| {
-            let token = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the intake token {}", path.display()))?;
-            let token = token.trim().to_owned();
-            anyhow::ensure!(
-                !token.is_empty(),
-                "{}: the intake token is empty",
-                path.display()
-            );
-            Ok(token)
+    read_token(options.intake_token_file.as_deref(), "intake token")
+}
+
+impl Options {
+    /// Who may call the scheduler verbs.
+    pub fn scheduler_auth(&self) -> anyhow::Result<SchedulerAuth> {
+        Ok(SchedulerAuth {
+            client_certificates: self.client_ca.is_some(),
+            token: read_token(self.scheduler_token_file.as_deref(), "scheduler token")?,
         })
-        .transpose()
+    }
 }
 
 /// A started adapter: the core, the front-end state the watchers feed (or a fixed cluster),
@@ -146,7 +161,12 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         let _ = trigger.send(true);
     });
     let tls = options.tls_cert.clone().zip(options.tls_key.clone());
-    let tls = tls.map(|(cert, key)| Tls { cert, key });
+    let tls = tls.map(|(cert, key)| Tls {
+        cert,
+        key,
+        client_ca: options.client_ca.clone(),
+    });
+    let scheduler_auth = options.scheduler_auth()?;
 
     if let Some(path) = &options.cluster_file {
         let text = std::fs::read_to_string(path)
@@ -164,7 +184,8 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             stored: None,
             limits: options.limits(),
             queue: ENGINE_QUEUE,
-        })?;
+        })?
+        .with_scheduler_auth(scheduler_auth);
         let app = App::new(
             Arc::new(core),
             options.resource.clone(),
@@ -208,10 +229,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
                 version = %s.version,
                 "resuming from the stored knowledge base"
             );
-            (
-                runtime.load(&s.engine)?,
-                Some((s.version, s.adapter.ledger)),
-            )
+            (runtime.load(&s.engine)?, Some((s.version, s.adapter)))
         }
         None => {
             tracing::info!("no stored knowledge base; starting from the bundled seed profiles");
@@ -221,16 +239,19 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
     recommender.set_policy(&policy)?;
     let identity = options.identity.clone().unwrap_or_else(default_identity);
     let leadership = Arc::new(Leadership::default());
-    let core = Arc::new(Core::start(CoreConfig {
-        engine: EngineState::new(runtime, recommender),
-        keys,
-        leadership: Arc::clone(&leadership),
-        intake_token,
-        store: Some(Box::new(store)),
-        stored: resumed,
-        limits: options.limits(),
-        queue: ENGINE_QUEUE,
-    })?);
+    let core = Arc::new(
+        Core::start(CoreConfig {
+            engine: EngineState::new(runtime, recommender),
+            keys,
+            leadership: Arc::clone(&leadership),
+            intake_token,
+            store: Some(Box::new(store)),
+            stored: resumed,
+            limits: options.limits(),
+            queue: ENGINE_QUEUE,
+        })?
+        .with_scheduler_auth(scheduler_auth),
+    );
     let stores = watch::Stores::new();
     let app = Arc::new(App::new(
         Arc::clone(&core),
@@ -251,23 +272,30 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
     );
 
     let election_core = Arc::clone(&core);
+    let election_app = Arc::clone(&app);
     let leases: Api<Lease> = Api::namespaced(client, &options.namespace);
     let lease = options.lease.clone();
     let election_shutdown = shutdown.clone();
     let election = tokio::spawn(async move {
         leader::run(leases, lease, identity, leadership, election_shutdown, || {
             let core = Arc::clone(&election_core);
+            let app = Arc::clone(&election_app);
             async move {
                 if let Err(error) = core.reload().await {
                     tracing::error!(%error, "cannot reload the knowledge base on becoming leader");
                 }
+                // Followers leave finished pods alone: the new leader learns from those the
+                // previous one had not counted.
+                app.catch_up_soon();
             }
         })
         .await;
     });
 
     let follower = Arc::clone(&core);
+    let learner = Arc::clone(&app);
     spawn_until(shutdown.clone(), async move {
+        let mut last_catch_up = std::time::Instant::now();
         loop {
             tokio::time::sleep(FOLLOW_EVERY).await;
             if !follower.leadership.is_leader() {
@@ -276,6 +304,12 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
                     Ok(false) => {}
                     Err(error) => tracing::warn!(%error, "cannot follow the knowledge base"),
                 }
+            } else if learner.is_ready()
+                && (learner.take_catch_up() || last_catch_up.elapsed() >= CATCH_UP_EVERY)
+            {
+                // What finished while no replica led (or before this one started).
+                learner.catch_up().await;
+                last_catch_up = std::time::Instant::now();
             }
         }
     });

@@ -26,6 +26,10 @@ pub const FORMAT: &str = "tandem-kube-kb/1";
 /// Largest object the API server stores.
 const MAX_BYTES: usize = 1 << 20;
 
+/// What the knowledge base may take of a ConfigMap: its 1 MiB less room for the object's
+/// metadata and encoding.
+pub const CAPACITY: usize = MAX_BYTES - 4096;
+
 fn api_error(error: kube::Error) -> StoreError {
     StoreError::Backend(Box::new(error))
 }
@@ -132,11 +136,11 @@ pub fn to_config_map(
     let adapter_json =
         serde_json::to_string(adapter).map_err(|e| StoreError::Backend(Box::new(e)))?;
     let size = engine.len() + adapter_json.len();
-    if size > MAX_BYTES - 4096 {
+    if size > CAPACITY {
         return Err(StoreError::TooLarge {
             size,
             backend: "a ConfigMap",
-            limit: MAX_BYTES,
+            limit: CAPACITY,
         });
     }
     Ok(ConfigMap {
@@ -173,5 +177,13 @@ impl KnowledgeStore for ConfigMapStore {
         adapter: &'a AdapterState,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         Box::pin(self.write(version, engine, adapter))
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        Some(CAPACITY)
+    }
+
+    fn name(&self) -> String {
+        format!("ConfigMap {}", self.name)
     }
 }

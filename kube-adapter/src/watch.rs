@@ -3,10 +3,12 @@
 //! Two kube-rs reflectors keep every Node and Pod in memory. A node event, or a pod event that
 //! changes where a pod holds GPUs, marks the view stale (it is rebuilt on the next request,
 //! not on every event, and only what changed is sent to the engine; the echo of Tandem's own
-//! bind changes nothing, since the engine was told at once), a pod seen finished is handed to [`App::pod_finished`] to learn from, and a GPU
-//! pod bound without Tandem's GPU record is counted ([`App::check_recorded`]). Watch errors are
-//! retried with kube-rs' default backoff; the adapter reports ready once both initial lists are
-//! in.
+//! bind changes nothing, since the engine was told at once), a pod seen finishing is handed to
+//! [`App::pod_finished`] to learn from, and a GPU pod bound without Tandem's GPU record is
+//! counted ([`App::check_recorded`]). Finished pods of the initial list (and of every relist)
+//! are learned from in one batch afterwards ([`App::catch_up`]), so a start among thousands of
+//! completed pods costs one knowledge-base write, not one per pod. Watch errors are retried
+//! with kube-rs' default backoff; the adapter reports ready once both initial lists are in.
 
 use std::sync::Arc;
 
@@ -94,10 +96,9 @@ pub fn spawn(
                     pod_app.touch();
                     // Pods bound while the adapter was down are accounted for when it starts.
                     pod_app.check_recorded(&pod);
-                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                    if matches!(phase, Some("Succeeded" | "Failed")) {
-                        pod_app.pod_finished(&pod).await;
-                    }
+                    // Finished pods of a (re)list are learned from in one batch once it is in
+                    // (`App::catch_up`), not one write each.
+                    pod_app.catch_up_soon();
                 }
                 Ok(watcher::Event::Delete(pod)) => pod_app.pod_changed(&pod, true),
                 Ok(_) => pod_app.touch(),
@@ -112,6 +113,7 @@ pub fn spawn(
         if synced {
             app.touch();
             app.set_ready();
+            app.catch_up_soon();
             tracing::info!(
                 nodes = node_store.state().len(),
                 pods = pod_store.state().len(),

@@ -152,13 +152,25 @@ pub async fn run(options: Options) -> Result<Summary> {
         })?
         .trim()
         .to_owned();
-    let intake = Intake::new(
+    let ca = options
+        .adapter_ca
+        .as_deref()
+        .map(|path| {
+            std::fs::read(path).map_err(|source| Error::Read {
+                what: "the adapter's CA",
+                path: path.to_path_buf(),
+                source,
+            })
+        })
+        .transpose()?;
+    let intake = Intake::with_ca(
         adapter,
         token,
         Backoff {
             attempts: options.attempts,
             ..Backoff::default()
         },
+        ca.as_deref(),
     )?;
     let agent = Agent::new(
         attributor,

@@ -32,6 +32,11 @@ pub struct Options {
     #[arg(long, env = "TANDEM_ADAPTER_URL", value_name = "URL")]
     pub adapter: Option<String>,
 
+    /// CA certificate(s) (PEM) of the adapter's HTTPS certificate, when a cluster's own CA
+    /// signed it (as deploy/kube/10-adapter.yaml's does).
+    #[arg(long, env = "TANDEM_ADAPTER_CA_FILE", value_name = "PEM")]
+    pub adapter_ca: Option<PathBuf>,
+
     /// File with the intake's bearer token.
     #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
     pub intake_token_file: Option<PathBuf>,

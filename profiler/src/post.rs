@@ -100,13 +100,28 @@ impl Intake {
     /// The intake of the adapter at `adapter` (for example `http://tandem-kube-adapter.tandem-system:8888`),
     /// authorized with `token`.
     pub fn new(adapter: &str, token: String, backoff: Backoff) -> Result<Self, PostError> {
+        Self::with_ca(adapter, token, backoff, None)
+    }
+
+    /// [`Intake::new`] for an adapter serving HTTPS with a certificate signed by the CA `ca_pem`
+    /// (PEM), besides the system's roots: a cluster's own CA.
+    pub fn with_ca(
+        adapter: &str,
+        token: String,
+        backoff: Backoff,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, PostError> {
         // reqwest is built without a default crypto provider; ring is the workspace's one.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
-            .user_agent(concat!("tandem-profiler/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(PostError::Client)?;
+            .user_agent(concat!("tandem-profiler/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = ca_pem {
+            for cert in reqwest::Certificate::from_pem_bundle(pem).map_err(PostError::Client)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(PostError::Client)?;
         Ok(Self {
             http,
             url: format!("{}/v1/profiles", adapter.trim_end_matches('/')),

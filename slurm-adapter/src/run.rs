@@ -82,10 +82,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 version = %s.version,
                 "resuming from the stored knowledge base"
             );
-            (
-                runtime.load(&s.engine)?,
-                Some((s.version, s.adapter.ledger)),
-            )
+            (runtime.load(&s.engine)?, Some((s.version, s.adapter)))
         }
         None => {
             tracing::info!("no stored knowledge base; starting from the bundled seed profiles");

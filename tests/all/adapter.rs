@@ -69,7 +69,15 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
         })
         .unwrap(),
     );
-    let cluster: ClusterFile = serde_json::from_value(json!({ "nodes": [node()] })).unwrap();
+    // A node whose GPU model is `loop`: the intake takes profiles of models the cluster has.
+    let looping_node = json!({
+        "metadata": { "name": "n-loop", "labels": {
+            "nvidia.com/gpu.product": "loop", "nvidia.com/gpu.memory": "16384",
+        }},
+        "status": { "allocatable": { "nvidia.com/gpu": "1" } },
+    });
+    let cluster: ClusterFile =
+        serde_json::from_value(json!({ "nodes": [node(), looping_node] })).unwrap();
     let app = Arc::new(App::new(
         Arc::clone(&core),
         "nvidia.com/gpu".into(),
@@ -83,6 +91,15 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
     let server = tokio::spawn(serve_listener(router, listener, shutdown));
     let client = reqwest::Client::new();
 
+    let filter = |name: &str| {
+        client
+            .post(format!("{base}/filter"))
+            .json(&json!({ "Pod": pod(name), "NodeNames": ["n1"] }))
+            .send()
+    };
+    // A first decision tells the engine the cluster (and its models).
+    let first: Value = filter("first").await.unwrap().json().await.unwrap();
+    assert_eq!(first["Error"], "", "{first}");
     // The misbehaving engine spins on a job it observed on GPU model `loop`.
     let observed = client
         .post(format!("{base}/v1/profiles"))
@@ -95,12 +112,6 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
         .unwrap();
     assert_eq!(observed.status(), 200, "{}", observed.text().await.unwrap());
 
-    let filter = |name: &str| {
-        client
-            .post(format!("{base}/filter"))
-            .json(&json!({ "Pod": pod(name), "NodeNames": ["n1"] }))
-            .send()
-    };
     let started = Instant::now();
     let answer: Value = filter("looping").await.unwrap().json().await.unwrap();
     let took = started.elapsed();

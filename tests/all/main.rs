@@ -3,6 +3,7 @@
 
 mod adapter;
 mod engine;
+mod intake;
 mod loading;
 mod sandbox;
 mod sim;

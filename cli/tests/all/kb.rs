@@ -217,3 +217,44 @@ fn bad_observation_files_are_refused_and_nothing_learned_is_lost() {
         );
     }
 }
+
+/// Four `tandem kb observe` started at once, each with jobs of its own: every one of them is in
+/// the knowledge base at the end. Each holds the knowledge base's lock from reading it to
+/// writing it back; without it, all four read the same file and the last write wins.
+#[test]
+fn concurrent_observes_never_lose_one_anothers_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb.json");
+    let kb = kb.to_str().unwrap();
+    ok(&["kb", "init", "--kb", kb, "--empty"]);
+    let runs: Vec<std::process::Child> = (0..4)
+        .map(|run| {
+            let jobs: Vec<Value> = (0..3)
+                .map(|j| {
+                    json!({"id": format!("team-{run}/job-{j}"), "profile": {
+                        "gpu_util_pct": 10.0 + (run * 3 + j) as f64 * 5.0,
+                        "mem_access_pct": 20.0, "mem_used_mib": 2000, "gpu_model": "V100"}})
+                })
+                .collect();
+            let profiles = write(dir.path(), &format!("profiles-{run}.json"), &json!(jobs));
+            std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+                .args(["kb", "observe", "--kb", kb, "--profiles", &profiles])
+                .env_remove("TANDEM_ENGINE")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for run in runs {
+        let output = run.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let shown: Value =
+        serde_json::from_str(&ok(&["kb", "show", "--kb", kb, "--format", "json"])).unwrap();
+    println!(
+        "profiles after 4 concurrent observes of 3 jobs each: {}",
+        shown["profiles"]
+    );
+    assert_eq!(shown["profiles"], 12, "{shown}");
+}

@@ -43,13 +43,23 @@ pub(crate) struct Adapter {
 }
 
 pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
+    start_replica(cluster, port, log, "e2e-adapter")
+}
+
+/// [`start_adapter`] with the replica identity `identity` (its name in the Lease).
+pub(crate) fn start_replica(
+    cluster: &Cluster,
+    port: u16,
+    log: &Path,
+    identity: &str,
+) -> Result<Adapter> {
     let dir = cluster.dir();
     let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
     command
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--namespace", SYSTEM, "--identity", "e2e-adapter"])
+        .args(["--namespace", SYSTEM, "--identity", identity])
         .arg("--id-secret-file")
         .arg(dir.join("id-secret"))
         .arg("--intake-token-file")
@@ -85,7 +95,7 @@ pub(crate) async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) ->
 
 /// Posts `body` as a profiler would: a 503 (no leader elected yet, right after a start) is
 /// retried for a while, anything else is final.
-async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
+pub(crate) async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
@@ -121,7 +131,7 @@ pub(crate) async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Resu
     }
 }
 
-fn profile(util: f32, access: f32, mem: u32) -> Value {
+pub(crate) fn profile(util: f32, access: f32, mem: u32) -> Value {
     json!({ "gpu_util_pct": util, "mem_access_pct": access, "mem_used_mib": mem, "gpu_model": "V100" })
 }
 
@@ -470,7 +480,7 @@ fn container(state: Value) -> Value {
 }
 
 /// Marks `pod` running since `started` (RFC 3339), as its kubelet would.
-async fn start(pods: &Api<Pod>, pod: &str, started: &str) -> Result<()> {
+pub(crate) async fn start(pods: &Api<Pod>, pod: &str, started: &str) -> Result<()> {
     let status = json!({ "status": { "phase": "Running", "startTime": started,
         "containerStatuses": container(json!({ "running": { "startedAt": started } })) } });
     pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
@@ -479,7 +489,12 @@ async fn start(pods: &Api<Pod>, pod: &str, started: &str) -> Result<()> {
 }
 
 /// Marks `pod` succeeded, having run from `started` to `finished`.
-async fn finish(pods: &Api<Pod>, pod: &str, started: &str, finished: &str) -> Result<()> {
+pub(crate) async fn finish(
+    pods: &Api<Pod>,
+    pod: &str,
+    started: &str,
+    finished: &str,
+) -> Result<()> {
     let status = json!({ "status": { "phase": "Succeeded", "startTime": started,
         "containerStatuses": container(json!({ "terminated": {
             "exitCode": 0, "startedAt": started, "finishedAt": finished } })) } });

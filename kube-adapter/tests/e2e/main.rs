@@ -2,8 +2,12 @@
 //! built from Kubernetes' Go modules (`cargo xtask kube-bins`; the first build takes minutes)
 //! and started per test by [`cluster::Cluster`].
 
+mod auth;
+mod backlog;
 mod cluster;
 mod extender;
+mod failover;
+mod load;
 #[cfg(feature = "e2e-plugin")]
 mod plugin;
 mod profiler;

@@ -1,0 +1,325 @@
+//! The intake through the adapter core, with the real engine and a store that keeps a
+//! ConfigMap's size rule: a batch is learned whole or not at all, a write that fails leaves no
+//! trace (so a retry counts once), and a knowledge base that no longer fits its store refuses
+//! what would overflow it and goes on acknowledging what fits — also after a restart.
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tandem_adapter_core::serve::serve_listener;
+use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Stored};
+use tandem_adapter_core::{Core, CoreConfig, EngineState, JobKeys, Leadership, Limits, Shutdown};
+use tandem_api::Policy;
+use tandem_kube_adapter::app::{App, ClusterFile, Source};
+use tandem_kube_adapter::store::{CAPACITY, to_config_map};
+
+const TOKEN: &str = "intake-token-for-the-test";
+
+/// A knowledge base kept in memory under the ConfigMap store's own size rule
+/// ([`to_config_map`]), whose next write can be made to fail.
+#[derive(Default)]
+struct MemoryStore {
+    stored: Mutex<Option<Stored>>,
+    fail_next: AtomicBool,
+    writes: AtomicUsize,
+}
+
+impl KnowledgeStore for MemoryStore {
+    fn load(&self) -> BoxFuture<'_, Result<Option<Stored>, StoreError>> {
+        let stored = self.stored.lock().unwrap().clone();
+        Box::pin(std::future::ready(Ok(stored)))
+    }
+
+    fn save<'a>(
+        &'a self,
+        version: Option<&'a str>,
+        engine: &'a [u8],
+        adapter: &'a AdapterState,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        let written = (|| {
+            if self.fail_next.swap(false, Ordering::AcqRel) {
+                return Err(StoreError::Backend("the API server is unreachable".into()));
+            }
+            to_config_map("tandem-knowledge", version, engine, adapter)?;
+            let mut stored = self.stored.lock().unwrap();
+            if stored.as_ref().map(|s| s.version.as_str()) != version {
+                return Err(StoreError::Conflict("ConfigMap tandem-knowledge".into()));
+            }
+            let next = (self.writes.fetch_add(1, Ordering::AcqRel) + 1).to_string();
+            *stored = Some(Stored {
+                engine: engine.to_vec(),
+                adapter: adapter.clone(),
+                version: next.clone(),
+            });
+            Ok(next)
+        })();
+        Box::pin(std::future::ready(written))
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        Some(CAPACITY)
+    }
+}
+
+/// A shared handle on a [`MemoryStore`], so the test keeps it across adapter restarts.
+#[derive(Clone, Default)]
+struct Shared(Arc<MemoryStore>);
+
+impl KnowledgeStore for Shared {
+    fn load(&self) -> BoxFuture<'_, Result<Option<Stored>, StoreError>> {
+        self.0.load()
+    }
+
+    fn save<'a>(
+        &'a self,
+        version: Option<&'a str>,
+        engine: &'a [u8],
+        adapter: &'a AdapterState,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        self.0.save(version, engine, adapter)
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.0.capacity()
+    }
+}
+
+/// An adapter on the core (the kube front-end over a fixed cluster) serving on loopback.
+struct Adapter {
+    base: String,
+    stop: tokio::sync::watch::Sender<bool>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Adapter {
+    /// Starts from what `store` holds (or the bundled seed), as the adapters' `start` does.
+    async fn start(store: &Shared) -> Adapter {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let runtime = super::engine_runtime();
+        let stored = store.load().await.unwrap();
+        let (recommender, stored) = match stored {
+            Some(s) => (
+                runtime.load(&s.engine).unwrap(),
+                Some((s.version, s.adapter)),
+            ),
+            None => (runtime.bootstrap(&Policy::default(), 1).unwrap(), None),
+        };
+        let core = Arc::new(
+            Core::start(CoreConfig {
+                engine: EngineState::new(runtime, recommender),
+                keys: JobKeys::new(vec![7; 32]).unwrap(),
+                leadership: Arc::new(Leadership::alone()),
+                intake_token: Some(TOKEN.into()),
+                store: Some(Box::new(store.clone())),
+                stored,
+                limits: Limits {
+                    observation_wait: Duration::from_secs(60),
+                    request_timeout: Duration::from_secs(120),
+                    ..Limits::default()
+                },
+                queue: 64,
+            })
+            .unwrap(),
+        );
+        let app = Arc::new(App::new(
+            Arc::clone(&core),
+            "nvidia.com/gpu".into(),
+            Duration::from_secs(2),
+            Source::Fixed(ClusterFile::default()),
+        ));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, shutdown) = Shutdown::new();
+        let router = tandem_adapter_core::http::router(core, app);
+        let server = tokio::spawn(serve_listener(router, listener, shutdown));
+        Adapter { base, stop, server }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> (u16, String) {
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn knowledge(&self) -> Value {
+        reqwest::Client::new()
+            .get(format!("{}/v1/knowledge", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// The value of the metric line starting with `name `.
+    async fn metric(&self, name: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    }
+}
+
+/// A keyed-looking id (32 lower-case hex digits), distinct per `n`.
+fn id(n: usize) -> String {
+    format!("{n:032x}")
+}
+
+fn profile(n: usize) -> Value {
+    json!({ "job": id(n), "profile": {
+        "gpu_util_pct": 5.0 + (n * 37 % 90) as f64,
+        "mem_access_pct": 2.0 + (n * 13 % 50) as f64,
+        "mem_used_mib": 600 + (n * 733 % 9_000),
+        "gpu_model": "V100",
+    }})
+}
+
+fn outcome(a: usize, b: usize) -> Value {
+    json!({ "gpu_model": "V100", "jobs": [id(a), id(b)], "solo_s": [100.0, 90.0],
+            "colocated_s": [120.0, 130.0] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_learned_whole_or_not_at_all_and_a_retry_counts_once() {
+    let store = Shared::default();
+    let adapter = Adapter::start(&store).await;
+    let (status, text) = adapter
+        .post(
+            "/v1/profiles",
+            &json!({ "profiles": [profile(1), profile(2)] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let before = adapter.knowledge().await;
+
+    // [valid, invalid]: the engine takes the first and refuses the second; nothing is learned.
+    let mut invalid = profile(4);
+    invalid["profile"]["gpu_util_pct"] = json!(150.0);
+    let (status, text) = adapter
+        .post(
+            "/v1/profiles",
+            &json!({ "profiles": [profile(3), invalid] }),
+        )
+        .await;
+    println!("[valid, invalid] profiles -> {status} {text}");
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(adapter.knowledge().await, before);
+    let (status, text) = adapter
+        .post(
+            "/v1/outcomes",
+            &json!({ "outcomes": [outcome(1, 2), { "gpu_model": "V100", "jobs": [id(1), id(2)],
+                "solo_s": [100.0], "colocated_s": [120.0, 130.0] }] }),
+        )
+        .await;
+    println!("[valid, invalid] outcomes -> {status} {text}");
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(adapter.knowledge().await, before);
+
+    // The write of two valid outcomes fails: not acknowledged, not learned. The retry is.
+    store.0.fail_next.store(true, Ordering::Release);
+    let batch = json!({ "outcomes": [outcome(1, 2), outcome(2, 1)] });
+    let (status, text) = adapter.post("/v1/outcomes", &batch).await;
+    println!("outcomes whose write failed -> {status} {text}");
+    assert_eq!(status, 503, "{text}");
+    assert_eq!(adapter.knowledge().await, before);
+    let (status, text) = adapter.post("/v1/outcomes", &batch).await;
+    assert_eq!(status, 200, "{text}");
+    let after = adapter.knowledge().await;
+    println!(
+        "outcomes learned: {} before, {} after the failed write and its retry",
+        before["outcomes"], after["outcomes"]
+    );
+    assert_eq!(
+        after["outcomes"].as_u64().unwrap(),
+        before["outcomes"].as_u64().unwrap() + 2
+    );
+    // What the store holds is what the engine knows.
+    adapter.stop().await;
+    let restarted = Adapter::start(&store).await;
+    assert_eq!(restarted.knowledge().await, after);
+    restarted.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_knowledge_base_refuses_what_would_overflow_and_acknowledges_what_fits() {
+    const BATCH: usize = 500;
+    let store = Shared::default();
+    let adapter = Adapter::start(&store).await;
+    assert_eq!(
+        adapter.metric("tandem_store_limit_bytes").await,
+        CAPACITY as f64
+    );
+    // Fill it, one batch of new jobs at a time, until a write would exceed a ConfigMap.
+    let mut next = 0;
+    let (refused, text) = loop {
+        let batch: Vec<Value> = (next..next + BATCH).map(profile).collect();
+        let (status, text) = adapter
+            .post("/v1/profiles", &json!({ "profiles": batch }))
+            .await;
+        if status != 200 {
+            break (status, text);
+        }
+        next += BATCH;
+        assert!(next < 200_000, "the store never filled");
+    };
+    let full = adapter.knowledge().await;
+    let bytes = adapter.metric("tandem_store_bytes").await;
+    println!(
+        "the ConfigMap held {next} profiles ({} known to the engine, {bytes} bytes of {CAPACITY}); \
+         the next batch of {BATCH} -> {refused} {text}",
+        full["profiles"]
+    );
+    assert_eq!(refused, 507, "{text}");
+    assert!(text.contains("more than a ConfigMap holds"), "{text}");
+    assert!(bytes <= CAPACITY as f64 && bytes > 0.9 * CAPACITY as f64);
+    let written = store.0.writes.load(Ordering::Acquire);
+
+    // The refused batch left no trace, in the engine or in the store.
+    assert_eq!(full["profiles"].as_u64().unwrap(), next as u64);
+    adapter.stop().await;
+    let restarted = Adapter::start(&store).await;
+    assert_eq!(restarted.knowledge().await, full, "after a restart");
+
+    // What fits is still acknowledged: one more job, and an outcome between known ones.
+    let (status, text) = restarted
+        .post("/v1/profiles", &json!({ "profiles": [profile(next)] }))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = restarted
+        .post("/v1/outcomes", &json!({ "outcomes": [outcome(1, 2)] }))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let later = restarted.knowledge().await;
+    assert_eq!(
+        later["profiles"].as_u64().unwrap(),
+        full["profiles"].as_u64().unwrap() + 1
+    );
+    assert_eq!(
+        later["outcomes"].as_u64().unwrap(),
+        full["outcomes"].as_u64().unwrap() + 1
+    );
+    assert_eq!(store.0.writes.load(Ordering::Acquire), written + 2);
+    restarted.stop().await;
+}
