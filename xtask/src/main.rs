@@ -61,8 +61,8 @@ enum Task {
     /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
     /// tandem-kube-scheduler, the framework plugin), volcano (etcd, kube-apiserver and
     /// vc-scheduler with the Tandem extender), slurm (munged, slurmctld and slurmd from Debian
-    /// with the SPANK plugin and job_submit.lua); only kube is part of `cargo xtask test` so
-    /// far. A plain `cargo test` runs none of them.
+    /// with the SPANK plugin and job_submit.lua); `cargo xtask test` runs them all, in this
+    /// order. A plain `cargo test` runs none of them.
     E2e {
         /// Tiers to run [default: all].
         #[arg(value_name = "TIER")]
