@@ -177,7 +177,7 @@ async fn main() -> Result<()> {
     }
     let default = median(Mode::Default);
     let share =
-        |rate: f64| default.map_or_else(|| "?".to_owned(), |d| format!("{:.0}", 100.0 * rate / d));
+        |rate: f64| default.map_or_else(|| "?".to_owned(), |d| format!("{:.1}", 100.0 * rate / d));
     if let Some(downs) = runs.get(&Mode::AdapterDown) {
         for down in downs {
             println!(
