@@ -35,6 +35,7 @@ impl EngineArgs {
             call_deadline: Duration::from_millis(self.engine_deadline_ms),
             memory_cap_bytes: usize::try_from(self.engine_memory_mib.saturating_mul(1 << 20))
                 .unwrap_or(usize::MAX),
+            ..HostConfig::default()
         };
         match &self.engine {
             Some(path) => Runtime::from_file(path, config)

@@ -9,6 +9,10 @@ pub struct HostConfig {
     pub call_deadline: Duration,
     /// Most linear memory one instance may use, in bytes.
     pub memory_cap_bytes: usize,
+    /// Most native stack the WebAssembly of one call may use, in bytes: deep or endless
+    /// recursion in the guest traps there ([`crate::Error::StackOverflow`]) instead of
+    /// overflowing the host thread's stack.
+    pub max_wasm_stack_bytes: usize,
 }
 
 impl HostConfig {
@@ -17,6 +21,10 @@ impl HostConfig {
     pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(10);
     /// 1 GiB: room for a knowledge base of millions of profiles, bounded all the same.
     pub const DEFAULT_MEMORY_CAP_BYTES: usize = 1 << 30;
+    /// 512 KiB, wasmtime's own default, stated here so it is a limit a reader can see: the
+    /// engine's test suite and benchmarks run under it, and it leaves most of a spawned host
+    /// thread's 2 MiB stack to the host.
+    pub const DEFAULT_MAX_WASM_STACK_BYTES: usize = 512 << 10;
 }
 
 impl Default for HostConfig {
@@ -24,6 +32,7 @@ impl Default for HostConfig {
         Self {
             call_deadline: Self::DEFAULT_CALL_DEADLINE,
             memory_cap_bytes: Self::DEFAULT_MEMORY_CAP_BYTES,
+            max_wasm_stack_bytes: Self::DEFAULT_MAX_WASM_STACK_BYTES,
         }
     }
 }

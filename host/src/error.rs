@@ -85,6 +85,15 @@ pub enum Error {
         /// The cap in force.
         cap_bytes: usize,
     },
+    /// The guest's call stack outgrew its limit (deep or endless recursion); the instance was
+    /// rebuilt.
+    #[error("engine call `{call}` overflowed its stack of {limit_bytes} bytes")]
+    StackOverflow {
+        /// The WIT function called.
+        call: &'static str,
+        /// The limit in force ([`crate::HostConfig::max_wasm_stack_bytes`]).
+        limit_bytes: usize,
+    },
     /// The guest panicked; the instance was rebuilt.
     #[error("engine call `{call}` panicked: {message}")]
     Panicked {
@@ -121,12 +130,14 @@ impl Error {
         }
     }
 
-    /// Whether the guest misbehaved (deadline, memory, panic, trap) rather than answered.
+    /// Whether the guest misbehaved (deadline, memory, stack, panic, trap) rather than
+    /// answered.
     pub fn is_guest_fault(&self) -> bool {
         matches!(
             self,
             Error::DeadlineExceeded { .. }
                 | Error::MemoryLimit { .. }
+                | Error::StackOverflow { .. }
                 | Error::Panicked { .. }
                 | Error::Trapped { .. }
                 | Error::Restore { .. }

@@ -38,6 +38,10 @@ pub struct Recommender {
     snapshot: Vec<u8>,
     /// Changes acknowledged since `snapshot`, in order.
     journal: Vec<Change>,
+    /// The snapshot before `snapshot` and the changes that led from it to `snapshot`: a
+    /// rebuild falls back to them when `snapshot` itself cannot be loaded, so one bad save
+    /// does not leave the recommender broken for good.
+    previous: Option<(Vec<u8>, Vec<Change>)>,
     /// The cluster view after the last acknowledged `update-cluster`.
     view: GpuTable,
     /// Set when a rebuild failed: the next call tries again before anything else.
@@ -171,11 +175,12 @@ impl Recommender {
             handle,
             snapshot: Vec::new(),
             journal: Vec::new(),
+            previous: None,
             view: GpuTable::default(),
             broken: false,
             rebuilds: 0,
         };
-        recommender.refresh_snapshot()?;
+        recommender.snapshot = recommender.save()?;
         Ok(recommender)
     }
 
@@ -193,7 +198,7 @@ impl Recommender {
                 .recommender()
                 .call_observe_profile(store, handle, job, &profile)
         })?;
-        self.acknowledge(Change::Profile(job.to_owned(), profile))?;
+        self.acknowledge(Change::Profile(job.to_owned(), profile));
         Ok(assignment.into())
     }
 
@@ -379,29 +384,47 @@ impl Recommender {
         self.call(change.call(), |store, plugin, handle| {
             change.apply(store, plugin, handle)
         })?;
-        self.acknowledge(change)
-    }
-
-    /// Journals an accepted change, folding the journal into a snapshot when it is full.
-    fn acknowledge(&mut self, change: Change) -> Result<()> {
-        self.journal.push(change);
-        if self.journal.len() >= JOURNAL_LIMIT {
-            self.refresh_snapshot()?;
-        }
+        self.acknowledge(change);
         Ok(())
     }
 
-    /// Saves the engine's state and empties the journal it now contains.
+    /// Journals an accepted change, folding the journal into a snapshot when it is full.
+    ///
+    /// A fold that fails does not fail the change: the engine holds it and the journal keeps
+    /// it for a rebuild, so reporting an error would only make a caller apply it twice. The
+    /// journal then grows past its limit until a save succeeds (the next change tries again).
+    fn acknowledge(&mut self, change: Change) {
+        self.journal.push(change);
+        if self.journal.len() >= JOURNAL_LIMIT
+            && let Err(error) = self.refresh_snapshot()
+        {
+            tracing::warn!(
+                %error,
+                journal = self.journal.len(),
+                "could not fold the journal into a snapshot; keeping it and trying again at the next change"
+            );
+        }
+    }
+
+    /// Saves the engine's state and empties the journal it now contains, keeping the snapshot
+    /// before as the fallback of a rebuild.
     fn refresh_snapshot(&mut self) -> Result<()> {
-        self.snapshot = self.call("save", |store, plugin, handle| {
+        let saved = self.save()?;
+        let older = std::mem::replace(&mut self.snapshot, saved);
+        let folded = std::mem::take(&mut self.journal);
+        self.previous = Some((older, folded));
+        Ok(())
+    }
+
+    /// The engine's state as `save` gives it.
+    fn save(&mut self) -> Result<Vec<u8>> {
+        self.call("save", |store, plugin, handle| {
             plugin
                 .tandem_engine_engine()
                 .recommender()
                 .call_save(store, handle)
                 .map(Ok)
-        })?;
-        self.journal.clear();
-        Ok(())
+        })
     }
 
     /// Runs one engine call under the limits; on a trap, rebuilds the instance from the last
@@ -432,46 +455,26 @@ impl Recommender {
     /// Replaces the store and instance with fresh ones holding the last snapshot, the changes
     /// journaled since and the cluster view.
     fn rebuild(&mut self, call: &'static str) -> Result<()> {
-        let restore =
-            |shared: &Shared, snapshot: &[u8], journal: &[Change], view: &GpuTable| -> Result<_> {
-                let (mut store, plugin) = shared.instantiate()?;
-                let engine = plugin.tandem_engine_engine().recommender();
-                let handle = match engine.call_load(&mut store, snapshot) {
-                    Ok(Ok(handle)) => handle,
-                    Ok(Err(e)) => return Err(Error::Engine(e.into())),
-                    Err(trap) => return Err(classify("load", trap, shared, store.data())),
+        let restored = restore(&self.shared, &self.snapshot, &[&self.journal], &self.view)
+            .or_else(|error| {
+                // The last save may be what cannot be loaded: the one before it, with the
+                // changes since, gives the same state.
+                let Some((older, folded)) = &self.previous else {
+                    return Err(error);
                 };
-                for change in journal {
-                    store.data_mut().reset();
-                    store.set_epoch_deadline(shared.deadline_ticks());
-                    match change.apply(&mut store, &plugin, handle) {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => return Err(Error::Engine(e.into())),
-                        Err(trap) => {
-                            return Err(classify(change.call(), trap, shared, store.data()));
-                        }
-                    }
-                }
-                if !view.is_empty() {
-                    let replay = to_wit(&view.replay());
-                    store.set_epoch_deadline(shared.deadline_ticks());
-                    match engine.call_update_cluster(&mut store, handle, &replay) {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => return Err(Error::Engine(e.into())),
-                        Err(trap) => {
-                            return Err(classify("update-cluster", trap, shared, store.data()));
-                        }
-                    }
-                }
-                Ok((store, plugin, handle))
-            };
-        let (store, plugin, handle) =
-            restore(&self.shared, &self.snapshot, &self.journal, &self.view).map_err(|source| {
-                Error::Restore {
+                let restored =
+                    restore(&self.shared, older, &[folded, &self.journal], &self.view)
+                        .map_err(|_| error)?;
+                tracing::warn!(
                     call,
-                    source: Box::new(source),
-                }
-            })?;
+                    "the last snapshot could not be loaded; rebuilt from the one before it and the changes since"
+                );
+                Ok(restored)
+            });
+        let (store, plugin, handle) = restored.map_err(|source| Error::Restore {
+            call,
+            source: Box::new(source),
+        })?;
         self.store = store;
         self.plugin = plugin;
         self.handle = handle;
@@ -479,4 +482,40 @@ impl Recommender {
         self.rebuilds += 1;
         Ok(())
     }
+}
+
+/// A fresh store and instance holding `snapshot`, the changes of `journals` in order, and
+/// the cluster view.
+fn restore(
+    shared: &Shared,
+    snapshot: &[u8],
+    journals: &[&[Change]],
+    view: &GpuTable,
+) -> Result<(Store<StoreState>, Plugin, ResourceAny)> {
+    let (mut store, plugin) = shared.instantiate()?;
+    let engine = plugin.tandem_engine_engine().recommender();
+    let handle = match engine.call_load(&mut store, snapshot) {
+        Ok(Ok(handle)) => handle,
+        Ok(Err(e)) => return Err(Error::Engine(e.into())),
+        Err(trap) => return Err(classify("load", trap, shared, store.data())),
+    };
+    for change in journals.iter().copied().flatten() {
+        store.data_mut().reset();
+        store.set_epoch_deadline(shared.deadline_ticks());
+        match change.apply(&mut store, &plugin, handle) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(Error::Engine(e.into())),
+            Err(trap) => return Err(classify(change.call(), trap, shared, store.data())),
+        }
+    }
+    if !view.is_empty() {
+        let replay = to_wit(&view.replay());
+        store.set_epoch_deadline(shared.deadline_ticks());
+        match engine.call_update_cluster(&mut store, handle, &replay) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(Error::Engine(e.into())),
+            Err(trap) => return Err(classify("update-cluster", trap, shared, store.data())),
+        }
+    }
+    Ok((store, plugin, handle))
 }

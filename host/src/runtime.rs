@@ -53,6 +53,7 @@ impl Runtime {
         check_header(bytes)?;
         let mut wasm_config = Config::new();
         wasm_config.epoch_interruption(true);
+        wasm_config.max_wasm_stack(config.max_wasm_stack_bytes);
         let engine = Engine::new(&wasm_config).map_err(|e| Error::wasmtime("configure", e))?;
         let component =
             Component::new(&engine, bytes).map_err(|e| Error::wasmtime("compile", e))?;

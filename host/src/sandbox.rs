@@ -67,11 +67,20 @@ pub(crate) fn classify(
             cap_bytes: shared.config.memory_cap_bytes,
         };
     }
-    if trap.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
-        return Error::DeadlineExceeded {
-            call,
-            deadline: shared.config.call_deadline,
-        };
+    match trap.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => {
+            return Error::DeadlineExceeded {
+                call,
+                deadline: shared.config.call_deadline,
+            };
+        }
+        Some(wasmtime::Trap::StackOverflow) => {
+            return Error::StackOverflow {
+                call,
+                limit_bytes: shared.config.max_wasm_stack_bytes,
+            };
+        }
+        _ => {}
     }
     if let Some(message) = &state.panic_message {
         return Error::Panicked {

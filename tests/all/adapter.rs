@@ -45,6 +45,7 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
             // Longer than the decision's limit: the answer must not wait for the sandbox.
             call_deadline: Duration::from_millis(900),
             memory_cap_bytes: 64 << 20,
+            ..HostConfig::default()
         },
     )
     .expect("the misbehaving component loads");

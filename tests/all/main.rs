@@ -24,6 +24,7 @@ fn misbehaving_runtime() -> Runtime {
     let config = HostConfig {
         call_deadline: Duration::from_millis(200),
         memory_cap_bytes: 64 << 20,
+        ..HostConfig::default()
     };
     Runtime::from_file(components::MISBEHAVING.as_ref(), config)
         .expect("the misbehaving component loads")

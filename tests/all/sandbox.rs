@@ -252,3 +252,113 @@ fn the_test_guest_refuses_to_synthesize_with_an_engine_error() {
         "{err}"
     );
 }
+
+#[test]
+fn endless_recursion_stops_at_the_stack_limit_and_the_next_call_is_served() {
+    // A small limit, so the native stack runs out before the guest's own shadow stack in
+    // linear memory (which would trap as an out-of-bounds access instead).
+    let limit = 64 << 10;
+    let runtime = Runtime::from_file(
+        components::MISBEHAVING.as_ref(),
+        HostConfig {
+            max_wasm_stack_bytes: limit,
+            ..HostConfig::default()
+        },
+    )
+    .unwrap();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    recommender.observe_profile("a", &profile(100)).unwrap();
+    let err = recommender
+        .recommend(&[Job::new("recurse")], &[])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::StackOverflow {
+                call: "recommend",
+                limit_bytes,
+            } if limit_bytes == limit
+        ),
+        "{err}"
+    );
+    assert!(err.is_guest_fault());
+    assert_eq!(known_ids(&mut recommender), ["a"]);
+    assert_eq!(recommender.rebuilds(), 1);
+}
+
+#[test]
+fn a_save_that_traps_fails_alone_and_loses_nothing() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    recommender.observe_profile("a", &profile(100)).unwrap();
+    let mut spoiler = profile(100);
+    spoiler.gpu_model = "unsaveable".into();
+    recommender.observe_profile("u", &spoiler).unwrap();
+    let err = recommender.snapshot().unwrap_err();
+    assert!(matches!(err, Error::Panicked { call: "save", .. }), "{err}");
+    // Rebuilt from the last snapshot and the journal: everything acknowledged is there.
+    assert_eq!(known_ids(&mut recommender), ["a", "unsaveable:u"]);
+    // Changes go on being acknowledged while every fold fails (the journal keeps them).
+    let more: Vec<String> = (0..tandem_host::JOURNAL_LIMIT + 3)
+        .map(|i| format!("job-{i:03}"))
+        .collect();
+    for id in &more {
+        recommender.observe_profile(id, &profile(100)).unwrap();
+    }
+    let mut expected = vec!["a".to_owned(), "unsaveable:u".to_owned()];
+    expected.extend(more);
+    assert_eq!(known_ids(&mut recommender), expected);
+    assert!(
+        recommender
+            .recommend(&[Job::new("panic")], &[])
+            .unwrap_err()
+            .is_guest_fault()
+    );
+    assert_eq!(known_ids(&mut recommender), expected, "after a rebuild");
+}
+
+#[test]
+fn a_snapshot_that_cannot_be_loaded_falls_back_to_the_one_before() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    recommender.observe_profile("a", &profile(100)).unwrap();
+    let mut spoiler = profile(100);
+    spoiler.gpu_model = "unloadable".into();
+    recommender.observe_profile("x", &spoiler).unwrap();
+    let unloadable = recommender.snapshot().unwrap().to_vec();
+    assert!(matches!(
+        runtime.load(&unloadable).unwrap_err(),
+        Error::Engine(tandem_api::EngineError::InvalidInput(_))
+    ));
+    recommender.observe_profile("b", &profile(100)).unwrap();
+
+    let err = recommender
+        .recommend(&[Job::new("panic")], &[])
+        .unwrap_err();
+    assert!(matches!(err, Error::Panicked { .. }), "{err}");
+    assert_eq!(recommender.rebuilds(), 1);
+    assert_eq!(known_ids(&mut recommender), ["a", "unloadable:x", "b"]);
+}
+
+#[test]
+fn with_no_snapshot_that_loads_every_call_fails_with_a_typed_error() {
+    let runtime = super::misbehaving_runtime();
+    let mut recommender = runtime.create(&Policy::default(), 1).unwrap();
+    let mut spoiler = profile(100);
+    spoiler.gpu_model = "unloadable".into();
+    recommender.observe_profile("x", &spoiler).unwrap();
+    recommender.snapshot().unwrap();
+    recommender.observe_profile("y", &profile(100)).unwrap();
+    recommender.snapshot().unwrap();
+    // Both the last snapshot and the one before hold `x`.
+    for _ in 0..2 {
+        let err = recommender
+            .recommend(&[Job::new("panic")], &[])
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Restore { .. }) && err.is_guest_fault(),
+            "{err}"
+        );
+    }
+    assert_eq!(recommender.rebuilds(), 0);
+}

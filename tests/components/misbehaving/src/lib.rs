@@ -8,11 +8,14 @@
 //! id triggers misbehaviour in `recommend`, `score-all` and `choose-gpu`:
 //! - `loop`: spins forever (the host's deadline must interrupt it);
 //! - `alloc`: allocates without bound (the host's memory cap must stop it);
-//! - `panic`: panics (the host must report a typed panic with the message).
+//! - `panic`: panics (the host must report a typed panic with the message);
+//! - `recurse`: recurses without end (the host's stack limit must stop it).
 //!
 //! A job observed with a profile measured on GPU model `loop` spins too (in `score-all` and
 //! `choose-gpu`), and one observed on GPU model `panic` panics there: adapters key job ids, so
-//! their tests reach the misbehaviour through the intake.
+//! their tests reach the misbehaviour through the intake. Two more models spoil the state
+//! itself: once a job was observed on `unsaveable`, `save` panics; a snapshot that holds a job
+//! observed on `unloadable` is refused by `load`.
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -76,8 +79,22 @@ fn misbehave(job: &str) {
             }
         }
         "panic" => panic!("deliberate panic for the sandbox tests"),
+        "recurse" => {
+            black_box(deeper(0));
+        }
         _ => {}
     }
+}
+
+/// Recursion the optimizer cannot fold into a loop: the next level is called through an
+/// opaque pointer (no inlining, no tail call) and `depth` is needed after it returns, so each
+/// level takes a frame of the native stack. It ends only at `u64::MAX`, far past any stack.
+fn deeper(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return depth;
+    }
+    let next: fn(u64) -> u64 = black_box(deeper);
+    next(depth + 1).wrapping_mul(3) ^ depth
 }
 
 impl Recommender {
@@ -132,7 +149,10 @@ impl GuestRecommender for Recommender {
     }
 
     fn observe_profile(&self, job: String, p: wit::Profile) -> Result<wit::Assignment, wit::Error> {
-        let entry = if matches!(p.gpu_model.as_str(), "loop" | "panic") {
+        let entry = if matches!(
+            p.gpu_model.as_str(),
+            "loop" | "panic" | "unsaveable" | "unloadable"
+        ) {
             format!("{}:{job}", p.gpu_model)
         } else {
             job
@@ -251,11 +271,20 @@ impl GuestRecommender for Recommender {
     }
 
     fn save(&self) -> Vec<u8> {
-        self.0.borrow().join("\n").into_bytes()
+        let ids = self.0.borrow();
+        if ids.iter().any(|id| id.starts_with("unsaveable:")) {
+            panic!("deliberate panic in save for the sandbox tests");
+        }
+        ids.join("\n").into_bytes()
     }
 
     fn load(state: Vec<u8>) -> Result<wit_engine::Recommender, wit::Error> {
         let text = String::from_utf8(state).map_err(|e| wit::Error::InvalidInput(e.to_string()))?;
+        if text.lines().any(|id| id.starts_with("unloadable:")) {
+            return Err(wit::Error::InvalidInput(
+                "deliberately refused snapshot for the sandbox tests".into(),
+            ));
+        }
         Ok(wrap(text.lines().map(str::to_owned).collect()))
     }
 }
