@@ -53,6 +53,10 @@ pub struct Cluster {
 
 const COLUMNS: [&str; 3] = ["nodes", "gpus_per_node", "gpu_model"];
 
+/// Most GPUs a cluster file may describe: far above any cluster the simulator replays, far
+/// below what listing them ([`Cluster::gpus`]) could not allocate.
+pub const MAX_GPUS: u64 = 1_000_000;
+
 impl Cluster {
     /// Reads and checks a cluster file.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
@@ -67,6 +71,7 @@ impl Cluster {
             origin: origin.to_owned(),
             ..Cluster::default()
         };
+        let mut total = 0_u64;
         for record in reader.records() {
             let (record, line) = csv_input::row(record, text, origin)?;
             let field = |i: usize| record.get(index[i]).unwrap_or_default();
@@ -94,6 +99,14 @@ impl Cluster {
             };
             if group.gpu_model.is_empty() {
                 return Err(at_line(origin, line, "`gpu_model` is empty"));
+            }
+            total += u64::from(group.nodes) * u64::from(group.gpus_per_node);
+            if total > MAX_GPUS {
+                return Err(at_line(
+                    origin,
+                    line,
+                    format!("the cluster would have {total} GPUs; at most {MAX_GPUS} are allowed"),
+                ));
             }
             cluster.groups.push(group);
             cluster.lines.push(line);
@@ -173,6 +186,13 @@ mod tests {
         assert!(
             e("nodes,gpus_per_node,gpu_model\n1,4,\n").contains("c.csv:2: `gpu_model` is empty")
         );
+        // Absurd counts are refused, not allocated.
+        assert!(
+            e("nodes,gpus_per_node,gpu_model\n1,8,K80\n4294967295,4294967295,V100\n").starts_with(
+                "c.csv:3: the cluster would have 18446744065119617033 GPUs; at most 1000000"
+            )
+        );
+        assert!(Cluster::parse("nodes,gpus_per_node,gpu_model\n125000,8,K80\n", "c").is_ok());
         assert!(e("nodes,gpus_per_node,gpu_model\n").contains("no node"));
     }
 }

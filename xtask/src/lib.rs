@@ -44,6 +44,7 @@
 
 mod build_script;
 pub mod cycles;
+pub mod fuzz;
 mod guest;
 pub mod kube;
 pub mod kube_plugin;

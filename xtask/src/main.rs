@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tandem_xtask::fuzz;
 use tandem_xtask::tasks::{self, Workspace};
 
 /// Build orchestration for Tandem: the wasm32 toolchain, the engine component, the Kubernetes
@@ -50,7 +51,8 @@ enum Task {
     /// $TANDEM_VOLCANO_DIR, else ~/.cache/tandem/volcano (one directory per source).
     VcScheduler,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
-    /// the unit and integration tests (`cargo test --workspace`), then every end-to-end tier.
+    /// the unit and integration tests (`cargo test --workspace`), every fuzz target for 10 s,
+    /// then every end-to-end tier.
     ///
     /// The Kubernetes binaries of the end-to-end tests are built (if missing) before their
     /// tier, which finds them through TANDEM_KUBE_BIN_DIR.
@@ -71,6 +73,22 @@ enum Task {
     /// Check every crate for modules that import each other in a circle (directly or through
     /// other modules, at any level of the module tree); fails if one does.
     Cycles,
+    /// Fuzz the parsers (coverage-guided, libFuzzer) for a fixed time per target.
+    ///
+    /// Builds the `tandem-fuzz` targets with stable rustc's coverage instrumentation into
+    /// $TANDEM_FUZZ_DIR, else ~/.cache/tandem/fuzz (its own target directory, the corpora kept
+    /// between runs, crashing inputs under artifacts/TARGET), then runs each. Targets:
+    /// catalog, trace, cluster, onnx, summary, snapshot, contract. Fails at the first crash,
+    /// naming the input and the command that replays it. `cargo xtask test` runs every target
+    /// for 10 s.
+    Fuzz {
+        /// Targets to run [default: all].
+        #[arg(value_name = "TARGET")]
+        targets: Vec<String>,
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
     /// Run the CLI's recommendation on examples/queue.json.
     Demo,
     /// Run the benchmarks: engine calls (component vs native), the simulator, the extender
@@ -135,6 +153,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             tasks::e2e(&workspace, &tiers)?;
         }
         Task::Cycles => tasks::cycles(&workspace)?,
+        Task::Fuzz { targets, seconds } => {
+            let targets = if targets.is_empty() {
+                fuzz::TARGETS.to_vec()
+            } else {
+                targets
+                    .iter()
+                    .map(|name| fuzz::Target::named(name))
+                    .collect::<anyhow::Result<_>>()?
+            };
+            fuzz::fuzz(&workspace, &targets, seconds)?;
+        }
         Task::Demo => tasks::demo(&workspace)?,
         Task::Bench => tasks::bench(&workspace)?,
     }

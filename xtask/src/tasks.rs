@@ -224,9 +224,14 @@ impl Tier {
     }
 }
 
+/// Seconds the gate fuzzes each target: long enough to shake out shallow crashes, short
+/// enough for every run (`cargo xtask fuzz` alone runs a minute each by default).
+pub const GATE_FUZZ_SECONDS: u64 = 10;
+
 /// `cargo xtask test`: ensures the toolchain, then runs the gate (format, import cycles,
-/// clippy, docs, the unit and integration tests), then every end-to-end tier, printing each
-/// command and stopping at the first failure.
+/// clippy, docs, the unit and integration tests), every fuzz target for
+/// [`GATE_FUZZ_SECONDS`], then every end-to-end tier, printing each command and stopping at
+/// the first failure.
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
@@ -247,6 +252,7 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         eprintln!("==> {shown}");
         run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
     }
+    crate::fuzz::fuzz(workspace, crate::fuzz::TARGETS, GATE_FUZZ_SECONDS)?;
     e2e(workspace, TIERS)?;
     eprintln!("==> gate passed");
     Ok(())
