@@ -5,7 +5,8 @@
 //! [`ensure_plugin_scheduler`] builds the library (`cargo build --release`; cargo decides
 //! whether anything changed), hashes it with the Go module's files and the recipe, and builds
 //! the binary into `<kube_dir()>/plugin-<hash>/bin` unless it is there: a change on either side
-//! gets a fresh directory, an unchanged tree is built once. The Go module pins Kubernetes
+//! gets a fresh directory, an unchanged tree is built once, and after a build only the two
+//! most recent other builds are kept. The Go module pins Kubernetes
 //! v1.35.3 with the same `replace` lines as `xtask/kube` (its `go.mod` is that file, tidied
 //! for the plugin's imports), so the scheduler is the release the end-to-end suite runs.
 
@@ -230,5 +231,78 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
         )
     })?;
     eprintln!("tandem-xtask: {BINARY} built in {:.0?}", started.elapsed());
+    if let Some(cache) = entry.parent() {
+        prune_builds(cache, entry, KEPT_BUILDS);
+    }
     Ok(binary)
+}
+
+/// Builds of the plugin kept besides the newest: every change to the library or the module
+/// makes a new one (about 400 MB with its sources and library), so without pruning a
+/// machine that runs the gate on every commit fills its disk.
+const KEPT_BUILDS: usize = 2;
+
+/// Removes the `plugin-*` directories of `cache` but `current` and the `keep` most recently
+/// modified others, skipping any whose build is in progress (its lock is held). Best effort:
+/// a directory that cannot be removed is left for the next time.
+fn prune_builds(cache: &Path, current: &Path, keep: usize) {
+    let Ok(entries) = fs::read_dir(cache) else {
+        return;
+    };
+    let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path != current
+                && path
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with("plugin-"))
+        })
+        .filter_map(|path| Some((fs::metadata(&path).ok()?.modified().ok()?, path)))
+        .collect();
+    builds.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+    for (_, old) in builds.into_iter().skip(keep) {
+        let in_use = File::open(old.join(".build.lock")).is_ok_and(|lock| lock.try_lock().is_err());
+        if !in_use && fs::remove_dir_all(&old).is_ok() {
+            eprintln!("tandem-xtask: removed the older build {}", old.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_newest_builds_are_kept() -> Result<()> {
+        let cache = std::env::temp_dir().join(format!("tandem-prune-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&cache);
+        let names = [
+            "plugin-a",
+            "plugin-b",
+            "plugin-c",
+            "plugin-d",
+            "28d4c9438fe43176",
+        ];
+        let dirs: Vec<PathBuf> = names.iter().map(|name| cache.join(name)).collect();
+        for dir in &dirs {
+            fs::create_dir_all(dir.join("bin"))?;
+        }
+        // `plugin-a` is the current build though the oldest; b is in use.
+        let lock = File::create(dirs[1].join(".build.lock"))?;
+        lock.lock()?;
+        for (i, dir) in dirs.iter().enumerate() {
+            let modified = std::time::SystemTime::UNIX_EPOCH
+                + std::time::Duration::from_secs(1_000_000 + i as u64);
+            File::open(dir)?.set_modified(modified)?;
+        }
+        prune_builds(&cache, &dirs[0], 1);
+        let left: Vec<bool> = dirs.iter().map(|d| d.exists()).collect();
+        // Kept: the current (a), the one in use (b), the newest other (d), and the Kubernetes
+        // binaries (not a plugin build); c removed.
+        assert_eq!(left, [true, true, false, true, true]);
+        fs::remove_dir_all(&cache)?;
+        Ok(())
+    }
 }
