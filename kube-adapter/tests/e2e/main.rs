@@ -10,6 +10,7 @@ mod failover;
 mod load;
 #[cfg(feature = "e2e-plugin")]
 mod plugin;
+mod privacy;
 mod profiler;
 mod tls;
 
