@@ -86,6 +86,28 @@ impl Runtime {
         &self.shared.config
     }
 
+    /// The same compiled component, its calls under `call_deadline` instead: for work that
+    /// runs off a scheduler's path and may take longer than a decision (retraining a model on
+    /// a thread of its own). Nothing is compiled again; recommenders of either runtime can be
+    /// moved to the other ([`Recommender::use_limits_of`]).
+    pub fn with_call_deadline(&self, call_deadline: std::time::Duration) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                engine: self.shared.engine.clone(),
+                pre: self.shared.pre.clone(),
+                config: HostConfig {
+                    call_deadline,
+                    ..self.shared.config.clone()
+                },
+            }),
+            wit_version: self.wit_version.clone(),
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// A recommender with an empty knowledge base, in its own instance.
     pub fn create(&self, policy: &Policy, seed: u64) -> Result<Recommender> {
         Recommender::create(Arc::clone(&self.shared), policy, seed)
