@@ -20,7 +20,12 @@
 //! its bucket's upper bound), the extender's and the plugin's throughput as a fraction of the
 //! default's, how many pods ended up without Tandem's `tandem.dev/gpu` annotation (bound by
 //! the scheduler's fallback), and how many annotations name a GPU of another node than the
-//! pod's. Sizes: `TANDEM_BENCH_NODES`, `TANDEM_BENCH_PODS`.
+//! pod's. Every configuration runs `TANDEM_BENCH_ROUNDS` times (3), interleaved, and the
+//! ratios are of the median pods/s (the default scheduler's own rate moves by a fifth between
+//! runs on two shared cores). Sizes: `TANDEM_BENCH_NODES`, `TANDEM_BENCH_PODS`. Configurations
+//! named after `--` (`default`, `extender`, `adapter-down`, `plugin`) run alone.
+//! `TANDEM_BENCH_PPROF=<dir>` saves a CPU profile of the scheduler in each run (see
+//! `cpu_profile`).
 //!
 //! Run: `cargo bench -p tandem-kube-adapter --bench scheduler` (or `cargo xtask bench`); the
 //! Kubernetes binaries come from `TANDEM_KUBE_BIN_DIR`, `tandem-kube-scheduler` from
@@ -120,6 +125,7 @@ async fn main() -> Result<()> {
     cluster::install_crypto_provider();
     let nodes = env_size("TANDEM_BENCH_NODES", 500);
     let pods = env_size("TANDEM_BENCH_PODS", 1_500);
+    let rounds = env_size("TANDEM_BENCH_ROUNDS", 3).max(1);
     // Configurations named after `--` run alone (`-- default plugin`); cargo's own flags
     // (`--bench`) are not names. Every configuration runs by default.
     let only: Vec<String> = std::env::args()
@@ -137,48 +143,68 @@ async fn main() -> Result<()> {
     println!(
         "kube-scheduler throughput: {nodes} nodes x 4 GPUs, {pods} one-GPU pods created before the scheduler starts"
     );
-    let mut runs = std::collections::HashMap::new();
-    for mode in modes {
-        if !only.is_empty() && !only.iter().any(|n| n == mode.name()) {
-            continue;
+    // The default scheduler's own pods/s moves by a fifth between runs on two shared cores, so
+    // every configuration runs `rounds` times, interleaved, and the ratios are of medians.
+    let mut runs: std::collections::HashMap<Mode, Vec<Run>> = std::collections::HashMap::new();
+    for round in 1..=rounds {
+        for mode in modes {
+            if !only.is_empty() && !only.iter().any(|n| n == mode.name()) {
+                continue;
+            }
+            let measured = run(nodes, pods, mode).await.context(mode.what())?;
+            report(&format!("{} [{round}/{rounds}]", mode.what()), &measured);
+            runs.entry(mode).or_default().push(measured);
         }
-        let measured = run(nodes, pods, mode).await.context(mode.what())?;
-        report(mode.what(), &measured);
-        runs.insert(mode, measured);
     }
-    let default = runs.get(&Mode::Default);
-    if let Some(down) = runs.get(&Mode::AdapterDown) {
-        println!(
-            "adapter down: {} of {} pods bound by the scheduler's fallback (fail-open); the adapter started afterwards counted {} bound without its record",
-            down.unannotated, down.pods, down.accounted
-        );
+    let median = |mode: Mode| -> Option<f64> {
+        let mut rates: Vec<f64> = runs.get(&mode)?.iter().map(Run::pods_per_s).collect();
+        rates.sort_by(f64::total_cmp);
+        Some(rates[rates.len() / 2])
+    };
+    // What every run of a configuration showed: the most pods any run left without Tandem's
+    // annotation, or with an annotation naming another node.
+    let worst = |mode: Mode, of: fn(&Run) -> usize| -> usize {
+        runs.get(&mode)
+            .map_or(0, |all| all.iter().map(of).max().unwrap_or(0))
+    };
+    for mode in modes {
+        if let Some(rate) = median(mode) {
+            println!(
+                "{:<34} median {rate:>7.1} pods/s over {rounds} run(s)",
+                mode.what()
+            );
+        }
     }
-    let extender = runs.get(&Mode::Tandem);
-    if let Some(tandem) = extender {
-        let share = default.map_or_else(
-            || "?".to_owned(),
-            |d| format!("{:.0}", 100.0 * tandem.pods_per_s() / d.pods_per_s()),
-        );
+    let default = median(Mode::Default);
+    let share =
+        |rate: f64| default.map_or_else(|| "?".to_owned(), |d| format!("{:.1}", 100.0 * rate / d));
+    if let Some(downs) = runs.get(&Mode::AdapterDown) {
+        for down in downs {
+            println!(
+                "adapter down: {} of {} pods bound by the scheduler's fallback (fail-open); the adapter started afterwards counted {} bound without its record",
+                down.unannotated, down.pods, down.accounted
+            );
+        }
+    }
+    let extender = median(Mode::Tandem);
+    if let Some(rate) = extender {
         println!(
-            "Tandem extender / default: {share}% of the default scheduler's pods/s (goal: at least 50%); \
+            "Tandem extender / default: {}% of the default scheduler's pods/s (goal: at least 50%); \
              pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
-            tandem.unannotated, tandem.misplaced
+            share(rate),
+            worst(Mode::Tandem, |r| r.unannotated),
+            worst(Mode::Tandem, |r| r.misplaced)
         );
     }
-    if let Some(plugin) = runs.get(&Mode::Plugin) {
-        let share = default.map_or_else(
-            || "?".to_owned(),
-            |d| format!("{:.0}", 100.0 * plugin.pods_per_s() / d.pods_per_s()),
-        );
-        let against = extender.map_or_else(
-            || "?".to_owned(),
-            |e| format!("{:.2}", plugin.pods_per_s() / e.pods_per_s()),
-        );
+    if let Some(rate) = median(Mode::Plugin) {
+        let against = extender.map_or_else(|| "?".to_owned(), |e| format!("{:.2}", rate / e));
         println!(
-            "Tandem plugin / default: {share}% of the default scheduler's pods/s (goal: at least 90%); \
+            "Tandem plugin / default: {}% of the default scheduler's pods/s (goal: at least 90%); \
              Tandem plugin / extender: {against}x; pods without Tandem's annotation: {} (goal 0); \
              annotations naming another node's GPU: {}",
-            plugin.unannotated, plugin.misplaced
+            share(rate),
+            worst(Mode::Plugin, |r| r.unannotated),
+            worst(Mode::Plugin, |r| r.misplaced)
         );
     }
     Ok(())

@@ -23,7 +23,7 @@ use tandem_api::{
 use crate::Result;
 use crate::identity::workload_of;
 use crate::knowledge::{JobView, Knowledge};
-use crate::placement::{PairMemo, Planner};
+use crate::placement::{PairMemo, Planner, Residents, residents_time_saved};
 
 /// A handle without a GPU.
 const NO_STATE: u32 = u32::MAX;
@@ -55,6 +55,8 @@ struct State {
     gpu: Gpu,
     /// Its residents as the predictor sees them on its model, in its residents' order.
     residents: Vec<JobView>,
+    /// Time they save by sharing the GPU ([`residents_time_saved`]).
+    time_saved: f64,
     /// GPUs in the state; 0 for a free slot.
     gpus: u32,
 }
@@ -76,6 +78,9 @@ struct Derived {
     answers: HashMap<String, Vec<u8>>,
     /// Classes by age, for eviction.
     classes: VecDeque<String>,
+    /// Pair predictions made while judging classes: a new class's judgement predicts its
+    /// pairs with the residents, not the residents' pairs again.
+    memo: PairMemo,
 }
 
 impl View {
@@ -255,7 +260,7 @@ impl Derived {
     }
 
     /// A planner over one GPU of each of `states`, their residents already resolved, pair
-    /// predictions memoized (the states share a few workloads).
+    /// predictions memoized from one call to the next (the states share a few workloads).
     fn planner<'a>(
         &'a self,
         states: impl Iterator<Item = usize>,
@@ -266,11 +271,21 @@ impl Derived {
         let gpus = states
             .map(|s| {
                 let state = &self.states[s];
-                (&state.gpu, Some(state.residents.as_slice()))
+                let residents = Residents {
+                    views: &state.residents,
+                    time_saved: state.time_saved,
+                };
+                (&state.gpu, Some(residents))
             })
             .collect();
-        let memo = Some(PairMemo::default());
-        Planner::over(policy, knowledge, seed, gpus, self.model_specs(), memo)
+        Planner::over(
+            policy,
+            knowledge,
+            seed,
+            gpus,
+            self.model_specs(),
+            Some(&self.memo),
+        )
     }
 
     /// Follows the changes of `touched` handles; `false` when the set of GPU models changed
@@ -351,6 +366,7 @@ impl Derived {
                 let fresh = State {
                     key: key.clone(),
                     gpu: gpu.clone(),
+                    time_saved: residents_time_saved(knowledge, &residents),
                     residents,
                     gpus: 1,
                 };

@@ -12,11 +12,23 @@ use crate::interference;
 use crate::knowledge::{GroupPrediction, JobView, Knowledge, Slowdowns};
 use crate::learning::PairBelief;
 
-/// Pair predictions already made by one planner, by the two jobs as the predictor sees them:
-/// on a cluster view most GPUs hold instances of a few workloads, so judging one job against
-/// every state repeats the same few pairs.
-#[derive(Default)]
+/// Pair predictions already made, by the two jobs as the predictor sees them: on a cluster
+/// view most GPUs hold instances of a few workloads, so judging one job against every state
+/// repeats the same few pairs, and judging the next job repeats the residents' pairs. Valid as
+/// long as what the engine knows does not change (the view drops it with its states).
+#[derive(Default, Clone)]
 pub(crate) struct PairMemo(RefCell<PairTable>);
+
+impl std::fmt::Debug for PairMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PairMemo({} pairs)", self.0.borrow().len())
+    }
+}
+
+/// Pairs a memo holds at most (about 2 MiB): past it the memo starts over. A view's residents
+/// give far fewer distinct pairs; every new job class adds its pairs with them, so a memo kept
+/// from call to call needs a bound.
+const MEMO_PAIRS: usize = 1 << 14;
 
 /// Predictions by the pair's key (see `JobView::prediction_key`).
 type PairTable = HashMap<[u64; 10], PairBelief, BuildHasherDefault<KeyHasher>>;
@@ -57,9 +69,32 @@ impl PairMemo {
             return hit;
         }
         let value = knowledge.predict_pair(a, b);
-        self.0.borrow_mut().insert(key, value);
+        let mut table = self.0.borrow_mut();
+        if table.len() >= MEMO_PAIRS {
+            table.clear();
+        }
+        table.insert(key, value);
         value
     }
+}
+
+/// A GPU's residents as its caller already resolved them on the planner's models (in the
+/// residents' order), with the time their group saves by sharing
+/// ([`residents_time_saved`]): the cluster view keeps both per state, so a planner over it
+/// does not predict every state's group again for each job it judges.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Residents<'r> {
+    /// Each resident as the predictor sees it on the GPU's model.
+    pub(crate) views: &'r [JobView],
+    /// What [`residents_time_saved`] gives for `views`.
+    pub(crate) time_saved: f64,
+}
+
+/// Time a GPU's residents, seen as `views`, save by sharing it (what a planner starts the
+/// GPU's state with).
+pub(crate) fn residents_time_saved(knowledge: &Knowledge, views: &[JobView]) -> f64 {
+    let group: SmallVec<[&JobView; 4]> = views.iter().collect();
+    interference::time_saved(&knowledge.predict(&group).slowdowns)
 }
 
 /// The predicted effect of a group sharing one GPU.

@@ -38,7 +38,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use smallvec::SmallVec;
 use tandem_api::{Fit, Gpu, GpuScore, GpuSpec, Job, Policy, Recommendation, Unplaced};
 
-pub(crate) use self::forecast::PairMemo;
+pub(crate) use self::forecast::{PairMemo, Residents, residents_time_saved};
 use self::objective::{Effect, Goal};
 use self::order::Entry;
 use self::resolve::Resolved;
@@ -80,8 +80,9 @@ pub(crate) struct Planner<'a> {
     /// unknown.
     free_in: Vec<Option<f64>>,
     /// Pair predictions made so far, when the planner judges many GPUs holding the same few
-    /// workloads (the cluster view); `None` otherwise.
-    memo: Option<PairMemo>,
+    /// workloads (the cluster view, which keeps them from one call to the next); `None`
+    /// otherwise.
+    memo: Option<&'a PairMemo>,
 }
 
 impl<'a> Planner<'a> {
@@ -106,14 +107,14 @@ impl<'a> Planner<'a> {
     /// in the cluster, which may hold more GPUs than `gpus`): a job's slowness on a model is
     /// relative to its best model among these, so the same job gets the same answer on a GPU
     /// whichever other GPUs are judged with it. A GPU may come with its residents already
-    /// resolved on `models` (in its residents' order), as the cluster view keeps them.
+    /// resolved on `models`, as the cluster view keeps them.
     pub(crate) fn over(
         policy: &'a Policy,
         knowledge: &'a Knowledge,
         seed: u64,
-        gpus: Vec<(&'a Gpu, Option<&[JobView]>)>,
+        gpus: Vec<(&'a Gpu, Option<Residents<'_>>)>,
         models: Vec<&'a GpuSpec>,
-        memo: Option<PairMemo>,
+        memo: Option<&'a PairMemo>,
     ) -> Self {
         let gpus: Vec<GpuState<'a>> = gpus
             .into_iter()
@@ -133,10 +134,11 @@ impl<'a> Planner<'a> {
                     cap: policy.max_jobs_on(&gpu.spec.model) as usize,
                 };
                 match resolved {
-                    Some(views) => {
+                    Some(Residents { views, time_saved }) => {
                         for (resident, view) in gpu.residents.iter().zip(views) {
                             state.add(&resident.id, *view);
                         }
+                        state.time_saved = time_saved;
                     }
                     None => {
                         for resident in &gpu.residents {
@@ -145,10 +147,10 @@ impl<'a> Planner<'a> {
                                 knowledge.view_on(resident, &gpu.spec, &models),
                             );
                         }
+                        state.time_saved =
+                            forecast::predict(knowledge, memo, &state.members, None).time_saved;
                     }
                 }
-                state.time_saved =
-                    forecast::predict(knowledge, memo.as_ref(), &state.members, None).time_saved;
                 state
             })
             .collect();
@@ -200,7 +202,7 @@ impl<'a> Planner<'a> {
         {
             order = pairs::place_matched_pairs(
                 self.knowledge,
-                self.memo.as_ref(),
+                self.memo,
                 self.models.len(),
                 &mut self.gpus,
                 queue,
@@ -248,8 +250,7 @@ impl<'a> Planner<'a> {
             }
             state.add(&job.id, resolved.views[state.model]);
             state.time_saved =
-                forecast::predict(self.knowledge, self.memo.as_ref(), &state.members, None)
-                    .time_saved;
+                forecast::predict(self.knowledge, self.memo, &state.members, None).time_saved;
             placed_on[best].push(&job.id);
             if was_idle {
                 alone.push((best, &job.id, resolved));
@@ -263,13 +264,7 @@ impl<'a> Planner<'a> {
             .zip(placed_on)
             .filter(|(_, placed)| !placed.is_empty())
             .map(|(state, placed)| {
-                reasons::placement(
-                    self.knowledge,
-                    self.memo.as_ref(),
-                    self.policy,
-                    state,
-                    &placed,
-                )
+                reasons::placement(self.knowledge, self.memo, self.policy, state, &placed)
             })
             .collect();
         // Report unplaced jobs in queue order, whatever order they were tried in.
@@ -411,12 +406,7 @@ impl<'a> Planner<'a> {
         view: &JobView,
         slowness: f64,
     ) -> Candidate {
-        let after = forecast::predict(
-            self.knowledge,
-            self.memo.as_ref(),
-            &state.members,
-            Some(view),
-        );
+        let after = forecast::predict(self.knowledge, self.memo, &state.members, Some(view));
         // A job of unknown memory fills the GPU as far as packing can tell.
         let left = view
             .memory_mib
