@@ -244,9 +244,7 @@ impl EngineState {
     /// calls run under this state's limits and it is told the cluster view. On error the
     /// current recommender stays.
     pub fn adopt(&mut self, mut fresh: Recommender) -> Result<(), EngineFailure> {
-        fresh
-            .use_limits_of(&self.runtime)
-            .map_err(failed("adopt"))?;
+        self.runtime.adopt(&mut fresh).map_err(failed("adopt"))?;
         let replay = self.recommender.cluster().replay();
         if replay.len() > 1 {
             fresh

@@ -511,7 +511,8 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                         Ok(assignment)
                     })
                     .collect::<Result<Vec<_>, crate::EngineFailure>>()?;
-                let skipped = learning::learn_peaks(fresh, lessons, &peaks)?;
+                let skipped = learning::learn_peaks(fresh, lessons, &peaks)
+                    .map_err(failed("observe-memory"))?;
                 for why in &skipped {
                     tracing::info!(why, "a measured peak was not learned");
                 }

@@ -320,12 +320,13 @@ pub fn predicted(
 
 /// Learns `peaks` on `recommender` (the off-thread instance), recording in `lessons` what the
 /// memory model made of each. A peak the engine refuses (a GPU whose characteristics it does
-/// not know) is skipped and returned; anything else the engine says is a failure.
+/// not know) is skipped and returned; anything else the host says is a failure (of
+/// `observe-memory`, which the caller names).
 pub fn learn_peaks(
     recommender: &mut tandem_host::Recommender,
     lessons: &mut Lessons,
     peaks: &[PeakReport],
-) -> Result<Vec<String>, crate::EngineFailure> {
+) -> Result<Vec<String>, tandem_host::Error> {
     let mut skipped = Vec::new();
     for peak in peaks {
         let before = predicted(recommender, &peak.declared, &peak.gpu);
@@ -335,7 +336,7 @@ pub fn learn_peaks(
                 skipped.push(refused.to_string());
                 continue;
             }
-            Err(error) => return Err(crate::engine::failed("observe-memory")(error)),
+            Err(error) => return Err(error),
         }
         let after = predicted(recommender, &peak.declared, &peak.gpu);
         if let (
@@ -361,10 +362,8 @@ pub fn learn_peaks(
 /// Asks a fresh instance the questions that train its models (the memory model, bundled or
 /// retrained, and the utilization model are grown on first use), so the instance that takes
 /// over decisions answers its first declared job at once.
-pub fn warm_up(recommender: &mut tandem_host::Recommender) -> Result<(), crate::EngineFailure> {
-    recommender
-        .describe()
-        .map_err(crate::engine::failed("describe"))?;
+pub fn warm_up(recommender: &mut tandem_host::Recommender) -> Result<(), tandem_host::Error> {
+    recommender.describe()?;
     let probe = Job {
         declared: Some(ModelSummary {
             params_mib: 100.0,
@@ -379,9 +378,7 @@ pub fn warm_up(recommender: &mut tandem_host::Recommender) -> Result<(), crate::
         }),
         ..Job::new(PROBE_JOB)
     };
-    recommender
-        .estimate(&probe, &[GpuSpec::new("V100", 16_384)])
-        .map_err(crate::engine::failed("estimate"))?;
+    recommender.estimate(&probe, &[GpuSpec::new("V100", 16_384)])?;
     Ok(())
 }
 

@@ -470,7 +470,7 @@ impl Core {
         let built = tokio::task::spawn_blocking(move || {
             let mut fresh = runtime.load(&snapshot).map_err(engine::failed("load"))?;
             let answer = apply(&mut fresh)?;
-            learning::warm_up(&mut fresh)?;
+            learning::warm_up(&mut fresh).map_err(engine::failed("warm-up"))?;
             Ok::<_, EngineFailure>((answer, fresh))
         })
         .await

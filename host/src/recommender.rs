@@ -369,13 +369,9 @@ impl Recommender {
         Ok(&self.snapshot)
     }
 
-    /// Runs this recommender's later calls under the limits of `runtime` (its deadline; the
-    /// memory cap stays the one it was instantiated with). `runtime` must share the compiled
-    /// component this recommender was made from ([`crate::Runtime::with_call_deadline`]):
-    /// a recommender trained off the decision path under a long deadline then serves decisions
-    /// under the short one. Fails with [`Error::Engine`] for a runtime of another component.
-    pub fn use_limits_of(&mut self, runtime: &crate::Runtime) -> Result<()> {
-        let shared = runtime.shared();
+    /// Runs this recommender's later calls under `shared`'s limits (what `Runtime::adopt`
+    /// does): an error for shared state of another compiled component.
+    pub(crate) fn share(&mut self, shared: &Arc<Shared>) -> Result<()> {
         if !wasmtime::Engine::same(&self.shared.engine, &shared.engine) {
             return Err(Error::Engine(tandem_api::EngineError::InvalidInput(
                 "the runtime is not the one this recommender's component was compiled by".into(),

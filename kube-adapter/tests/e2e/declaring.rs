@@ -293,7 +293,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         "the guard should no longer fit VGG-19 b64 on a T4: {after}"
     );
     ensure!(
-        reserved_after >= u64::from(measured),
+        reserved_after >= measured,
         "the guard should now reserve at least the measured peak: {after}"
     );
     let taught = knowledge(&http, &adapter).await?;
