@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
-use tandem_api::{Binding, ClusterChange, ClusterSummary, Gpu, Job, Unbinding, ViewGpu};
+use tandem_api::{Binding, ClusterChange, ClusterSummary, Gpu, GpuSpec, Job, Unbinding, ViewGpu};
 use tandem_host::{Recommender, Runtime};
 use tokio::sync::oneshot;
 
@@ -140,6 +140,12 @@ impl Engine {
         }
     }
 
+    /// Queues `work` on the engine thread without waiting for it (start-up chores); dropped
+    /// when the queue is full.
+    pub fn detach(&self, work: impl FnOnce(&mut EngineState) + Send + 'static) {
+        let _ = self.tasks.try_send(Box::new(work));
+    }
+
     /// [`Engine::call`] from a thread that is not a tokio worker (start-up, tests): blocks.
     pub fn call_blocking<T: Send + 'static>(
         &self,
@@ -202,6 +208,11 @@ pub struct EngineState {
     handles: Handles,
     /// What outcome estimation remembers; stored with the engine's snapshot.
     pub(crate) ledger: crate::outcomes::Ledger,
+    /// What was learned per GPU model; stored with the engine's snapshot.
+    pub(crate) lessons: crate::learning::Lessons,
+    /// Reference speeds jobs declared that this instance was told (see
+    /// [`EngineState::tell_speeds`]): job and GPU model.
+    told: HashSet<(String, String)>,
 }
 
 impl std::fmt::Debug for EngineState {
@@ -218,7 +229,71 @@ impl EngineState {
             recommender,
             handles: Handles::default(),
             ledger: crate::outcomes::Ledger::default(),
+            lessons: crate::learning::Lessons::default(),
+            told: HashSet::new(),
         }
+    }
+
+    /// The runtime decisions run under (its deadline).
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Puts `fresh` (built off this thread from a snapshot, see
+    /// [`crate::Core::observe_off_thread`]) in place of the recommender deciding now: its later
+    /// calls run under this state's limits and it is told the cluster view. On error the
+    /// current recommender stays.
+    pub fn adopt(&mut self, mut fresh: Recommender) -> Result<(), EngineFailure> {
+        self.runtime.adopt(&mut fresh).map_err(failed("adopt"))?;
+        let replay = self.recommender.cluster().replay();
+        if replay.len() > 1 {
+            fresh
+                .update_cluster(&replay)
+                .map_err(failed("update-cluster"))?;
+        }
+        self.recommender = fresh;
+        self.told.clear();
+        Ok(())
+    }
+
+    /// Tells the engine the reference speeds a job declared (`(GPU model, work per second)`,
+    /// see [`crate::declaration::Work`]) that it knows no speed of the job for, so its first
+    /// decision already weighs its run time on each model. What the engine learned from the
+    /// job's own runs wins: a speed it knows (reported, or scaled from another model) is kept.
+    /// What it knows is asked before any is told, so that one reference does not hide the
+    /// others behind a speed scaled from it. Each is told once per instance; an instance built
+    /// from a snapshot is told again. Not an acknowledged observation: it reaches the stored
+    /// knowledge base with the next one.
+    pub fn tell_speeds(
+        &mut self,
+        job: &str,
+        speeds: &[(String, f64)],
+    ) -> Result<(), EngineFailure> {
+        let untold: Vec<&(String, f64)> = speeds
+            .iter()
+            .filter(|(model, _)| !self.told.contains(&(job.to_owned(), model.clone())))
+            .collect();
+        if untold.is_empty() {
+            return Ok(());
+        }
+        let specs: Vec<GpuSpec> = untold
+            .iter()
+            .map(|(model, _)| GpuSpec::new(model.clone(), 1))
+            .collect();
+        let estimates = self
+            .recommender
+            .estimate(&Job::new(job), &specs)
+            .map_err(failed("estimate"))?;
+        for (at, (model, speed)) in untold.into_iter().enumerate() {
+            let known = estimates.get(at).and_then(|e| e.speed).is_some();
+            if !known {
+                self.recommender
+                    .observe_speed(job, model, *speed)
+                    .map_err(failed("observe-speed"))?;
+            }
+            self.told.insert((job.to_owned(), model.clone()));
+        }
+        Ok(())
     }
 
     /// The recommender, for the calls that do not concern the view.
@@ -229,6 +304,16 @@ impl EngineState {
     /// The handles of the view's GPUs.
     pub fn handles(&self) -> &Handles {
         &self.handles
+    }
+
+    /// The specs of the view's GPUs (one per GPU: many repeat).
+    pub fn gpu_models(&self) -> impl Iterator<Item = &GpuSpec> {
+        self.recommender.cluster().iter().map(|(_, gpu)| &gpu.spec)
+    }
+
+    /// Whether `model` is a GPU model the engine knows or one of the view's.
+    pub fn knows_model(&self, model: &str) -> bool {
+        crate::gpu_models::is_known(model) || self.gpu_models().any(|spec| spec.model == model)
     }
 
     /// The GPU under `handle` as the engine holds it.
@@ -247,6 +332,7 @@ impl EngineState {
                 .map_err(failed("update-cluster"))?;
         }
         self.recommender = fresh;
+        self.told.clear();
         Ok(())
     }
 
@@ -255,10 +341,11 @@ impl EngineState {
     pub(crate) fn restore(
         &mut self,
         snapshot: &[u8],
-        ledger: crate::outcomes::Ledger,
+        (ledger, lessons): (crate::outcomes::Ledger, crate::learning::Lessons),
     ) -> Result<(), EngineFailure> {
         self.replace(snapshot)?;
         self.ledger = ledger;
+        self.lessons = lessons;
         Ok(())
     }
 

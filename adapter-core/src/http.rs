@@ -6,7 +6,8 @@
 //! | `/v1/profiles` | POST | node profilers post profiles (bearer token) |
 //! | `/v1/outcomes` | POST | measured co-location outcomes (bearer token) |
 //! | `/v1/predict` | POST | the engine's prediction for a group on a GPU model (bearer token) |
-//! | `/v1/knowledge` | GET | what the knowledge base holds (bearer token) |
+//! | `/v1/estimate` | POST | what the engine expects of one job (a keyed id, a declaration) alone on each GPU model (bearer token) |
+//! | `/v1/knowledge` | GET | what the knowledge base holds, and per GPU model what the cluster taught (bearer token) |
 //! | `/healthz`, `/readyz`, `/metrics` | GET | liveness, readiness, Prometheus |
 //!
 //! Every body is size-bounded and every request time-bounded ([`router`]). A body that does
@@ -26,11 +27,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tandem_api::{Assignment, GpuSpec, Job, Outcome, Profile};
+use tandem_api::{Assignment, Estimate, GpuSpec, Job, ModelSummary, Outcome, Priority, Profile};
 use tower_http::timeout::TimeoutLayer;
 
 use crate::engine::failed;
 use crate::identity::is_keyed;
+use crate::learning::{self, KnowledgeReport, PeakReport};
 use crate::{Core, Frontend, ObserveError};
 
 /// The whole HTTP surface of an adapter: the core's endpoints and `frontend`'s verbs, under
@@ -49,6 +51,7 @@ pub fn router<F: Frontend>(core: Arc<Core>, frontend: Arc<F>) -> Router {
         .route("/v1/profiles", post(profiles))
         .route("/v1/outcomes", post(outcomes))
         .route("/v1/predict", post(predict))
+        .route("/v1/estimate", post(estimate))
         .route("/v1/knowledge", get(knowledge))
         .route("/metrics", get(metrics))
         .with_state(core)
@@ -360,6 +363,10 @@ pub struct ProfilesRequest {
 pub struct ProfilesAnswer {
     /// Cluster and uncertainty per profile.
     pub assignments: Vec<Assignment>,
+    /// Peaks the memory model learned from these profiles (those of jobs that declared their
+    /// model, on GPUs whose characteristics the engine knows).
+    #[serde(default)]
+    pub peaks_learned: u32,
 }
 
 /// Refuses a GPU model that is neither one the engine knows nor one of the cluster's: the field
@@ -417,30 +424,119 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                 .enumerate()
                 .map(|(i, r)| (format!("profiles[{i}].job"), r.job.as_str())),
         )?;
-        let assignments = core2
-            .observe(move |state| {
-                request
-                    .profiles
+        // The peak a profile measured teaches the memory model when its job declared a model.
+        let declared: Vec<(usize, ModelSummary)> = request
+            .profiles
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((i, core2.declared_model(&r.job)?)))
+            .collect();
+        if declared.is_empty() {
+            let assignments = core2
+                .observe(move |state| {
+                    request
+                        .profiles
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            check_model(
+                                state,
+                                &format!("profiles[{i}].profile.gpu_model"),
+                                &r.profile.gpu_model,
+                                "observe-profile",
+                            )?;
+                            let assignment = state
+                                .recommender()
+                                .observe_profile(&r.job, &r.profile)
+                                .map_err(failed("observe-profile"))?;
+                            state.lessons.profile(&r.profile.gpu_model);
+                            Ok(assignment)
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .await?;
+            return Ok(axum::Json(ProfilesAnswer {
+                assignments,
+                peaks_learned: 0,
+            }));
+        }
+        // Check the models against the cluster view (the instance that learns is built without
+        // one) and find each peak's GPU there.
+        let models: Vec<String> = request
+            .profiles
+            .iter()
+            .map(|r| r.profile.gpu_model.clone())
+            .collect();
+        let specs = core2
+            .query("check", move |state| {
+                models
                     .iter()
                     .enumerate()
-                    .map(|(i, r)| {
+                    .map(|(i, model)| {
                         check_model(
                             state,
                             &format!("profiles[{i}].profile.gpu_model"),
-                            &r.profile.gpu_model,
+                            model,
                             "observe-profile",
                         )?;
-                        state
-                            .recommender()
-                            .observe_profile(&r.job, &r.profile)
-                            .map_err(failed("observe-profile"))
+                        Ok(spec_of(state, model))
                     })
-                    .collect::<Result<Vec<_>, _>>()
+                    .collect::<Result<Vec<GpuSpec>, crate::EngineFailure>>()
+            })
+            .await
+            .map_err(|e| Failure::from(ObserveError::from(e)))?
+            .map_err(|e| Failure::from(ObserveError::from(e)))?;
+        let peaks: Vec<PeakReport> = declared
+            .into_iter()
+            .map(|(i, model)| {
+                let record = &request.profiles[i];
+                PeakReport {
+                    job: record.job.clone(),
+                    declared: model,
+                    gpu: specs[i].clone(),
+                    peak_mib: record.profile.mem_used_mib,
+                }
+            })
+            .collect();
+        let (assignments, learned) = core2
+            .observe_off_thread(move |fresh, lessons| {
+                let assignments = request
+                    .profiles
+                    .iter()
+                    .map(|r| {
+                        let assignment = fresh
+                            .observe_profile(&r.job, &r.profile)
+                            .map_err(failed("observe-profile"))?;
+                        lessons.profile(&r.profile.gpu_model);
+                        Ok(assignment)
+                    })
+                    .collect::<Result<Vec<_>, crate::EngineFailure>>()?;
+                let skipped = learning::learn_peaks(fresh, lessons, &peaks)
+                    .map_err(failed("observe-memory"))?;
+                for why in &skipped {
+                    tracing::info!(why, "a measured peak was not learned");
+                }
+                Ok((assignments, peaks.len() - skipped.len()))
             })
             .await?;
-        Ok(axum::Json(ProfilesAnswer { assignments }))
+        core2.metrics.peaks_learned.inc_by(learned as u64);
+        tracing::info!(peaks = learned, "the memory model learned measured peaks");
+        Ok(axum::Json(ProfilesAnswer {
+            assignments,
+            peaks_learned: u32::try_from(learned).unwrap_or(u32::MAX),
+        }))
     })
     .await
+}
+
+/// The GPU of model `model` as the cluster view describes it (its memory), or the model's
+/// name with the memory a well-known model has.
+fn spec_of(state: &crate::EngineState, model: &str) -> GpuSpec {
+    let in_view = state.gpu_models().find(|spec| spec.model == model).cloned();
+    in_view.unwrap_or_else(|| {
+        let memory = crate::gpu_models::gpu_model(model).1.unwrap_or(1);
+        GpuSpec::new(model, memory)
+    })
 }
 
 /// Body of `POST /v1/outcomes`.
@@ -520,14 +616,70 @@ async fn knowledge(State(core): State<Arc<Core>>, headers: HeaderMap) -> Respons
     let core2 = Arc::clone(&core);
     timed(&core, "knowledge", async move {
         authorize(&core2, &headers)?;
-        let summary = core2
+        let report = core2
             .query("describe", |state| {
-                state.recommender().describe().map_err(failed("describe"))
+                let summary = state.recommender().describe().map_err(failed("describe"))?;
+                let gpu_models = state.lessons.report(summary.memory_margin_pct);
+                Ok::<_, crate::EngineFailure>(KnowledgeReport {
+                    summary,
+                    gpu_models,
+                })
             })
             .await
             .map_err(|e| Failure::from(ObserveError::from(e)))?
             .map_err(|e| Failure::from(ObserveError::from(e)))?;
-        Ok(axum::Json(summary))
+        Ok(axum::Json(report))
+    })
+    .await
+}
+
+/// Body of `POST /v1/estimate`: one job, by its keyed id (what the engine knows of it) and/or
+/// what it declares, and the GPU models to estimate it on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EstimateRequest {
+    /// The job's keyed id; without it, a job the engine knows nothing of but what is declared.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// Its declared model.
+    #[serde(default)]
+    pub declared: Option<ModelSummary>,
+    /// Its priority.
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// Its work, in the unit of its speeds.
+    #[serde(default)]
+    pub work: Option<f64>,
+    /// The GPU models (at most [`MAX_BATCH_ITEMS`]).
+    #[serde(deserialize_with = "bounded")]
+    pub gpus: Vec<GpuSpec>,
+}
+
+async fn estimate(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
+    let core2 = Arc::clone(&core);
+    timed(&core, "estimate", async move {
+        authorize(&core2, &headers)?;
+        let request: EstimateRequest = parse("estimate", &body)?;
+        if let Some(job) = &request.job {
+            check_keyed([("job".to_owned(), job.as_str())])?;
+        }
+        let job = Job {
+            declared: request.declared,
+            priority: request.priority,
+            work: request.work,
+            ..Job::new(request.job.as_deref().unwrap_or(learning::PROBE_JOB))
+        };
+        let estimates: Vec<Estimate> = core2
+            .query("estimate", move |state| {
+                state
+                    .recommender()
+                    .estimate(&job, &request.gpus)
+                    .map_err(failed("estimate"))
+            })
+            .await
+            .map_err(|e| Failure::from(ObserveError::from(e)))?
+            .map_err(|e| Failure::from(ObserveError::from(e)))?;
+        Ok(axum::Json(estimates))
     })
     .await
 }

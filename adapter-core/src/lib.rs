@@ -8,6 +8,11 @@
 //! - [`Core`]: keyed identities, observations applied and stored before they are acknowledged
 //!   (the knowledge base behind a [`store::KnowledgeStore`]), outcome estimation from finished
 //!   runs ([`outcomes`]), leadership, metrics;
+//! - [`declaration`]: what a job may tell Tandem (priority, work, model), one vocabulary for
+//!   every scheduler, parsed and checked once;
+//! - [`learning`]: what the cluster teaches beyond profiles and outcomes (peaks of declared
+//!   jobs, speeds of finished runs), learned off the decision path, and the operator's view of
+//!   it per GPU model;
 //! - [`gpu_models`]: GPU model names as the engine knows them, for adapters and profilers;
 //! - [`http`]: the intake for node profilers and the operations endpoints (`/v1/*`,
 //!   `/healthz`, `/readyz`, `/metrics`).
@@ -17,11 +22,13 @@
 //! maps the scheduler's objects to the engine's jobs and GPUs and its answers back, and
 //! nothing else.
 
+pub mod declaration;
 pub mod engine;
 pub mod gpu_models;
 pub mod http;
 pub mod identity;
 mod leadership;
+pub mod learning;
 pub mod metrics;
 pub mod outcomes;
 pub mod serve;
@@ -32,14 +39,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use tandem_api::Outcome;
+use tandem_api::{ModelSummary, Outcome};
+use tandem_host::Recommender;
 
 pub use engine::{CallError, Engine, EngineFailure, EngineState, NodeScore};
 pub use identity::JobKeys;
 pub use leadership::Leadership;
+use learning::{DeclaredModels, Lessons};
 use metrics::{Metrics, Reason};
 use outcomes::{Learned, Run};
 use store::{AdapterState, KnowledgeStore, StoreError};
+
+/// Longest one engine call may run off the decision path, where the core retrains the memory
+/// model on a fresh instance ([`Core::observe_off_thread`]): a refit takes a fifth of a second
+/// on an idle machine, several times that on a loaded one, and nothing waits on it to schedule.
+pub const TRAINING_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The engine component every adapter binary embeds, built by the build script.
 pub static EMBEDDED_ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
@@ -145,6 +159,11 @@ pub struct Core {
     /// Who may call the scheduler verbs.
     pub scheduler_auth: SchedulerAuth,
     store: Option<Box<dyn KnowledgeStore>>,
+    /// The engine's runtime under [`TRAINING_DEADLINE`], for instances built off the engine
+    /// thread.
+    trainer: tandem_host::Runtime,
+    /// Models jobs declared, for the peaks profilers report later.
+    declared: std::sync::Mutex<DeclaredModels>,
     /// Version of the stored knowledge base the engine matches; writes are serialized here.
     version: tokio::sync::Mutex<Option<String>>,
     /// Bumped whenever what the engine knows changes.
@@ -194,8 +213,10 @@ impl Core {
                 .map_or_else(|| "the knowledge base".to_owned(), |s| s.name());
             adapter.check_key(&name, &config.keys.fingerprint())?;
             engine.ledger = adapter.ledger;
+            engine.lessons = adapter.lessons;
             version = Some(stored_version);
         }
+        let trainer = engine.runtime().with_call_deadline(TRAINING_DEADLINE);
         if let Some(limit) = config.store.as_ref().and_then(|s| s.capacity()) {
             metrics
                 .store_limit_bytes
@@ -203,6 +224,13 @@ impl Core {
         }
         let engine = Engine::start(engine, config.queue, Arc::clone(&metrics))
             .map_err(StartError::Thread)?;
+        // The first declared job would otherwise train the memory and utilization models on
+        // the scheduler's time; this runs before the front-end is ready.
+        engine.detach(|state| {
+            if let Err(error) = learning::warm_up(state.recommender()) {
+                tracing::warn!(%error, "could not warm the engine's models up");
+            }
+        });
         Ok(Self {
             engine,
             keys: config.keys,
@@ -212,6 +240,8 @@ impl Core {
             limits: config.limits,
             scheduler_auth: SchedulerAuth::default(),
             store: config.store,
+            trainer,
+            declared: std::sync::Mutex::new(DeclaredModels::default()),
             version: tokio::sync::Mutex::new(version),
             epoch: AtomicU64::new(0),
             ready: AtomicBool::new(false),
@@ -307,7 +337,7 @@ impl Core {
                     .snapshot()
                     .map_err(engine::failed("save"))?
                     .to_vec();
-                let ledger = state.ledger.clone();
+                let ledger = (state.ledger.clone(), state.lessons.clone());
                 let undo = |state: &mut EngineState, before: &[u8], ledger| {
                     if let Err(error) = state.restore(before, ledger) {
                         tracing::error!(%error, "could not undo a failed batch of observations");
@@ -332,6 +362,7 @@ impl Core {
                 };
                 let adapter = AdapterState {
                     ledger: state.ledger.clone(),
+                    lessons: state.lessons.clone(),
                     key_fingerprint: Some(fingerprint),
                 };
                 Ok((answer, changed, Some((engine, adapter, before, ledger))))
@@ -410,18 +441,156 @@ impl Core {
         self.metrics
             .store_bytes
             .set(i64::try_from(size).unwrap_or(i64::MAX));
-        let engine = stored.engine;
-        let ledger = stored.adapter.ledger;
+        // Loading retrains the memory model when the knowledge base holds reported peaks:
+        // done off the engine thread, which only swaps the instance in.
+        let fresh = self.build_off_thread(stored.engine, |_| Ok(())).await?.1;
+        let (ledger, lessons) = (stored.adapter.ledger, stored.adapter.lessons);
         self.engine
             .call("reload", self.limits.observation_wait, move |state| {
-                state.replace(&engine)?;
+                state.adopt(fresh)?;
                 state.ledger = ledger;
+                state.lessons = lessons;
                 Ok::<_, EngineFailure>(())
             })
             .await??;
         self.epoch.fetch_add(1, Ordering::AcqRel);
         *version = Some(stored.version);
         Ok(true)
+    }
+
+    /// Builds an instance from `snapshot` on a blocking thread under [`TRAINING_DEADLINE`],
+    /// applies `apply` to it and warms its models up ([`learning::warm_up`]).
+    async fn build_off_thread<T: Send + 'static>(
+        &self,
+        snapshot: Vec<u8>,
+        apply: impl FnOnce(&mut Recommender) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<(T, Recommender), ObserveError> {
+        let runtime = self.trainer.clone();
+        let started = std::time::Instant::now();
+        let built = tokio::task::spawn_blocking(move || {
+            let mut fresh = runtime.load(&snapshot).map_err(engine::failed("load"))?;
+            let answer = apply(&mut fresh)?;
+            learning::warm_up(&mut fresh).map_err(engine::failed("warm-up"))?;
+            Ok::<_, EngineFailure>((answer, fresh))
+        })
+        .await
+        .map_err(|_| ObserveError::Call(CallError::Stopped))??;
+        self.metrics
+            .retrain_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Ok(built)
+    }
+
+    /// Applies observations that retrain the engine's models (peaks: `observe-memory`) without
+    /// holding up decisions: a fresh instance is built from what is stored on a thread of its
+    /// own ([`TRAINING_DEADLINE`]), `apply` runs there (with the core's state beside the
+    /// engine's, to record what it learned), the result is stored, and only then does the
+    /// engine thread swap the instance in for the one that kept deciding meanwhile. Writes are
+    /// serialized with every other observation, so nothing is learned in between that the
+    /// fresh instance would miss. Leader only; acknowledged when stored, as [`Core::observe`].
+    /// All or nothing: on any failure the deciding instance and the store are as they were.
+    pub async fn observe_off_thread<T: Send + 'static>(
+        &self,
+        apply: impl FnOnce(&mut Recommender, &mut Lessons) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<T, ObserveError> {
+        if !self.leadership.is_leader() {
+            return Err(ObserveError::NotLeader(self.leadership.holder()));
+        }
+        let mut version = self.version.lock().await;
+        let (snapshot, ledger, lessons) = self
+            .engine
+            .call("fork", self.limits.observation_wait, |state| {
+                let snapshot = state
+                    .recommender()
+                    .snapshot()
+                    .map_err(engine::failed("save"))?
+                    .to_vec();
+                Ok::<_, EngineFailure>((snapshot, state.ledger.clone(), state.lessons.clone()))
+            })
+            .await??;
+        let ((answer, lessons, bytes), fresh) = self
+            .build_off_thread(snapshot, move |fresh| {
+                let mut lessons = lessons;
+                let answer = apply(fresh, &mut lessons)?;
+                let bytes = fresh.snapshot().map_err(engine::failed("save"))?.to_vec();
+                Ok((answer, lessons, bytes))
+            })
+            .await
+            .inspect_err(|_| {
+                self.metrics.engine_errors.inc();
+            })?;
+        if let Some(store) = &self.store {
+            let adapter = AdapterState {
+                ledger: ledger.clone(),
+                lessons: lessons.clone(),
+                key_fingerprint: Some(self.keys.fingerprint()),
+            };
+            let size = store::stored_size(&bytes, &adapter);
+            match store.save(version.as_deref(), &bytes, &adapter).await {
+                Ok(written) => {
+                    *version = Some(written);
+                    self.metrics.store_writes.inc();
+                    self.metrics
+                        .store_bytes
+                        .set(i64::try_from(size).unwrap_or(i64::MAX));
+                }
+                Err(error) => {
+                    self.metrics.store_errors.inc();
+                    tracing::warn!(%error, bytes = size, "the knowledge base was not written; the retrained instance is dropped");
+                    if matches!(error, StoreError::Conflict(_))
+                        && let Err(reload) = self.reload_locked(&mut version, true).await
+                    {
+                        tracing::error!(%reload, "cannot reload the knowledge base after a conflict");
+                    }
+                    return Err(error.into());
+                }
+            }
+        }
+        let swapped = self
+            .engine
+            .call("adopt", self.limits.observation_wait, move |state| {
+                let adopted = state.adopt(fresh).or_else(|error| {
+                    // The store holds the new state: the engine must too, even at the cost of
+                    // loading it here.
+                    tracing::warn!(%error, "could not swap the retrained instance in; loading it");
+                    state.replace(&bytes)
+                });
+                state.ledger = ledger;
+                state.lessons = lessons;
+                adopted
+            })
+            .await;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        swapped??;
+        Ok(answer)
+    }
+
+    /// Remembers the model job `job` (keyed) declared, so that a profile posted for it later
+    /// also teaches the memory model (see [`learning`]).
+    pub fn remember_declared(&self, job: &str, model: &ModelSummary) {
+        self.declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remember(job, model);
+    }
+
+    /// The model job `job` declared last, if the core met its declaration.
+    pub fn declared_model(&self, job: &str) -> Option<ModelSummary> {
+        self.declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(job)
+            .cloned()
+    }
+
+    /// Counts a declaration refused at a scheduler's call, by field.
+    pub fn refused(&self, refusal: &declaration::Refusal) {
+        self.metrics
+            .declarations_refused
+            .get_or_create(&metrics::Field {
+                field: refusal.field.key().to_owned(),
+            })
+            .inc();
     }
 
     /// Learns from a run that finished (leader only): a solo sample, or an outcome once both
@@ -444,15 +613,35 @@ impl Core {
                 let mut learned = Vec::with_capacity(runs.len());
                 for (run, others) in &runs {
                     let mut taught = state.ledger.learn(run, others, now);
-                    if let Learned::Outcome(outcome) = &taught
-                        && let Err(error) = state.recommender().observe_outcome(outcome)
-                    {
-                        let error = engine::failed("observe-outcome")(error);
-                        if !error.is_refusal() {
-                            return Err(error);
+                    if let Learned::Outcome(outcome) = &taught {
+                        match state.recommender().observe_outcome(outcome) {
+                            Ok(()) => state.lessons.outcome(&outcome.gpu_model),
+                            Err(error) => {
+                                let error = engine::failed("observe-outcome")(error);
+                                if !error.is_refusal() {
+                                    return Err(error);
+                                }
+                                // The engine will never take it: counted, not retried.
+                                taught = Learned::Skipped("refused by the engine");
+                            }
                         }
-                        // The engine will never take it: counted, not retried.
-                        taught = Learned::Skipped("refused by the engine");
+                    }
+                    // A run alone on its GPU is its job's speed there.
+                    if taught == Learned::Solo
+                        && let Some(speed) = run.speed()
+                    {
+                        match state
+                            .recommender()
+                            .observe_speed(&run.job, &run.model, speed)
+                        {
+                            Ok(()) => state.lessons.speed(&run.job, &run.model, speed),
+                            Err(error) => {
+                                let error = engine::failed("observe-speed")(error);
+                                if !error.is_refusal() {
+                                    return Err(error);
+                                }
+                            }
+                        }
                     }
                     learned.push(taught);
                 }

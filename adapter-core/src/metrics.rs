@@ -38,6 +38,13 @@ pub struct Reason {
     pub reason: String,
 }
 
+/// Labels of a refused declaration.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Field {
+    /// The field refused: `priority`, `work`, `model` or `batch-size`.
+    pub field: String,
+}
+
 /// Every metric the adapter exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -88,6 +95,13 @@ pub struct Metrics {
     /// Pods seen bound to a node without Tandem's record of their GPU: placed by the
     /// scheduler's fallback (fail-open) or by another scheduler.
     pub binds_without_tandem: Counter,
+    /// Jobs refused at a scheduler's call for a declaration that does not parse, per field.
+    pub declarations_refused: Family<Field, Counter>,
+    /// Time one retraining took off the decision path (building the instance, learning,
+    /// warming its models up).
+    pub retrain_seconds: Histogram,
+    /// Peaks of declared jobs the memory model learned.
+    pub peaks_learned: Counter,
 }
 
 impl Default for Metrics {
@@ -121,6 +135,25 @@ impl Default for Metrics {
         let view_states = Gauge::default();
         let binds_late = Counter::default();
         let binds_without_tandem = Counter::default();
+        let declarations_refused = Family::<Field, Counter>::default();
+        // 10 ms .. ~40 s.
+        let retrain_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 13));
+        let peaks_learned = Counter::default();
+        registry.register(
+            "declarations_refused",
+            "Jobs refused at a scheduler's call for a declaration that does not parse, per field",
+            declarations_refused.clone(),
+        );
+        registry.register(
+            "retrain_seconds",
+            "Time one retraining took off the decision path",
+            retrain_seconds.clone(),
+        );
+        registry.register(
+            "peaks_learned",
+            "Peaks of declared jobs the memory model learned",
+            peaks_learned.clone(),
+        );
         registry.register(
             "decisions",
             "Requests answered, per verb and result",
@@ -251,6 +284,9 @@ impl Default for Metrics {
             view_states,
             binds_late,
             binds_without_tandem,
+            declarations_refused,
+            retrain_seconds,
+            peaks_learned,
         }
     }
 }

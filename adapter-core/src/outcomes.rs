@@ -48,6 +48,9 @@ pub struct Run {
     pub start: f64,
     /// End, in seconds since the epoch; `None` while it runs.
     pub end: Option<f64>,
+    /// The work the run did, in the unit its job's speeds are taught in
+    /// ([`crate::declaration::Declaration::work_done`]: the units it declared, else one run).
+    pub work: f64,
 }
 
 impl Run {
@@ -59,6 +62,14 @@ impl Run {
 
     fn duration(&self, now: f64) -> f64 {
         self.end.unwrap_or(now) - self.start
+    }
+
+    /// Its speed alone, work per second, once it finished (`None` before, or without a run
+    /// time).
+    pub fn speed(&self) -> Option<f64> {
+        let seconds = self.end? - self.start;
+        let speed = self.work / seconds;
+        (seconds > 0.0 && speed.is_finite() && speed > 0.0).then_some(speed)
     }
 }
 
@@ -237,6 +248,7 @@ mod tests {
             model: "V100".to_owned(),
             start,
             end,
+            work: 1.0,
         }
     }
 

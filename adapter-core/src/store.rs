@@ -21,6 +21,9 @@ use crate::outcomes::Ledger;
 pub struct AdapterState {
     /// Solo history and processed runs, for outcome estimation.
     pub ledger: Ledger,
+    /// What was learned per GPU model (absent from knowledge bases written before it was).
+    #[serde(default)]
+    pub lessons: crate::learning::Lessons,
     /// Fingerprint of the secret the ids in this knowledge base were keyed with
     /// ([`crate::JobKeys::fingerprint`]); absent from knowledge bases written before it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]

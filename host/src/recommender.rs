@@ -374,6 +374,18 @@ impl Recommender {
         Ok(&self.snapshot)
     }
 
+    /// Runs this recommender's later calls under `shared`'s limits (what `Runtime::adopt`
+    /// does): an error for shared state of another compiled component.
+    pub(crate) fn share(&mut self, shared: &Arc<Shared>) -> Result<()> {
+        if !wasmtime::Engine::same(&self.shared.engine, &shared.engine) {
+            return Err(Error::Engine(tandem_api::EngineError::InvalidInput(
+                "the runtime is not the one this recommender's component was compiled by".into(),
+            )));
+        }
+        self.shared = Arc::clone(shared);
+        Ok(())
+    }
+
     /// How many times the instance was rebuilt after a fault.
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds

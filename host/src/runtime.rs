@@ -87,6 +87,33 @@ impl Runtime {
         &self.shared.config
     }
 
+    /// The same compiled component, its calls under `call_deadline` instead: for work that
+    /// runs off a scheduler's path and may take longer than a decision (retraining a model on
+    /// a thread of its own). Nothing is compiled again; recommenders of either runtime can be
+    /// moved to the other ([`Runtime::adopt`]).
+    pub fn with_call_deadline(&self, call_deadline: std::time::Duration) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                engine: self.shared.engine.clone(),
+                pre: self.shared.pre.clone(),
+                config: HostConfig {
+                    call_deadline,
+                    ..self.shared.config.clone()
+                },
+            }),
+            wit_version: self.wit_version.clone(),
+        }
+    }
+
+    /// Runs `recommender`'s later calls under this runtime's limits (its deadline; the memory
+    /// cap stays the one it was instantiated with). The recommender must come from the same
+    /// compiled component ([`Runtime::with_call_deadline`]): a recommender trained off a
+    /// scheduler's path under a long deadline then serves decisions under the short one.
+    /// Fails with [`crate::Error::Engine`] for a recommender of another component.
+    pub fn adopt(&self, recommender: &mut Recommender) -> Result<()> {
+        recommender.share(&self.shared)
+    }
+
     /// A recommender with an empty knowledge base, in its own instance.
     pub fn create(&self, policy: &Policy, seed: u64) -> Result<Recommender> {
         Recommender::create(Arc::clone(&self.shared), policy, seed)

@@ -7,11 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Api;
 use kube::runtime::reflector::Store;
 use serde::Deserialize;
+use tandem_adapter_core::declaration::{Field, Reference, Source as ModelSource};
+use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_adapter_core::outcomes::Run;
 use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState, JobKeys};
+use tandem_api::ModelSummary;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
 use crate::extender::NodeScores;
@@ -92,7 +96,27 @@ pub struct App {
     residency: Mutex<HashMap<String, (String, Vec<String>)>>,
     /// Set when finished pods should be looked through again ([`App::catch_up`]).
     catch_up_due: AtomicBool,
+    /// Prices and powers of GPU models (`--gpu-price`, `--gpu-power`).
+    costs: GpuCosts,
+    /// Models pods declared by reference, read from ConfigMaps: by namespace and reference,
+    /// with when they were read.
+    models: Mutex<HashMap<(String, Reference), ModelRead>>,
 }
+
+/// A model read from a ConfigMap: when, and its summary or why it could not be used.
+type ModelRead = (Instant, Result<ModelSummary, String>);
+
+/// Why a model declared by reference is not known yet: the front-end has not read its
+/// ConfigMap (the extender reads it before judging the pod; the watcher, for every front-end,
+/// when it sees the pod). Not a refusal of the declaration: a later call may find it.
+pub const MODEL_NOT_READ: &str =
+    "not read yet: Tandem reads the ConfigMap when it sees the pod; retried shortly";
+
+/// How long a model read from a ConfigMap is used before it is read again.
+const MODEL_FRESH_FOR: Duration = Duration::from_secs(60);
+
+/// How long a ConfigMap that could not be read (missing, or not a model) is believed so.
+const MODEL_MISSING_FOR: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -125,11 +149,19 @@ impl App {
             unrecorded: Mutex::new(HashSet::new()),
             residency: Mutex::new(HashMap::new()),
             catch_up_due: AtomicBool::new(false),
+            costs: GpuCosts::default(),
+            models: Mutex::new(HashMap::new()),
         };
         if matches!(app.source, Source::Fixed(_)) {
             app.set_ready();
         }
         app
+    }
+
+    /// The front-end with GPU models priced and powered by `costs`.
+    pub fn with_costs(mut self, costs: GpuCosts) -> Self {
+        self.costs = costs;
+        self
     }
 
     /// The Kubernetes client, unless the cluster is fixed.
@@ -187,9 +219,96 @@ impl App {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// The pod's view, if it requests managed GPUs.
+    /// The pod's view, if it requests managed GPUs, with a model it declared by reference
+    /// as last read ([`App::read_model`]).
     pub fn gpu_pod(&self, pod: &Pod) -> Option<GpuPod> {
-        gpu_pod(pod, &self.core.keys, &self.resource)
+        let mut gp = gpu_pod(pod, &self.core.keys, &self.resource)?;
+        if let Ok(declaration) = &gp.declared
+            && let Some(reference) = declaration.reference()
+        {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            gp.model = match lock(&self.models).get(&(namespace, reference.clone())) {
+                Some((_, read)) => read.clone().map(Some),
+                None => Err(MODEL_NOT_READ.to_owned()),
+            };
+        }
+        Some(gp)
+    }
+
+    /// Reads the model `pod` declares by reference (`tandem.dev/model: configmap:NAME/KEY`)
+    /// from its ConfigMap, unless it was read lately; the answer is kept for
+    /// [`App::gpu_pod`]. Returns whether it read anything.
+    pub async fn read_model(&self, pod: &Pod) -> bool {
+        let Ok(declaration) = crate::cluster::declared(pod) else {
+            return false;
+        };
+        let Some(reference) = declaration.reference() else {
+            return false;
+        };
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let key = (namespace.clone(), reference.clone());
+        let fresh = lock(&self.models).get(&key).is_some_and(|(at, read)| {
+            at.elapsed()
+                < if read.is_ok() {
+                    MODEL_FRESH_FOR
+                } else {
+                    MODEL_MISSING_FOR
+                }
+        });
+        if fresh {
+            return false;
+        }
+        let read = match (&reference.source, self.client()) {
+            (ModelSource::ConfigMap { name, key }, Some(client)) => {
+                let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+                match maps.get_opt(name).await {
+                    Ok(Some(map)) => {
+                        let text = map.data.as_ref().and_then(|d| d.get(key));
+                        let binary = map.binary_data.as_ref().and_then(|d| d.get(key));
+                        match (text, binary) {
+                            (Some(text), _) => reference.summarize(text.as_bytes()),
+                            (None, Some(bytes)) => reference.summarize(&bytes.0),
+                            (None, None) => Err(format!(
+                                "ConfigMap {name} in the pod's namespace has no key {key}"
+                            )),
+                        }
+                    }
+                    Ok(None) => Err(format!("no ConfigMap {name} in the pod's namespace")),
+                    Err(error) => Err(format!("cannot read ConfigMap {name}: {error}")),
+                }
+            }
+            (ModelSource::ConfigMap { .. }, None) => {
+                Err("this adapter serves a fixed cluster and reads no ConfigMap".to_owned())
+            }
+            (ModelSource::File(_), _) => Err("a file is read by the Slurm service only".to_owned()),
+        };
+        if let Err(why) = &read {
+            tracing::debug!(why, "a declared model could not be read");
+        }
+        lock(&self.models).insert(key, (Instant::now(), read));
+        // Residents of the view carry the model: build it again.
+        self.touch();
+        true
+    }
+
+    /// Notes what a GPU pod seen by the watcher declared: its model is read if referenced,
+    /// and remembered by the core, so the peak a profiler measures for it teaches the memory
+    /// model.
+    pub async fn note_declared(&self, pod: &Pod) {
+        if pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key(Field::Model.annotation()))
+        {
+            return;
+        }
+        self.read_model(pod).await;
+        if let Some(gp) = self.gpu_pod(pod)
+            && let Some(model) = gp.summary()
+        {
+            self.core.remember_declared(&gp.job, model);
+        }
     }
 
     /// The current cluster view and its epoch, rebuilt first if a watcher saw a change.
@@ -219,7 +338,8 @@ impl App {
                 &file.nodes,
                 file.pods.iter().filter_map(|p| self.gpu_pod(p)),
                 &self.resource,
-            ),
+            )
+            .with_costs(&self.costs),
             Source::Kubernetes { nodes, pods, .. } => {
                 let nodes = nodes.state();
                 let mut assumed = self
@@ -243,6 +363,7 @@ impl App {
                     list.push(gp);
                 }
                 ClusterView::build(nodes.iter().map(AsRef::as_ref), list, &self.resource)
+                    .with_costs(&self.costs)
             }
         }
     }
@@ -505,5 +626,13 @@ fn run_of(pod: &Pod, gp: &GpuPod, model: &str, keys: &JobKeys) -> Option<Run> {
         model: model.to_owned(),
         start: start?,
         end: if finished { Some(end?) } else { None },
+        work: gp.declared.as_ref().map_or(1.0, |d| d.work_done()),
     })
+}
+
+/// Locks a mutex, taking the data of a poisoned one (no invariant spans a panic here).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

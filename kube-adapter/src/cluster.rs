@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use tandem_api::{Gpu, GpuSpec, Job};
+use tandem_api::{Gpu, GpuSpec, Job, ModelSummary};
 
 use tandem_adapter_core::JobKeys;
+use tandem_adapter_core::declaration::{Carrier, Declaration, Declared, Field, Raw, Refusal};
 use tandem_adapter_core::identity::JOB_LABEL;
 
 /// Pod annotation naming the GPUs Tandem bound the pod to: `<node>/<index>`, comma-separated
@@ -101,6 +102,81 @@ pub struct GpuPod {
     pub assigned: Vec<String>,
     /// Whether the pod still holds its GPUs (not finished, not being deleted).
     pub active: bool,
+    /// What the pod declared in its annotations (`tandem.dev/priority`, `tandem.dev/work`,
+    /// `tandem.dev/model`, `tandem.dev/batch-size`), or why Tandem refuses it.
+    pub declared: Declared,
+    /// The summary of its declared model: the inline one, or the referenced one once read
+    /// (`Ok(None)`: no model declared; `Err`: a reference not read, and why).
+    pub model: Result<Option<ModelSummary>, String>,
+}
+
+impl GpuPod {
+    /// The summary of its declared model, once known.
+    pub fn summary(&self) -> Option<&ModelSummary> {
+        self.model.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// The engine's record of the pod as a job to place: its keyed id and what it declared.
+    pub fn job(&self) -> Job {
+        match &self.declared {
+            Ok(declaration) => declaration.job(&self.job, self.summary()),
+            Err(_) => Job::new(self.job.clone()),
+        }
+    }
+
+    /// The engine's record of the pod as a GPU's resident: its id and declared model (what
+    /// the memory guard needs of a job that was not profiled yet).
+    pub fn resident(&self) -> Job {
+        Job {
+            declared: self.summary().cloned(),
+            ..Job::new(self.job.clone())
+        }
+    }
+
+    /// Why Tandem refuses what the pod declared, if it does: a value that does not parse, or
+    /// a model reference that could not be read.
+    pub fn refusal(&self) -> Option<Refusal> {
+        let declaration = match &self.declared {
+            Err(refusal) => return Some(Refusal::clone(refusal)),
+            Ok(declaration) => declaration,
+        };
+        match (&self.model, declaration.reference()) {
+            (Err(why), Some(reference)) => Some(Refusal::new(
+                Field::Model,
+                Carrier::Annotations,
+                &reference.source.to_string(),
+                why.clone(),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// What `pod` declares in its annotations (see [`tandem_adapter_core::declaration`]).
+pub fn declared(pod: &Pod) -> Declared {
+    let Some(annotations) = pod.metadata.annotations.as_ref() else {
+        return Ok(tandem_adapter_core::declaration::empty());
+    };
+    let raw = Raw::from_lookup(Carrier::Annotations, |name| {
+        annotations.get(name).map(String::as_str)
+    });
+    Declaration::declared(&raw, Carrier::Annotations)
+}
+
+/// The model a declaration gives inline; a reference is left for the front-end that reads
+/// it (the extender and the Volcano adapter read ConfigMaps; the framework plugin does not).
+fn inline_model(declared: &Declared) -> Result<Option<ModelSummary>, String> {
+    let Ok(declaration) = declared else {
+        return Ok(None);
+    };
+    match (declaration.inline_model(), declaration.reference()) {
+        (Some(summary), _) => Ok(Some(summary.clone())),
+        (None, Some(_)) => Err("not read: a model given by reference is read by \
+                                tandem-kube-adapter and tandem-volcano-adapter; the framework \
+                                plugin reads inline summaries only"
+            .to_owned()),
+        (None, None) => Ok(None),
+    }
 }
 
 /// GPUs of `resource` a pod requests (the larger of request and limit, summed over its
@@ -160,6 +236,8 @@ pub fn gpu_pod(pod: &Pod, keys: &JobKeys, resource: &str) -> Option<GpuPod> {
                 .collect()
         })
         .unwrap_or_default();
+    let declared = declared(pod);
+    let model = inline_model(&declared);
     Some(GpuPod {
         uid: pod.metadata.uid.clone().unwrap_or_default(),
         job: job_key(pod, keys),
@@ -167,6 +245,8 @@ pub fn gpu_pod(pod: &Pod, keys: &JobKeys, resource: &str) -> Option<GpuPod> {
         node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         assigned,
         active: !finished && pod.metadata.deletion_timestamp.is_none(),
+        declared,
+        model,
     })
 }
 
@@ -221,7 +301,7 @@ impl ClusterView {
             }
             if let Some(Ok(gpus)) = view.nodes.get_mut(&node) {
                 for gpu in gpus.iter_mut().filter(|g| pod.assigned.contains(&g.id)) {
-                    gpu.residents.push(Job::new(pod.job.clone()));
+                    gpu.residents.push(pod.resident());
                 }
             }
         }
@@ -230,7 +310,7 @@ impl ClusterView {
                 let mut order: Vec<usize> = (0..gpus.len()).collect();
                 order.sort_by_key(|&i| gpus[i].residents.len());
                 for i in order.into_iter().take(pod.gpus as usize) {
-                    gpus[i].residents.push(Job::new(pod.job.clone()));
+                    gpus[i].residents.push(pod.resident());
                 }
             }
         }
@@ -246,6 +326,23 @@ impl ClusterView {
             }
         }
         view
+    }
+
+    /// The view with each GPU's price and power set from `costs`, where they name its model.
+    pub fn with_costs(mut self, costs: &tandem_adapter_core::gpu_models::GpuCosts) -> Self {
+        if costs.is_empty() {
+            return self;
+        }
+        for gpus in self
+            .nodes
+            .values_mut()
+            .flat_map(|entry| entry.as_mut().ok())
+        {
+            for gpu in gpus {
+                costs.apply(&mut gpu.spec);
+            }
+        }
+        self
     }
 
     /// Every GPU Tandem can use, node by node.

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
+use tandem_adapter_core::declaration::{Carrier, Refusal};
 use tandem_adapter_core::{EngineFailure, EngineState};
 use tandem_api::{Gpu, Job};
 
@@ -111,9 +112,21 @@ pub struct BindingResult {
     pub error: String,
 }
 
-/// The engine's job for a pod: its keyed id (the engine knows its profile by it).
+/// The engine's job for a pod: its keyed id (the engine knows its profile by it) and what it
+/// declared.
 pub fn job_of(pod: &GpuPod) -> Job {
-    Job::new(pod.job.clone())
+    pod.job()
+}
+
+/// Why Tandem refuses `pod`'s declarations, if it does: one that does not parse, a model
+/// reference not read, or a reference speed on a GPU model neither Tandem nor the cluster knows.
+pub fn refusal(engine: &EngineState, pod: &GpuPod) -> Option<Refusal> {
+    pod.refusal().or_else(|| {
+        pod.declared
+            .as_ref()
+            .ok()?
+            .unknown_model(Carrier::Annotations, |model| engine.knows_model(model))
+    })
 }
 
 /// Why a node without a usable GPU failed.
@@ -137,6 +150,14 @@ pub fn candidate_scores(
     pod: &GpuPod,
     candidates: &[String],
 ) -> Result<Vec<u8>, EngineFailure> {
+    if refusal(engine, pod).is_some() {
+        return Ok(vec![0; candidates.len()]);
+    }
+    if let Ok(declaration) = &pod.declared
+        && let Some(work) = &declaration.work
+    {
+        engine.tell_speeds(&pod.job, &work.speeds)?;
+    }
     Ok(engine
         .node_scores(&job_of(pod), candidates)?
         .into_iter()
@@ -188,6 +209,11 @@ pub fn judge(
     candidates: &[String],
     scores: &[u8],
 ) -> Result<Vec<Verdict>, EngineFailure> {
+    if let Some(refused) = refusal(engine, pod) {
+        // Nothing the scheduler can change makes a bad declaration good.
+        let why = format!("Tandem: refused: {refused}");
+        return Ok(vec![Verdict::Unresolvable(why); candidates.len()]);
+    }
     let mut verdicts = Vec::with_capacity(candidates.len());
     let mut unfit: Vec<usize> = Vec::new();
     for (at, name) in candidates.iter().enumerate() {

@@ -52,6 +52,8 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
     timed(&core, "filter", async move {
         let args: ExtenderArgs = parse("filter", &body)?;
         let candidates = args.candidates();
+        // A model declared by reference is read before the pod is judged (once a minute).
+        app.read_model(&args.pod).await;
         let Some(pod) = app.gpu_pod(&args.pod) else {
             // Not a pod Tandem manages: every node passes.
             return Ok(axum::Json(pass_all(&args, candidates)));
@@ -68,18 +70,29 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
         let judged = {
             let (pod, candidates) = (pod.clone(), candidates.clone());
             app.decide("filter", view, move |engine, view| {
+                let refused = extender::refusal(engine, &pod);
                 let scores = if pod.gpus == 1 {
                     extender::score_nodes(engine, &pod, &candidates)?
                 } else {
                     NodeScores::new()
                 };
                 let filtered = extender::filter(engine, view, &pod, &candidates, &scores)?;
-                Ok((scores, filtered))
+                Ok((scores, filtered, refused))
             })
             .await
         };
         let (scores, filtered) = match judged {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok((scores, filtered, refused))) => {
+                match refused {
+                    Some(refusal) => app.core.refused(&refusal),
+                    None => {
+                        if let Some(model) = pod.summary() {
+                            app.core.remember_declared(&pod.job, model);
+                        }
+                    }
+                }
+                (scores, filtered)
+            }
             failure => {
                 // The scheduler skips an ignorable extender that reports an error, and retries
                 // the pod otherwise: either way nothing is placed on a guess.

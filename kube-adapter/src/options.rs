@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use tandem_adapter_core::gpu_models::{GpuCosts, parse_model_number};
 use tandem_api::{ModelCap, Objective};
 
 /// Tandem's kube-scheduler extender: decides which GPU pods share a GPU, and where.
@@ -95,6 +96,18 @@ pub struct Options {
     #[arg(long = "model-cap", value_name = "MODEL=N", value_parser = parse_model_cap)]
     pub model_caps: Vec<ModelCap>,
 
+    /// Price of one GPU-hour of a model, as `MODEL=PRICE` (for example `V100=2.48`), for pods
+    /// that declare `tandem.dev/priority: cost`; repeat for several models. The cost priority
+    /// takes effect where every GPU model of the cluster has a price.
+    #[arg(long = "gpu-price", value_name = "MODEL=PRICE", value_parser = parse_model_number)]
+    pub gpu_prices: Vec<(String, f32)>,
+
+    /// Board power of a model in watts, as `MODEL=WATTS` (for example `T4=70`), for pods that
+    /// declare `tandem.dev/priority: energy`; repeat for several models. The energy priority
+    /// takes effect where every GPU model of the cluster has a power.
+    #[arg(long = "gpu-power", value_name = "MODEL=WATTS", value_parser = parse_model_number)]
+    pub gpu_powers: Vec<(String, f32)>,
+
     /// Engine component to load instead of the one built into this binary.
     #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
     pub engine: Option<PathBuf>,
@@ -127,6 +140,13 @@ pub struct Options {
     /// pod itself (`ignorable`), and binds answered later are counted (`tandem_binds_late_total`).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub scheduler_timeout: Duration,
+}
+
+impl Options {
+    /// The prices and powers of GPU models given.
+    pub fn costs(&self) -> GpuCosts {
+        GpuCosts::new(&self.gpu_prices, &self.gpu_powers)
+    }
 }
 
 fn parse_model_cap(text: &str) -> Result<ModelCap, String> {

@@ -191,7 +191,8 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             options.resource.clone(),
             options.scheduler_timeout,
             Source::Fixed(file),
-        );
+        )
+        .with_costs(options.costs());
         return Ok(Started {
             core: Arc::clone(&app.core),
             app: Arc::new(app),
@@ -253,16 +254,19 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         .with_scheduler_auth(scheduler_auth),
     );
     let stores = watch::Stores::new();
-    let app = Arc::new(App::new(
-        Arc::clone(&core),
-        options.resource.clone(),
-        options.scheduler_timeout,
-        Source::Kubernetes {
-            client: client.clone(),
-            nodes: stores.nodes.0.clone(),
-            pods: stores.pods.0.clone(),
-        },
-    ));
+    let app = Arc::new(
+        App::new(
+            Arc::clone(&core),
+            options.resource.clone(),
+            options.scheduler_timeout,
+            Source::Kubernetes {
+                client: client.clone(),
+                nodes: stores.nodes.0.clone(),
+                pods: stores.pods.0.clone(),
+            },
+        )
+        .with_costs(options.costs()),
+    );
     watch::spawn(
         Arc::clone(&app),
         client.clone(),

@@ -86,6 +86,7 @@ pub fn spawn(
                 Ok(watcher::Event::Apply(pod)) => {
                     pod_app.pod_changed(&pod, false);
                     pod_app.check_recorded(&pod);
+                    pod_app.note_declared(&pod).await;
                     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                     if matches!(phase, Some("Succeeded" | "Failed")) {
                         pod_app.pod_finished(&pod).await;
@@ -93,6 +94,7 @@ pub fn spawn(
                 }
                 Ok(watcher::Event::InitApply(pod)) => {
                     pod_app.pod_changed(&pod, false);
+                    pod_app.note_declared(&pod).await;
                     pod_app.touch();
                     // Pods bound while the adapter was down are accounted for when it starts.
                     pod_app.check_recorded(&pod);

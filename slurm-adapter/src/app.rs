@@ -88,6 +88,8 @@ impl Placement {
             model: self.model.clone(),
             start: self.start?,
             end: self.end,
+            // The service reads no declarations yet: a finished run is one run of its job.
+            work: 1.0,
         })
     }
 }

@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
+use tandem_adapter_core::declaration::Refusal;
 use tandem_adapter_core::{EngineFailure, EngineState};
 use tandem_api::Job;
-use tandem_kube_adapter::app::App;
+use tandem_kube_adapter::app::{App, MODEL_NOT_READ};
 use tandem_kube_adapter::cluster::{ClusterView, GpuPod};
 
 use crate::wire::{PredicateResponse, TaskInfo, UNRESOLVABLE, UNSCHEDULABLE};
@@ -51,9 +52,9 @@ impl Task {
         self.gang || self.pod.gpus > 1
     }
 
-    /// The engine's job: the pod's keyed id.
+    /// The engine's job: the pod's keyed id and what it declared.
     pub fn job(&self) -> Job {
-        Job::new(self.pod.job.clone())
+        self.pod.job()
     }
 }
 
@@ -261,6 +262,11 @@ pub fn score_all(
         .into_iter()
         .map(str::to_owned)
         .collect();
+    if let Ok(declaration) = &task.pod.declared
+        && let Some(work) = &declaration.work
+    {
+        engine.tell_speeds(&task.pod.job, &work.speeds)?;
+    }
     let scores = engine.node_scores(&task.job(), &nodes)?;
     Ok(TaskScores {
         fits: nodes
@@ -270,6 +276,19 @@ pub fn score_all(
             .map(|(node, best)| (node, best.score))
             .collect(),
     })
+}
+
+/// Why Tandem will not place `task` for what its pod declares (annotations, see
+/// `docs/DECLARING.md`), if anything: a value that does not parse fails every node for good
+/// (counted by the caller); a model reference whose ConfigMap was not read yet fails for now.
+pub fn declaration_check(task: &Task) -> Option<(PredicateResponse, Option<Refusal>)> {
+    let refusal = task.pod.refusal()?;
+    if refusal.problem == MODEL_NOT_READ {
+        let why = format!("Tandem: the model of {}: {MODEL_NOT_READ}", refusal.value);
+        return Some((PredicateResponse::fail(UNSCHEDULABLE, why), None));
+    }
+    let why = format!("Tandem: refused: {refusal}");
+    Some((PredicateResponse::fail(UNRESOLVABLE, why), Some(refusal)))
 }
 
 /// What the view alone says of `node` for `task`: a failure, or `None` when the engine (or the

@@ -100,6 +100,12 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
             volcano.app.core.metrics.fail_open("predicate");
             return Ok(axum::Json(PredicateResponse::pass()));
         }
+        if let Some((failed, refusal)) = extender::declaration_check(&task) {
+            if let Some(refusal) = refusal {
+                volcano.app.core.refused(&refusal);
+            }
+            return Ok(axum::Json(failed));
+        }
         let node = request.node.name;
         let (view, epochs) = volcano.current();
         if let Some(failed) = extender::node_check(&view.0, &task, &node) {

@@ -60,10 +60,18 @@ pub(crate) enum Command {
         format: Format,
     },
     /// Show the clusters and the interference learned between them.
+    ///
+    /// With --adapter-report, what a running adapter learned instead: the answer of its
+    /// `GET /v1/knowledge` (saved, or `-` for standard input), with per GPU model what the
+    /// cluster taught (memory model error and margin, speed ratios, counts).
     Show {
         /// The knowledge-base file.
-        #[arg(long, value_name = "FILE")]
-        kb: PathBuf,
+        #[arg(long, value_name = "FILE", required_unless_present = "adapter_report")]
+        kb: Option<PathBuf>,
+        /// An adapter's `GET /v1/knowledge` answer (`-`: standard input), for example
+        /// `curl -H "Authorization: Bearer $TOKEN" https://ADAPTER:8888/v1/knowledge | tandem kb show --adapter-report -`.
+        #[arg(long, value_name = "FILE", conflicts_with = "kb")]
+        adapter_report: Option<PathBuf>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -147,7 +155,32 @@ impl Command {
                 )?;
                 print_as(format, &observed, || render_observed(&observed))?;
             }
-            Command::Show { kb, format } => {
+            Command::Show {
+                kb,
+                adapter_report: Some(report),
+                format,
+            } if kb.is_none() => {
+                let text = if report.as_os_str() == "-" {
+                    std::io::read_to_string(std::io::stdin())?
+                } else {
+                    std::fs::read_to_string(&report).map_err(|e| {
+                        InputError::in_file(&report, "", format!("cannot read the file: {e}"))
+                    })?
+                };
+                let report: AdapterReport = serde_json::from_str(&text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: not an adapter's GET /v1/knowledge answer: {e}",
+                        report.display()
+                    )
+                })?;
+                print_as(format, &report, || {
+                    let mut out = render_knowledge(&report.summary);
+                    out.push_str(&render_learned(&report.gpu_models));
+                    out
+                })?;
+            }
+            Command::Show { kb, format, .. } => {
+                let kb = kb.ok_or_else(|| anyhow::anyhow!("--kb or --adapter-report is needed"))?;
                 // Showing needs no secret: nothing is keyed.
                 let mut recommender = kb::open_unkeyed(&runtime, &kb)?;
                 let summary = recommender.describe()?;
@@ -192,6 +225,105 @@ fn render_observed(observed: &kb::Observed) -> String {
     }
     out.push_str(&format!("{} outcome(s) learned\n", observed.outcomes));
     out
+}
+
+/// An adapter's `GET /v1/knowledge` answer: the engine's summary and, per GPU model, what
+/// the cluster taught (`tandem_adapter_core::learning::KnowledgeReport`; read here as the
+/// fields it names, so a newer adapter's extra fields are ignored).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct AdapterReport {
+    #[serde(flatten)]
+    summary: tandem_api::KnowledgeSummary,
+    #[serde(default)]
+    gpu_models: Vec<LearnedOnModel>,
+}
+
+/// What the cluster taught on one GPU model (`ModelReport` of the adapter core).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct LearnedOnModel {
+    gpu_model: String,
+    profiles: u32,
+    outcomes: u32,
+    speeds: u32,
+    #[serde(default)]
+    speed_vs: Vec<SpeedVs>,
+    memory: LearnedMemory,
+}
+
+/// One model's speed over another's.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SpeedVs {
+    gpu_model: String,
+    ratio: f64,
+    jobs: u32,
+}
+
+/// The memory model's record on one GPU model.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct LearnedMemory {
+    peaks: u32,
+    mean_error_pct: Option<f64>,
+    max_under_pct: Option<f64>,
+    beyond_reservation: u32,
+    margin_pct: f32,
+    last: Option<serde_json::Value>,
+}
+
+/// Per GPU model, what an adapter learned from its cluster.
+fn render_learned(models: &[LearnedOnModel]) -> String {
+    if models.is_empty() {
+        return "nothing learned per GPU model yet\n".to_owned();
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "GPU model",
+        "profiles",
+        "outcomes",
+        "speeds",
+        "speed vs",
+        "peaks",
+        "mean error %",
+        "max under %",
+        "beyond reservation",
+        "margin %",
+        "last peak MiB: measured, predicted before -> after",
+    ]);
+    let figure = |value: Option<f64>| value.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+    for m in models {
+        let speed_vs = m
+            .speed_vs
+            .iter()
+            .map(|r| format!("{:.2}x {} ({} jobs)", r.ratio, r.gpu_model, r.jobs))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let last = m.memory.last.as_ref().map_or_else(
+            || "-".into(),
+            |l| {
+                format!(
+                    "{}, {} -> {}",
+                    l["measured_mib"], l["predicted_before_mib"], l["predicted_after_mib"]
+                )
+            },
+        );
+        table.add_row([
+            m.gpu_model.clone(),
+            m.profiles.to_string(),
+            m.outcomes.to_string(),
+            m.speeds.to_string(),
+            if speed_vs.is_empty() {
+                "-".into()
+            } else {
+                speed_vs
+            },
+            m.memory.peaks.to_string(),
+            figure(m.memory.mean_error_pct),
+            figure(m.memory.max_under_pct),
+            m.memory.beyond_reservation.to_string(),
+            format!("{:.1}", m.memory.margin_pct),
+            last,
+        ]);
+    }
+    format!("learned per GPU model:\n{table}\n")
 }
 
 /// The clusters and the measured matrix of a knowledge base.

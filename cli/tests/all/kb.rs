@@ -258,3 +258,47 @@ fn concurrent_observes_never_lose_one_anothers_updates() {
     );
     assert_eq!(shown["profiles"], 12, "{shown}");
 }
+
+#[test]
+fn an_adapters_report_shows_what_each_gpu_model_taught() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb.json");
+    let kb = kb.to_str().unwrap();
+    ok(&["kb", "init", "--kb", kb]);
+    // An adapter's GET /v1/knowledge: the engine's summary, and what the cluster taught.
+    let mut report: Value =
+        serde_json::from_str(&ok(&["kb", "show", "--kb", kb, "--format", "json"])).unwrap();
+    report["gpu_models"] = json!([{
+        "gpu_model": "T4", "profiles": 3, "outcomes": 1, "speeds": 2,
+        "speed_vs": [{"gpu_model": "A100", "ratio": 0.25, "jobs": 1}],
+        "memory": {"peaks": 1, "mean_error_pct": 31.0, "max_under_pct": 44.9,
+                   "beyond_reservation": 1, "margin_pct": 22.3,
+                   "last": {"measured_mib": 15000, "predicted_before_mib": 10352,
+                            "reserved_before_mib": 12660, "predicted_after_mib": 14562,
+                            "reserved_after_mib": 17810}}
+    }]);
+    let file = write(dir.path(), "knowledge.json", &report);
+    let shown = ok(&["kb", "show", "--adapter-report", &file]);
+    assert!(shown.contains("learned per GPU model"), "{shown}");
+    for expected in [
+        "T4",
+        "0.25x A100 (1 jobs)",
+        "31.0",
+        "44.9",
+        "15000, 10352 -> 14562",
+    ] {
+        assert!(shown.contains(expected), "{expected:?} missing:\n{shown}");
+    }
+    let json = ok(&["kb", "show", "--adapter-report", &file, "--format", "json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["gpu_models"][0]["memory"]["peaks"], 1);
+    // Not an adapter's answer: named, not shown as an empty report.
+    let bad = write(dir.path(), "bad.json", &json!({"gpu_models": 5}));
+    let output = tandem(&["kb", "show", "--adapter-report", &bad]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("GET /v1/knowledge"),
+        "{}",
+        stderr(&output)
+    );
+}

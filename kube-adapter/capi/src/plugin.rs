@@ -17,11 +17,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde::{Deserialize, Serialize};
+use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_adapter_core::store::{AdapterState, StoreError};
 use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys};
 use tandem_api::{ModelCap, Objective, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::cluster::{ClusterView, GPU_ANNOTATION, GpuPod, gpu_pod};
+use tandem_kube_adapter::cluster::{ClusterView, GPU_ANNOTATION, GpuPod, gpu_model, gpu_pod};
 use tandem_kube_adapter::extender::{self, Verdict};
 use tandem_kube_adapter::store::{from_config_map, to_config_map};
 
@@ -88,6 +89,13 @@ pub struct Config {
     /// Name of the ConfigMap holding the knowledge base (the extender's format).
     #[serde(default = "default_configmap")]
     pub knowledge_config_map: String,
+    /// Price of one GPU-hour per model (`{"V100": 2.48}`), for pods that declare
+    /// `tandem.dev/priority: cost`.
+    #[serde(default)]
+    pub gpu_prices: std::collections::BTreeMap<String, f32>,
+    /// Board power in watts per model (`{"T4": 70}`), for `tandem.dev/priority: energy`.
+    #[serde(default)]
+    pub gpu_powers: std::collections::BTreeMap<String, f32>,
 }
 
 /// A per-model sharing cap in the plugin's arguments.
@@ -145,7 +153,27 @@ impl Config {
         if config.engine_deadline_ms == 0 {
             return Err(Error::Config("engineDeadlineMs: must be at least 1".into()));
         }
+        for (field, map) in [
+            ("gpuPrices", &config.gpu_prices),
+            ("gpuPowers", &config.gpu_powers),
+        ] {
+            if let Some((model, value)) = map.iter().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+                return Err(Error::Config(format!(
+                    "{field}.{model}: must be a positive number, got {value}"
+                )));
+            }
+        }
         Ok(config)
+    }
+
+    /// The prices and powers of GPU models, keyed by the engine's model names.
+    pub fn costs(&self) -> GpuCosts {
+        let named = |map: &std::collections::BTreeMap<String, f32>| -> Vec<(String, f32)> {
+            map.iter()
+                .map(|(model, &value)| (gpu_model(model).0, value))
+                .collect()
+        };
+        GpuCosts::new(&named(&self.gpu_prices), &named(&self.gpu_powers))
     }
 
     /// The engine's policy.
@@ -488,7 +516,8 @@ impl Plugin {
             .filter(|p| !self.assumed.contains_key(&p.uid))
             .chain(self.assumed.values().map(|a| &a.pod))
             .cloned();
-        let view = ClusterView::build(self.nodes.values(), pods, &self.config.resource);
+        let view = ClusterView::build(self.nodes.values(), pods, &self.config.resource)
+            .with_costs(&self.config.costs());
         self.engine.sync(view.gpus().cloned())?;
         self.view = view;
         self.dirty = false;

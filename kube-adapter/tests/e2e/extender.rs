@@ -53,6 +53,17 @@ pub(crate) fn start_replica(
     log: &Path,
     identity: &str,
 ) -> Result<Adapter> {
+    start_with(cluster, port, log, identity, &[])
+}
+
+/// [`start_replica`] with more arguments for the adapter (`--gpu-price`, ...).
+pub(crate) fn start_with(
+    cluster: &Cluster,
+    port: u16,
+    log: &Path,
+    identity: &str,
+    extra: &[&str],
+) -> Result<Adapter> {
     let dir = cluster.dir();
     let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
     command
@@ -64,6 +75,7 @@ pub(crate) fn start_replica(
         .arg(dir.join("id-secret"))
         .arg("--intake-token-file")
         .arg(dir.join("intake-token"))
+        .args(extra)
         .env("RUST_LOG", "tandem_kube_adapter=debug,info");
     Ok(Adapter {
         process: spawn_logged(command, log)?,

@@ -5,6 +5,7 @@
 mod auth;
 mod backlog;
 mod cluster;
+mod declaring;
 mod extender;
 mod failover;
 mod load;

@@ -12,7 +12,11 @@
 //!   (the memory reason needs the stored profile);
 //! - malformed plugin args fail start-up with a message naming the field;
 //! - a panicking engine (the misbehaving test component) is an error status for that pod,
-//!   and the scheduler keeps running and schedules the next pod.
+//!   and the scheduler keeps running and schedules the next pod;
+//! - what pods declare in annotations (docs/DECLARING.md): a declared model whose predicted
+//!   memory fits only the A100 lands there, a malformed declaration is refused with the
+//!   annotation named in the pod's events, and `cost` goes to the cheaper T4 while `latency`
+//!   goes to the faster A100 (prices from the plugin's `gpuPrices`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -329,4 +333,103 @@ async fn a_panicking_engine_fails_that_pod_and_the_next_pod_is_scheduled() -> Re
         cluster.log_tails()
     );
     Ok(())
+}
+
+#[tokio::test]
+async fn the_plugin_reads_what_pods_declare() -> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let binary = plugin_scheduler().await?;
+    let mut cluster = Cluster::start_control_plane().await?;
+    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    for node in ["t4-a", "t4-b"] {
+        create_gpu_node(&client, node, 1, "Tesla-T4", 15_360).await?;
+    }
+    for node in ["a100-a", "a100-b"] {
+        create_gpu_node(&client, node, 1, "NVIDIA-A100-SXM4-40GB", 40_960).await?;
+    }
+    let mut priced = args(cluster.dir());
+    priced["gpuPrices"] = json!({ "T4": 0.35, "NVIDIA-A100-SXM4-40GB": 3.0 });
+    cluster
+        .start_scheduler_binary(&binary, &plugin_config(&priced))
+        .await?;
+    let scenario = async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        let params = PostParams::default();
+        let declaring = |name: &str, annotations: Value| -> Result<Pod> {
+            let mut pod = job_pod(name, name, None)?;
+            pod.metadata.annotations = Some(serde_json::from_value(annotations)?);
+            Ok(pod)
+        };
+        let bound =
+            |pod: &'static str| wait_for_binding(&client, NAMESPACE, pod, Duration::from_secs(60));
+
+        // The prediction, from the same engine the plugin embeds.
+        let runtime =
+            Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
+        let mut engine = runtime.bootstrap(&Policy::default(), tandem_kube_adapter::SEED)?;
+        let vgg: tandem_api::ModelSummary = serde_json::from_value(crate::declaring::vgg19_b256())?;
+        let estimates = engine.estimate(
+            &tandem_api::Job {
+                declared: Some(vgg),
+                ..tandem_api::Job::new("vgg")
+            },
+            &[GpuSpec::new("T4", 15_360), GpuSpec::new("A100", 40_960)],
+        )?;
+        for estimate in &estimates {
+            println!(
+                "VGG-19 b256 on {}: predicted {:?} MiB, reserved {:?} MiB, fits {}",
+                estimate.gpu_model,
+                estimate.peak_mem_mib,
+                estimate.reserved_mib,
+                estimate.fits_empty
+            );
+        }
+        ensure!(!estimates[0].fits_empty && estimates[1].fits_empty);
+        let model = |summary: Value| json!({ "tandem.dev/model": summary.to_string() });
+        pods.create(
+            &params,
+            &declaring("vgg-big", model(crate::declaring::vgg19_b256()))?,
+        )
+        .await?;
+        let node = bound("vgg-big").await;
+        println!("vgg-big was bound to {node:?}");
+        ensure!(
+            node.as_deref().is_some_and(|n| n.starts_with("a100-")),
+            "vgg-big should land on an A100, got {node:?}"
+        );
+
+        pods.create(
+            &params,
+            &declaring("bad-model", json!({ "tandem.dev/model": "resnet50" }))?,
+        )
+        .await?;
+        let event = tandem_event(&client, "bad-model").await?;
+        println!("bad-model's event: {event}");
+        ensure!(
+            event.contains("tandem.dev/model") && event.contains("resnet50"),
+            "{event}"
+        );
+
+        for (pod, priority, expect) in [("thrifty", "cost", "t4-"), ("urgent", "latency", "a100-")]
+        {
+            let annotations = json!({
+                "tandem.dev/priority": priority,
+                "tandem.dev/work": "1000 steps at 20/s on A100, 5/s on T4",
+                "tandem.dev/model": crate::declaring::resnet18().to_string(),
+            });
+            pods.create(&params, &declaring(pod, annotations)?).await?;
+            let node = bound(pod).await;
+            println!("{pod} ({priority}) was bound to {node:?}");
+            ensure!(
+                node.as_deref().is_some_and(|n| n.starts_with(expect)),
+                "{pod} ({priority}) should land on {expect}*, got {node:?}"
+            );
+        }
+        Ok(())
+    };
+    let result = scenario.await;
+    logged(&cluster, result)
 }

@@ -116,6 +116,21 @@ fn reported_peaks_retrain_the_memory_model_and_survive_a_snapshot() {
         .unwrap();
     let after = engine.describe();
     assert_eq!(after.memory_rows, 241);
+    // The same model on the same GPU again (a recurring job's next run) is no new row, and a
+    // lower peak changes nothing: the row keeps the worst run seen.
+    let job = Job {
+        declared: Some(vgg19_b64()),
+        ..Job::new("next-vgg")
+    };
+    let estimate = engine.estimate(&job, std::slice::from_ref(&v100)).unwrap();
+    engine
+        .observe_memory("vgg", &vgg19_b64(), &v100, 11_000)
+        .unwrap();
+    assert_eq!(engine.describe().memory_rows, 241);
+    assert_eq!(
+        engine.estimate(&job, std::slice::from_ref(&v100)).unwrap(),
+        estimate
+    );
     let restored = Recommender::load(&engine.save()).unwrap();
     assert_eq!(restored.describe().memory_rows, 241);
     assert_eq!(

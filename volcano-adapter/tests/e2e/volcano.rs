@@ -14,7 +14,12 @@
 //!   condition or events;
 //! - (e) a gang of two one-GPU tasks lands on two different idle GPUs, not beside a co-runner;
 //! - (d) with the adapter killed, vc-scheduler keeps scheduling (`ignorable: true`); restarted,
-//!   the adapter resumes from the knowledge base stored in the cluster with nothing lost.
+//!   the adapter resumes from the knowledge base stored in the cluster with nothing lost;
+//! - (g) what pods declare (docs/DECLARING.md), on a T4 node and an A100 node: a task
+//!   declaring VGG-19 at batch 256 (`tandem.dev/model`) lands on the A100, the only GPU its
+//!   predicted memory fits; `tandem.dev/model: resnet50` is refused, the annotation and value
+//!   in the PodGroup's condition or events; `tandem.dev/priority: cost` goes to the cheaper
+//!   T4 and `latency` to the faster A100 (prices from `--gpu-price`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,6 +158,9 @@ fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
         .arg(dir.join("id-secret"))
         .arg("--intake-token-file")
         .arg(dir.join("intake-token"))
+        // Prices for the `cost` priority of (g); every model of the cluster has one.
+        .args(["--gpu-price", "V100=2.48", "--gpu-price", "T4=0.35"])
+        .args(["--gpu-price", "A100=3.0"])
         .env(
             "RUST_LOG",
             "tandem_volcano_adapter=debug,tandem_kube_adapter=debug,info",
@@ -223,6 +231,17 @@ fn profile(util: f32, access: f32, mem: u32) -> Value {
 /// (time-slicing; `nvidia.com/gpu.count` says one device), so Volcano's own resource check
 /// lets two tasks share it and Tandem decides whether they do.
 async fn create_node(client: &kube::Client, name: &str, scenario: &str) -> Result<()> {
+    create_node_of(client, name, scenario, "Tesla-V100-SXM2-16GB", 16_384).await
+}
+
+/// [`create_node`] with a GPU of another product and memory (MiB).
+async fn create_node_of(
+    client: &kube::Client,
+    name: &str,
+    scenario: &str,
+    product: &str,
+    memory_mib: u32,
+) -> Result<()> {
     let resources = json!({ "cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2" });
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -232,8 +251,8 @@ async fn create_node(client: &kube::Client, name: &str, scenario: &str) -> Resul
             "labels": {
                 "kubernetes.io/hostname": name,
                 "tandem-e2e/scenario": scenario,
-                "nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB",
-                "nvidia.com/gpu.memory": "16384",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.memory": memory_mib.to_string(),
                 "nvidia.com/gpu.count": "1",
             },
         },
@@ -654,5 +673,86 @@ async fn scenario(
         gpu.as_deref() == Some("d-1/0"),
         "the restarted adapter did not record p2-run's GPU"
     );
+    declarations(&client).await
+}
+
+/// VGG-19 at batch 256 and ResNet-18 at batch 32, as `tandem declare --format json` prints
+/// them: the engine predicts about 25 GiB for the first (more than a T4's 15), 2 for the second.
+const VGG19_B256: &str = r#"{"params_mib": 527.79, "activations_mib": 30545.92, "input_mib": 147.0, "batch_size": 256, "gflops": 5016.0, "conv_layers": 16, "linear_layers": 3, "activation_layers": 18, "other_layers": 6}"#;
+const RESNET18: &str = r#"{"params_mib": 44.59, "activations_mib": 909.25, "input_mib": 18.38, "batch_size": 32, "gflops": 58.0, "conv_layers": 20, "linear_layers": 1, "activation_layers": 17, "other_layers": 22}"#;
+
+/// (g) What tasks declare in their pods' annotations, on nodes of scenario `g`.
+async fn declarations(client: &kube::Client) -> Result<()> {
+    create_node_of(client, "g-t4", "g", "Tesla-T4", 15_360).await?;
+    create_node_of(client, "g-a100", "g", "NVIDIA-A100-SXM4-40GB", 40_960).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let params = PostParams::default();
+    let declaring = |name: &str, annotations: Value| -> Result<Pod> {
+        let mut pod = task_pod(name, name, &format!("pg-{name}"), "g", None)?;
+        let map = pod.metadata.annotations.get_or_insert_default();
+        for (key, value) in annotations.as_object().into_iter().flatten() {
+            map.insert(key.clone(), value.as_str().unwrap_or_default().to_owned());
+        }
+        Ok(pod)
+    };
+
+    create_podgroup(client, "pg-vgg-big", 1).await?;
+    pods.create(
+        &params,
+        &declaring("vgg-big", json!({ "tandem.dev/model": VGG19_B256 }))?,
+    )
+    .await?;
+    let node = wait_for_binding(client, NAMESPACE, "vgg-big", Duration::from_secs(60)).await;
+    println!("(g) vgg-big (VGG-19 b256, ~25 GiB predicted) was bound to {node:?}");
+    ensure!(
+        node.as_deref() == Some("g-a100"),
+        "vgg-big should land on the A100, got {node:?}"
+    );
+
+    create_podgroup(client, "pg-bad-model", 1).await?;
+    pods.create(
+        &params,
+        &declaring("bad-model", json!({ "tandem.dev/model": "resnet50" }))?,
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let found = reasons(client, "bad-model", "pg-bad-model").await?;
+        if let Some(reason) = found.iter().find(|r| r.contains("tandem.dev/model")) {
+            break reason.clone();
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no refusal naming the annotation for bad-model: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("(g) bad-model: {refused}");
+    ensure!(refused.contains("resnet50"), "{refused}");
+    ensure!(
+        pods.get("bad-model")
+            .await?
+            .spec
+            .and_then(|s| s.node_name)
+            .is_none(),
+        "a refused task was bound"
+    );
+
+    for (pod, priority, expect) in [("thrifty", "cost", "g-t4"), ("urgent", "latency", "g-a100")] {
+        create_podgroup(client, &format!("pg-{pod}"), 1).await?;
+        let annotations = json!({
+            "tandem.dev/priority": priority,
+            "tandem.dev/work": "1000 steps at 20/s on A100, 5/s on T4",
+            "tandem.dev/model": RESNET18,
+        });
+        pods.create(&params, &declaring(pod, annotations)?).await?;
+        let node = wait_for_binding(client, NAMESPACE, pod, Duration::from_secs(60)).await;
+        println!("(g) {pod} ({priority}) was bound to {node:?}");
+        ensure!(
+            node.as_deref() == Some(expect),
+            "{pod} ({priority}) should land on {expect}, got {node:?}"
+        );
+    }
     Ok(())
 }

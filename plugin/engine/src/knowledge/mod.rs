@@ -45,6 +45,10 @@ use crate::workloads::Workloads;
 /// Relative growth in points that triggers a refit of the clustering.
 pub const REFIT_GROWTH: f64 = 0.1;
 
+/// Most reported peaks the memory model keeps beside the bundled ones: every one is a row of
+/// every retraining, and retraining runs on a host's thread.
+pub const MAX_REPORTED_MEMORY_ROWS: usize = 1_000;
+
 /// Profiles, clusters and learned interference. Its fields are its own: the rest of the engine
 /// asks through methods, and only this module and its submodules touch them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -118,9 +122,21 @@ impl Knowledge {
     }
 
     /// Learns a measured peak; the memory model retrains on it. On error nothing is learned.
+    ///
+    /// A peak of a model already reported on the same GPU (every feature equal: a recurring
+    /// job's next run) is not a new row: the row keeps the higher of the two peaks, so the
+    /// guard covers the worst run seen and a knowledge base fed by a live cluster grows with
+    /// the distinct models and GPUs it sees, not with the runs. At most
+    /// [`MAX_REPORTED_MEMORY_ROWS`] rows are kept, the first reported dropped first.
     pub(crate) fn observe_memory(&mut self, row: Row) -> Result<()> {
         let mut rows = self.memory_rows.clone();
-        rows.push(row);
+        match rows.iter_mut().find(|r| r.features() == row.features()) {
+            Some(same) => same.peak_mib = same.peak_mib.max(row.peak_mib),
+            None => rows.push(row),
+        }
+        if rows.len() > MAX_REPORTED_MEMORY_ROWS {
+            rows.drain(..rows.len() - MAX_REPORTED_MEMORY_ROWS);
+        }
         self.memory =
             MemoryCell::retrained(&rows).map_err(|e| EngineError::InvalidInput(e.to_string()))?;
         self.memory_rows = rows;
