@@ -14,8 +14,7 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::process::{display, run};
-use crate::tasks::Workspace;
+use crate::process::{display, fresh_cargo, run};
 use crate::toolchain::{HostRust, cache_dir};
 
 /// One fuzz target: a binary of `tandem-fuzz` and the committed files it starts from.
@@ -102,14 +101,16 @@ const COVERAGE_FLAGS: &str = "-Cpasses=sancov-module \
     -Cllvm-args=-sanitizer-coverage-trace-compares \
     --cfg fuzzing -Cdebug-assertions";
 
-/// Builds the targets and runs each for `seconds`; fails at the first crash, naming the input
-/// that caused it and the command that replays it.
-pub fn fuzz(workspace: &Workspace, targets: &[Target], seconds: u64) -> Result<()> {
+/// Builds the targets of the workspace at `root` and runs each for `seconds`; fails at the
+/// first crash, naming the input that caused it and the command that replays it.
+pub fn fuzz(root: &Path, targets: &[Target], seconds: u64) -> Result<()> {
     let triple = HostRust::detect()?.triple;
     let home = cache_dir("TANDEM_FUZZ_DIR", "fuzz");
     let target_dir = home.join("target");
-    let mut cargo = workspace.cargo(["build", "--release", "-p", "tandem-fuzz", "--target"]);
+    let mut cargo = fresh_cargo();
     cargo
+        .current_dir(root)
+        .args(["build", "--release", "-p", "tandem-fuzz", "--target"])
         .arg(&triple)
         .env("CARGO_TARGET_DIR", &target_dir)
         .env("RUSTFLAGS", COVERAGE_FLAGS);
@@ -128,7 +129,7 @@ pub fn fuzz(workspace: &Workspace, targets: &[Target], seconds: u64) -> Result<(
                     artifacts.display()
                 )
             })?;
-        seed(workspace.root(), target, &corpus)?;
+        seed(root, target, &corpus)?;
         let binary = bin_dir.join(target.name);
         let mut command = Command::new(&binary);
         command

@@ -162,7 +162,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .map(|name| fuzz::Target::named(name))
                     .collect::<anyhow::Result<_>>()?
             };
-            fuzz::fuzz(&workspace, &targets, seconds)?;
+            fuzz::fuzz(workspace.root(), &targets, seconds)?;
         }
         Task::Demo => tasks::demo(&workspace)?,
         Task::Bench => tasks::bench(&workspace)?,

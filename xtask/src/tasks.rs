@@ -252,7 +252,7 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         eprintln!("==> {shown}");
         run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
     }
-    crate::fuzz::fuzz(workspace, crate::fuzz::TARGETS, GATE_FUZZ_SECONDS)?;
+    crate::fuzz::fuzz(workspace.root(), crate::fuzz::TARGETS, GATE_FUZZ_SECONDS)?;
     e2e(workspace, TIERS)?;
     eprintln!("==> gate passed");
     Ok(())
