@@ -8,10 +8,12 @@ short HTTP request with a hard time limit and fails open: whenever the service i
 answers anything unexpected, the job is submitted unchanged and a warning is logged.
 
 For a job submitted with --tandem (the SPANK plugin passes it as TANDEM in the job-control
-environment) it asks tandem-slurm-adapter where the job should run and:
+environment, with --tandem-name and what the job declares: --tandem-priority, --tandem-work,
+--tandem-model, --tandem-batch-size) it asks tandem-slurm-adapter where the job should run and:
   - place NODE INDEX TOKEN: sets the job's node list to NODE, and (batch jobs) TANDEM_PLACEMENT
     in its environment, with which the SPANK plugin claims the GPU on the node;
-  - refuse REASON: refuses the job with the reason (its memory fits no GPU);
+  - refuse REASON: refuses the job with the reason (its memory fits no GPU, or a declaration
+    the service refuses, named by its option);
   - pass REASON: leaves the job as it is.
 
 Install: copy to the directory of slurm.conf as job_submit.lua, set JobSubmitPlugins=lua, and
@@ -89,6 +91,15 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    local name = spank_env(job_desc, "TANDEM_NAME")
    if name ~= nil then
       body = body .. "name=" .. name .. "\n"
+   end
+   -- What the job declared (--tandem-priority, --tandem-work, --tandem-model,
+   -- --tandem-batch-size); the SPANK plugin lets only one-line values through.
+   for key, variable in pairs({ priority = "TANDEM_PRIORITY", work = "TANDEM_WORK",
+                                model = "TANDEM_MODEL", ["batch-size"] = "TANDEM_BATCH_SIZE" }) do
+      local value = spank_env(job_desc, variable)
+      if value ~= nil and not value:find("[\r\n]") then
+         body = body .. key .. "=" .. value .. "\n"
+      end
    end
    local answer, err, ms = post("/v1/slurm/submit", body)
    if answer == nil then

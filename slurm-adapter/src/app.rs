@@ -9,14 +9,16 @@
 //! decision, so two submissions can never both take the last place on a GPU.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
+use tandem_adapter_core::declaration::{Carrier, Declaration, Field, Raw, Refusal, Source};
 use tandem_adapter_core::outcomes::Run;
 use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState};
-use tandem_api::{Gpu, GpuSpec, Job, Objective, Policy, Prediction};
+use tandem_api::{Gpu, GpuSpec, Job, ModelSummary, Objective, Policy, Prediction};
 
 use crate::identity;
 use crate::nodes::{self, SlurmNode};
@@ -135,6 +137,9 @@ pub struct Submission {
     pub name: Option<String>,
     /// The objective the user asked for (`--tandem=OBJECTIVE`), if any.
     pub objective: Option<Objective>,
+    /// What the job declared with the SPANK plugin's `--tandem-priority`, `--tandem-work`,
+    /// `--tandem-model` and `--tandem-batch-size`, as given (checked at submission).
+    pub declaration: Raw,
 }
 
 /// A job starting on a node, as the SPANK plugin describes it.
@@ -163,6 +168,9 @@ pub struct Settings {
     pub mps_percentage: Option<u32>,
     /// How long an unstarted placement holds its GPU.
     pub pending_ttl: Duration,
+    /// Where `--tandem-model=file:PATH` references are read from; without it they are
+    /// refused.
+    pub model_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -348,6 +356,42 @@ impl App {
         )
     }
 
+    /// What a submission declared, checked, with its model's summary (the inline one, or the
+    /// one read from `--model-dir`); a refusal names the option and value.
+    async fn declared(&self, raw: &Raw) -> Result<(Declaration, Option<ModelSummary>), Refusal> {
+        let declaration = Declaration::parse(raw, Carrier::Options)?;
+        if let Some(refusal) = declaration.unknown_model(Carrier::Options, |model| {
+            tandem_adapter_core::gpu_models::is_known(model)
+                || self.settings.gpu_memory.iter().any(|(m, _)| m == model)
+        }) {
+            return Err(refusal);
+        }
+        let model = match (declaration.inline_model(), declaration.reference()) {
+            (Some(summary), _) => Some(summary.clone()),
+            (None, Some(reference)) => {
+                let given = raw.model.as_deref().unwrap_or_default();
+                let refuse =
+                    |problem: String| Refusal::new(Field::Model, Carrier::Options, given, problem);
+                let Source::File(path) = &reference.source else {
+                    return Err(refuse("Slurm reads file: references only".into()));
+                };
+                let Some(dir) = &self.settings.model_dir else {
+                    return Err(refuse(
+                        "this cluster's Tandem service reads no model files (it runs without \
+                         --model-dir)"
+                            .into(),
+                    ));
+                };
+                let bytes = tokio::fs::read(dir.join(path)).await.map_err(|e| {
+                    refuse(format!("cannot read {path} under the model directory: {e}"))
+                })?;
+                Some(reference.summarize(&bytes).map_err(refuse)?)
+            }
+            (None, None) => None,
+        };
+        Ok((declaration, model))
+    }
+
     fn keyed(&self, submission: &Submission, token: &str) -> String {
         let name = submission
             .name
@@ -415,6 +459,13 @@ impl App {
         self: &Arc<Self>,
         submission: Submission,
     ) -> Result<Result<Verdict, EngineFailure>, CallError> {
+        let (declaration, model) = match self.declared(&submission.declaration).await {
+            Ok(declared) => declared,
+            Err(refusal) => {
+                self.core.refused(&refusal);
+                return Ok(Ok(Verdict::Refuse(refusal.to_string())));
+            }
+        };
         let token = self.token();
         let keyed = self.keyed(&submission, &token);
         let objective = submission
@@ -422,7 +473,7 @@ impl App {
             .unwrap_or(self.settings.policy.objective);
         let answer = self
             .decide("submit", objective, move |state, table, gpus| {
-                let job = Job::new(&keyed);
+                let job = declaration.job(&keyed, model.as_ref());
                 let scores = state
                     .recommender()
                     .score_all(&job)

@@ -22,6 +22,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
+use tandem_adapter_core::declaration::{Carrier, Raw};
 use tandem_adapter_core::http::{Failure, timed};
 use tandem_adapter_core::{CallError, EngineFailure, Frontend, ObserveError};
 use tandem_api::Objective;
@@ -108,7 +109,8 @@ impl Fields {
             .transpose()
     }
 
-    /// The submission the fields describe (`uid`, `name`, `objective`).
+    /// The submission the fields describe (`uid`, `name`, `objective`, and what the job
+    /// declared: `priority`, `work`, `model`, `batch-size`).
     pub fn submission(&self, what: &str) -> Result<Submission, Failure> {
         let bad = |m: String| {
             Failure::new(
@@ -130,10 +132,14 @@ impl Fields {
                     .map_err(|e| bad(format!("objective: {e}")))
             })
             .transpose()?;
+        // The declaration's fields, by their keys (`priority`, `work`, `model`,
+        // `batch-size`), checked with the job's other facts at submission.
+        let declaration = Raw::from_lookup(Carrier::Options, |key| self.get(key));
         Ok(Submission {
             uid,
             name,
             objective,
+            declaration,
         })
     }
 }

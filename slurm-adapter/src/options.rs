@@ -88,6 +88,12 @@ pub struct Options {
     /// rebuilt from its last snapshot); keep it under --decision-timeout.
     #[arg(long, default_value = "150ms", value_parser = parse_duration)]
     pub engine_deadline: Duration,
+
+    /// Directory that `--tandem-model=file:PATH` reads from (a model summary as JSON, or an
+    /// ONNX file with `--tandem-batch-size`); PATH is relative to it. Without it, file
+    /// references are refused at submission.
+    #[arg(long, value_name = "DIR")]
+    pub model_dir: Option<PathBuf>,
 }
 
 fn parse_type_memory(text: &str) -> Result<(String, u32), String> {

@@ -112,6 +112,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             policy,
             mps_percentage: options.mps_percentage,
             pending_ttl: options.pending_ttl,
+            model_dir: options.model_dir.clone(),
         },
     ));
 

@@ -100,6 +100,10 @@ unsafe extern "C" fn option_given(val: c_int, optarg: *const c_char, _remote: c_
     with_state(|state| match val {
         OPT_TANDEM => state.tandem = Some(value),
         OPT_NAME => state.name = Some(value),
+        declared if DECLARATIONS.iter().any(|d| d.0 == declared) => {
+            state.declared.retain(|(v, _)| *v != declared);
+            state.declared.push((declared, value));
+        }
         _ => {}
     });
     0
@@ -162,10 +166,14 @@ pub unsafe extern "C" fn slurm_spank_init(
         1,
         OPT_NAME,
     );
+    let registered = registered
+        && DECLARATIONS
+            .iter()
+            .all(|&(val, name, arginfo, usage, _)| register(spank, name, arginfo, usage, 1, val));
     if registered {
         0
     } else {
-        log(true, "tandem: cannot register --tandem and --tandem-name");
+        log(true, "tandem: cannot register the --tandem options");
         -1
     }
 }
@@ -180,18 +188,37 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
     _ac: c_int,
     _argv: *const *const c_char,
 ) -> c_int {
-    let (tandem, name) = with_state(|s| (s.tandem.clone(), s.name.clone()));
+    let (tandem, name, declared) =
+        with_state(|s| (s.tandem.clone(), s.name.clone(), s.declared.clone()));
+    let option_of = |val: c_int| {
+        DECLARATIONS
+            .iter()
+            .find(|d| d.0 == val)
+            .map(|d| d.1.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
     let Some(objective) = tandem else {
         if name.is_some() {
             log(true, "--tandem-name: needs --tandem");
             return -1;
         }
+        if let Some((val, _)) = declared.first() {
+            log(true, &format!("--{}: needs --tandem", option_of(*val)));
+            return -1;
+        }
         return 0;
     };
-    if let Err(message) = check_objective(Some(&objective)).and_then(|()| match &name {
-        Some(name) => check_name(name),
-        None => Ok(()),
-    }) {
+    let checked = check_objective(Some(&objective))
+        .and_then(|()| match &name {
+            Some(name) => check_name(name),
+            None => Ok(()),
+        })
+        .and_then(|()| {
+            declared
+                .iter()
+                .try_for_each(|(val, value)| check_declared(&option_of(*val), value))
+        });
+    if let Err(message) = checked {
         log(true, &message);
         return -1;
     }
@@ -207,7 +234,13 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
         let handed = job_control_setenv(spank, c"TANDEM", value)
             && name
                 .as_deref()
-                .is_none_or(|n| job_control_setenv(spank, c"TANDEM_NAME", n));
+                .is_none_or(|n| job_control_setenv(spank, c"TANDEM_NAME", n))
+            && declared.iter().all(|(val, value)| {
+                DECLARATIONS
+                    .iter()
+                    .find(|d| d.0 == *val)
+                    .is_some_and(|d| job_control_setenv(spank, d.4, value))
+            });
         if !handed {
             log(true, "tandem: cannot pass --tandem to slurmctld");
             return -1;

@@ -9,10 +9,14 @@
 //! - **Options**: `--tandem[=OBJECTIVE]` (share a GPU the way Tandem recommends; `balanced`,
 //!   `min-slowdown` or `max-packing`, the service's default when left out) and
 //!   `--tandem-name=NAME` (the name of a recurring job, so its earlier runs inform this one).
-//!   Both appear in `srun --help`, `sbatch --help` and `salloc --help`. A bad value fails the
-//!   submission with a message naming it. Valid ones are passed to slurmctld's
-//!   `job_submit.lua` in the job-control environment (`SPANK_TANDEM`, `SPANK_TANDEM_NAME`),
-//!   which is where the node is chosen: SPANK itself cannot choose nodes.
+//!   `--tandem-priority`, `--tandem-work`, `--tandem-model` and `--tandem-batch-size` declare
+//!   what the job is (docs/DECLARING.md: the same vocabulary as the Kubernetes annotations);
+//!   the service checks them at submission and refuses a bad one naming the option.
+//!   All appear in `srun --help`, `sbatch --help` and `salloc --help`. A bad objective or name
+//!   fails the submission here, with a message naming it. Valid ones are passed to slurmctld's
+//!   `job_submit.lua` in the job-control environment (`SPANK_TANDEM`, `SPANK_TANDEM_NAME`,
+//!   `SPANK_TANDEM_PRIORITY`, ...), which is where the node is chosen: SPANK itself cannot
+//!   choose nodes.
 //! - **On the node** (remote context, once per job step): asks the service which of the node's
 //!   GPUs the job gets, with the placement token the hook left in the job's environment
 //!   (`TANDEM_PLACEMENT`), and sets `CUDA_VISIBLE_DEVICES` (and
@@ -204,6 +208,8 @@ struct State {
     /// `Some(value)` once `--tandem` was given (`value` empty without `=OBJECTIVE`).
     tandem: Option<String>,
     name: Option<String>,
+    /// What the job declared, by option ([`DECLARATIONS`]), in the order given.
+    declared: Vec<(c_int, String)>,
     /// The job (and step) the service granted a GPU, when.
     started: Option<(u32, u32, Instant)>,
     grant: Option<(u32, Option<u32>)>,
@@ -223,6 +229,51 @@ fn with_state<T>(work: impl FnOnce(&mut State) -> T) -> T {
 const OPT_TANDEM: c_int = 1;
 const OPT_NAME: c_int = 2;
 
+/// The declaration options: the callback's `val`, the option, what `--help` shows, and the
+/// job-control variable that carries it to job_submit.lua.
+pub const DECLARATIONS: [(c_int, &CStr, &CStr, &CStr, &CStr); 4] = [
+    (
+        3,
+        c"tandem-priority",
+        c"priority",
+        c"What this job's user cares about most, for Tandem: latency, cost or energy",
+        c"TANDEM_PRIORITY",
+    ),
+    (
+        4,
+        c"tandem-work",
+        c"work",
+        c"The work of one run, for Tandem: `90m on V100`, or `50000 steps at 12.5/s on V100`",
+        c"TANDEM_WORK",
+    ),
+    (
+        5,
+        c"tandem-model",
+        c"model",
+        c"The job's model, for Tandem: a summary as JSON (tandem declare --format json) or file:PATH under the service's model directory",
+        c"TANDEM_MODEL",
+    ),
+    (
+        6,
+        c"tandem-batch-size",
+        c"n",
+        c"The batch size of an ONNX file given with --tandem-model=file:PATH",
+        c"TANDEM_BATCH_SIZE",
+    ),
+];
+
+/// Checks a declaration's value as far as the hook needs: one line (the service checks the
+/// rest and names the option when it refuses).
+pub fn check_declared(option: &str, value: &str) -> Result<(), String> {
+    if value.contains(['\n', '\r']) {
+        return Err(format!("--{option}: the value must be one line"));
+    }
+    if value.trim().is_empty() {
+        return Err(format!("--{option}: the value is empty"));
+    }
+    Ok(())
+}
+
 mod ffi;
 
 #[cfg(test)]
@@ -241,6 +292,13 @@ mod tests {
         assert!(bad.contains("'fastest'"), "{bad}");
         assert!(check_name("resnet~2").is_ok());
         assert!(check_name("a b").is_err());
+        assert!(check_declared("tandem-priority", "cost").is_ok());
+        let multi = check_declared("tandem-model", "{\n}").unwrap_err();
+        assert!(
+            multi.contains("--tandem-model") && multi.contains("one line"),
+            "{multi}"
+        );
+        assert!(check_declared("tandem-work", " ").is_err());
         assert_eq!(parse_grant("gpu 1\n"), Ok(Grant::Gpu(1, None)));
         assert_eq!(parse_grant("gpu 0 50"), Ok(Grant::Gpu(0, Some(50))));
         assert_eq!(parse_grant("none busy"), Ok(Grant::None("busy".into())));

@@ -63,6 +63,8 @@ impl Cluster {
             .arg("--intake-token-file")
             .arg(self.dir.join("token"))
             .args(["--node-refresh", "2s"])
+            .arg("--model-dir")
+            .arg(self.dir.join("models"))
             // A debug build on a loaded two-core machine: `describe` takes more than the
             // production deadline.
             .args(["--engine-deadline", "3s", "--decision-timeout", "5s"])
@@ -279,7 +281,16 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         "{stderr}"
     );
     let help = cluster.slurm("sbatch", &["--help"]);
-    ensure!(String::from_utf8_lossy(&help.stdout).contains("--tandem"));
+    let help = String::from_utf8_lossy(&help.stdout);
+    for option in [
+        "--tandem",
+        "--tandem-priority",
+        "--tandem-work",
+        "--tandem-model",
+        "--tandem-batch-size",
+    ] {
+        ensure!(help.contains(option), "sbatch --help lacks {option}");
+    }
 
     post_profiles(&cluster)?;
 
@@ -295,6 +306,56 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
         !big.status.success() && stderr.contains("fits no GPU"),
         "{stderr}"
     );
+
+    // (f) What a job declares reaches the engine: VGG-19 at batch 256, declared by a file
+    // under the service's --model-dir, is predicted at about 25 GiB (31 GiB with the guard's
+    // margin) and refused at submission, where the same job undeclared would be queued.
+    std::fs::create_dir_all(cluster.dir.join("models"))?;
+    std::fs::write(
+        cluster.dir.join("models/vgg19-b256.json"),
+        r#"{ "params_mib": 527.79, "activations_mib": 30545.92, "input_mib": 147.0,
+             "batch_size": 256, "gflops": 5016.0, "conv_layers": 16, "linear_layers": 3,
+             "activation_layers": 18, "other_layers": 6 }"#,
+    )?;
+    let declared = cluster.sbatch(
+        &[
+            "--tandem",
+            "--tandem-name=vgg",
+            "--tandem-model=file:vgg19-b256.json",
+            "--tandem-priority=latency",
+            "--tandem-work=90m on V100",
+            "--gres=shard:1",
+        ],
+        "vgg",
+        "true",
+    );
+    let stderr = String::from_utf8_lossy(&declared.stderr);
+    println!(
+        "(f) sbatch --tandem-model=file:vgg19-b256.json: {}",
+        stderr.trim()
+    );
+    ensure!(
+        !declared.status.success() && stderr.contains("fits no GPU") && stderr.contains("MiB"),
+        "{stderr}"
+    );
+    // (g) A declaration the service refuses fails the submission, naming the option.
+    for (option, value) in [
+        ("--tandem-priority", "fastest"),
+        ("--tandem-work", "a while"),
+        ("--tandem-model", "resnet50"),
+    ] {
+        let bad = cluster.sbatch(
+            &["--tandem", &format!("{option}={value}"), "--gres=shard:1"],
+            "bad-declaration",
+            "true",
+        );
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        println!("(g) sbatch {option}={value}: {}", stderr.trim());
+        ensure!(
+            !bad.status.success() && stderr.contains(option) && stderr.contains(value),
+            "{stderr}"
+        );
+    }
 
     // (a) Residents, then two jobs: each gets the GPU the engine prefers.
     let mut residents = Vec::new();
