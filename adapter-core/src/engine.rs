@@ -245,6 +245,12 @@ impl EngineState {
     /// current recommender stays.
     pub fn adopt(&mut self, mut fresh: Recommender) -> Result<(), EngineFailure> {
         self.runtime.adopt(&mut fresh).map_err(failed("adopt"))?;
+        self.swap_in(fresh)
+    }
+
+    /// Tells `fresh` the cluster view and makes it the recommender deciding now (what it was
+    /// told of declared speeds is forgotten with the old one).
+    fn swap_in(&mut self, mut fresh: Recommender) -> Result<(), EngineFailure> {
         let replay = self.recommender.cluster().replay();
         if replay.len() > 1 {
             fresh
@@ -324,16 +330,8 @@ impl EngineState {
     /// Replaces the engine's knowledge with a stored snapshot (another replica wrote it),
     /// keeping the cluster view.
     pub fn replace(&mut self, snapshot: &[u8]) -> Result<(), EngineFailure> {
-        let mut fresh = self.runtime.load(snapshot).map_err(failed("load"))?;
-        let replay = self.recommender.cluster().replay();
-        if replay.len() > 1 {
-            fresh
-                .update_cluster(&replay)
-                .map_err(failed("update-cluster"))?;
-        }
-        self.recommender = fresh;
-        self.told.clear();
-        Ok(())
+        let fresh = self.runtime.load(snapshot).map_err(failed("load"))?;
+        self.swap_in(fresh)
     }
 
     /// Puts the engine's knowledge and the ledger back to `snapshot` and `ledger` (what was
