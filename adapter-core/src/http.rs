@@ -431,61 +431,45 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
             .enumerate()
             .filter_map(|(i, r)| Some((i, core2.declared_model(&r.job)?)))
             .collect();
+        // The profiles are filed in the instance deciding now, and stored, before any refit:
+        // from here on a job whose peak the memory model under-predicted is judged by its
+        // measured memory, not by the prediction, while the refit that corrects the
+        // prediction for other jobs of its model runs (no OOM-risking placement of it
+        // meanwhile). The refit's instance is forked from this one, profiles included.
+        let records = request.profiles.clone();
+        let (assignments, specs) = core2
+            .observe(move |state| {
+                let mut specs = Vec::with_capacity(records.len());
+                let assignments = records
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        check_model(
+                            state,
+                            &format!("profiles[{i}].profile.gpu_model"),
+                            &r.profile.gpu_model,
+                            "observe-profile",
+                        )?;
+                        let assignment = state
+                            .recommender()
+                            .observe_profile(&r.job, &r.profile)
+                            .map_err(failed("observe-profile"))?;
+                        state.lessons.profile(&r.profile.gpu_model);
+                        // The peak's GPU as the cluster view describes it (the instance that
+                        // learns is built without one).
+                        specs.push(spec_of(state, &r.profile.gpu_model));
+                        Ok(assignment)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((assignments, specs))
+            })
+            .await?;
         if declared.is_empty() {
-            let assignments = core2
-                .observe(move |state| {
-                    request
-                        .profiles
-                        .iter()
-                        .enumerate()
-                        .map(|(i, r)| {
-                            check_model(
-                                state,
-                                &format!("profiles[{i}].profile.gpu_model"),
-                                &r.profile.gpu_model,
-                                "observe-profile",
-                            )?;
-                            let assignment = state
-                                .recommender()
-                                .observe_profile(&r.job, &r.profile)
-                                .map_err(failed("observe-profile"))?;
-                            state.lessons.profile(&r.profile.gpu_model);
-                            Ok(assignment)
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .await?;
             return Ok(axum::Json(ProfilesAnswer {
                 assignments,
                 peaks_learned: 0,
             }));
         }
-        // Check the models against the cluster view (the instance that learns is built without
-        // one) and find each peak's GPU there.
-        let models: Vec<String> = request
-            .profiles
-            .iter()
-            .map(|r| r.profile.gpu_model.clone())
-            .collect();
-        let specs = core2
-            .query("check", move |state| {
-                models
-                    .iter()
-                    .enumerate()
-                    .map(|(i, model)| {
-                        check_model(
-                            state,
-                            &format!("profiles[{i}].profile.gpu_model"),
-                            model,
-                            "observe-profile",
-                        )?;
-                        Ok(spec_of(state, model))
-                    })
-                    .collect::<Result<Vec<GpuSpec>, crate::EngineFailure>>()
-            })
-            .await
-            .map_err(|e| Failure::from(ObserveError::from(e)))?
-            .map_err(|e| Failure::from(ObserveError::from(e)))?;
         let peaks: Vec<PeakReport> = declared
             .into_iter()
             .map(|(i, model)| {
@@ -498,25 +482,14 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                 }
             })
             .collect();
-        let (assignments, learned) = core2
+        let learned = core2
             .observe_off_thread(move |fresh, lessons| {
-                let assignments = request
-                    .profiles
-                    .iter()
-                    .map(|r| {
-                        let assignment = fresh
-                            .observe_profile(&r.job, &r.profile)
-                            .map_err(failed("observe-profile"))?;
-                        lessons.profile(&r.profile.gpu_model);
-                        Ok(assignment)
-                    })
-                    .collect::<Result<Vec<_>, crate::EngineFailure>>()?;
                 let skipped = learning::learn_peaks(fresh, lessons, &peaks)
                     .map_err(failed("observe-memory"))?;
                 for why in &skipped {
                     tracing::info!(why, "a measured peak was not learned");
                 }
-                Ok((assignments, peaks.len() - skipped.len()))
+                Ok(peaks.len() - skipped.len())
             })
             .await?;
         core2.metrics.peaks_learned.inc_by(learned as u64);

@@ -1,7 +1,8 @@
 //! The intake through the adapter core, with the real engine and a store that keeps a
 //! ConfigMap's size rule: a batch is learned whole or not at all, a write that fails leaves no
 //! trace (so a retry counts once), and a knowledge base that no longer fits its store refuses
-//! what would overflow it and goes on acknowledging what fits — also after a restart.
+//! what would overflow it and goes on acknowledging what fits — also after a restart; and a
+//! peak the memory model under-predicted protects its job before the refit is stored.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,12 +21,17 @@ use tandem_kube_adapter::store::{CAPACITY, to_config_map};
 const TOKEN: &str = "intake-token-for-the-test";
 
 /// A knowledge base kept in memory under the ConfigMap store's own size rule
-/// ([`to_config_map`]), whose next write can be made to fail.
+/// ([`to_config_map`]), whose next write can be made to fail, or a given write held.
 #[derive(Default)]
 struct MemoryStore {
     stored: Mutex<Option<Stored>>,
     fail_next: AtomicBool,
     writes: AtomicUsize,
+    /// The write (counting from 1) held until `release`; 0 for none.
+    hold_write: AtomicUsize,
+    /// Notified when the held write begins waiting.
+    held: tokio::sync::Notify,
+    release: tokio::sync::Notify,
 }
 
 impl KnowledgeStore for MemoryStore {
@@ -40,7 +46,9 @@ impl KnowledgeStore for MemoryStore {
         engine: &'a [u8],
         adapter: &'a AdapterState,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        let written = (|| {
+        let hold =
+            self.hold_write.load(Ordering::Acquire) == self.writes.load(Ordering::Acquire) + 1;
+        let write = move || {
             if self.fail_next.swap(false, Ordering::AcqRel) {
                 return Err(StoreError::Backend("the API server is unreachable".into()));
             }
@@ -56,8 +64,14 @@ impl KnowledgeStore for MemoryStore {
                 version: next.clone(),
             });
             Ok(next)
-        })();
-        Box::pin(std::future::ready(written))
+        };
+        Box::pin(async move {
+            if hold {
+                self.held.notify_one();
+                self.release.notified().await;
+            }
+            write()
+        })
     }
 
     fn capacity(&self) -> Option<usize> {
@@ -90,6 +104,7 @@ impl KnowledgeStore for Shared {
 
 /// An adapter on the core (the kube front-end over a fixed cluster) serving on loopback.
 struct Adapter {
+    core: Arc<Core>,
     base: String,
     stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -134,9 +149,14 @@ impl Adapter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, shutdown) = Shutdown::new();
-        let router = tandem_adapter_core::http::router(core, app);
+        let router = tandem_adapter_core::http::router(Arc::clone(&core), app);
         let server = tokio::spawn(serve_listener(router, listener, shutdown));
-        Adapter { base, stop, server }
+        Adapter {
+            core,
+            base,
+            stop,
+            server,
+        }
     }
 
     async fn stop(self) {
@@ -322,4 +342,111 @@ async fn a_full_knowledge_base_refuses_what_would_overflow_and_acknowledges_what
     );
     assert_eq!(store.0.writes.load(Ordering::Acquire), written + 2);
     restarted.stop().await;
+}
+
+/// VGG-19 at batch 64 (`tandem declare` of the torchvision model): the bundled memory model
+/// predicts about 10 GiB on a T4.
+fn vgg19_b64() -> Value {
+    json!({ "params_mib": 527.79, "activations_mib": 7636.48, "input_mib": 36.75,
+            "batch_size": 64, "gflops": 1254.0, "conv_layers": 16, "linear_layers": 3,
+            "activation_layers": 18, "other_layers": 6 })
+}
+
+/// What the engine expects of `job` (with the model it declared) alone on a T4.
+async fn on_t4(adapter: &Adapter, job: &str) -> Value {
+    let (status, text) = adapter
+        .post(
+            "/v1/estimate",
+            &json!({ "job": job, "declared": vgg19_b64(),
+                     "gpus": [{ "model": "T4", "memory_mib": 15_360 }] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str::<Value>(&text).unwrap()[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_measured_peak_protects_its_job_while_the_memory_model_is_refit() {
+    const MEASURED: u64 = 15_000;
+    let store = Shared::default();
+    let adapter = Adapter::start(&store).await;
+    // The front-end saw the job's declaration (a pod's annotation, a SPANK option).
+    let (job, other) = (id(1), id(2));
+    adapter
+        .core
+        .remember_declared(&job, &serde_json::from_value(vgg19_b64()).unwrap());
+    let before = on_t4(&adapter, &job).await;
+    assert_eq!(before["memory_source"], "declared", "{before}");
+    assert!(
+        before["reserved_mib"].as_u64().unwrap() < MEASURED,
+        "{before}"
+    );
+
+    // The profiler reports the job's peak; the refit's write (the second: the profile is
+    // stored first) is held, so what the engine decides meanwhile can be looked at.
+    let writes = store.0.writes.load(Ordering::Acquire);
+    store.0.hold_write.store(writes + 2, Ordering::Release);
+    let post = {
+        let (base, body) = (
+            adapter.base.clone(),
+            json!({ "profiles": [{ "job": job, "profile": { "gpu_util_pct": 70.0,
+                "mem_access_pct": 40.0, "mem_used_mib": MEASURED, "gpu_model": "T4" } }] }),
+        );
+        tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(format!("{base}/v1/profiles"))
+                .bearer_auth(TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(60), store.0.held.notified())
+        .await
+        .expect("the refit never reached the store");
+    let meanwhile = on_t4(&adapter, &job).await;
+    let other_meanwhile = on_t4(&adapter, &other).await;
+    println!(
+        "T4, VGG-19 b64: before the report {} MiB reserved ({}); while the refit is held, the \
+         reported job {} MiB ({}), another job of the model {} MiB ({})",
+        before["reserved_mib"],
+        before["memory_source"],
+        meanwhile["reserved_mib"],
+        meanwhile["memory_source"],
+        other_meanwhile["reserved_mib"],
+        other_meanwhile["memory_source"],
+    );
+    // The job is judged by what it was measured to use, not by the prediction.
+    assert_eq!(meanwhile["memory_source"], "observed", "{meanwhile}");
+    assert_eq!(
+        meanwhile["peak_mem_mib"].as_u64(),
+        Some(MEASURED),
+        "{meanwhile}"
+    );
+    assert!(
+        meanwhile["reserved_mib"].as_u64().unwrap() >= MEASURED,
+        "{meanwhile}"
+    );
+
+    store.0.release.notify_one();
+    let (status, text) = post.await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["peaks_learned"], 1, "{answer}");
+    // Once refit, the prediction for other jobs of the model moves toward the measurement.
+    let other_after = on_t4(&adapter, &other).await;
+    println!(
+        "after the refit, another job of the model: {} MiB predicted, {} MiB reserved (before {} / {})",
+        other_after["peak_mem_mib"],
+        other_after["reserved_mib"],
+        other_meanwhile["peak_mem_mib"],
+        other_meanwhile["reserved_mib"]
+    );
+    assert!(
+        other_after["peak_mem_mib"].as_u64() > other_meanwhile["peak_mem_mib"].as_u64(),
+        "{other_after}"
+    );
+    adapter.stop().await;
 }
