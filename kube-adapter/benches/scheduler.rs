@@ -6,9 +6,12 @@
 //! start until every pod is bound. Each configuration gets a fresh control plane:
 //!
 //! 1. the default kube-scheduler, no extender;
-//! 2. kube-scheduler with the Tandem extender (`tandem-kube-adapter` on loopback, the extender
-//!    configuration of `deploy/kube/20-scheduler-config.yaml`: filter, prioritize, bind,
-//!    `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS 500 / burst 1,000);
+//! 2. kube-scheduler with the Tandem extender (`tandem-kube-adapter` on loopback with its
+//!    default options, the extender configuration of `deploy/kube/20-scheduler-config.yaml`:
+//!    filter, prioritize, bind, `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS
+//!    500 / burst 1,000), whose `filter` passes only the node Tandem ranks first;
+//! 2b. the same with `--filter-passes fitting`: every node where the pod fits passes, and the
+//!    scheduler calls `prioritize` and runs its own scoring plugins;
 //! 3. the same with the adapter stopped: fail-open must bind every pod through the
 //!    scheduler's fallback; the adapter is then started and must account for each of them
 //!    (`tandem_binds_without_tandem_total`);
@@ -23,7 +26,8 @@
 //! pod's. Every configuration runs `TANDEM_BENCH_ROUNDS` times (3), interleaved, and the
 //! ratios are of the median pods/s (the default scheduler's own rate moves by a fifth between
 //! runs on two shared cores). Sizes: `TANDEM_BENCH_NODES`, `TANDEM_BENCH_PODS`. Configurations
-//! named after `--` (`default`, `extender`, `adapter-down`, `plugin`) run alone.
+//! named after `--` (`default`, `extender`, `extender-fitting`, `adapter-down`, `plugin`) run
+//! alone.
 //! `TANDEM_BENCH_PPROF=<dir>` saves a CPU profile of the scheduler in each run (see
 //! `cpu_profile`).
 //!
@@ -74,6 +78,8 @@ enum Mode {
     Default,
     /// kube-scheduler with the Tandem extender.
     Tandem,
+    /// The same, `filter` passing every node where the pod fits.
+    TandemFitting,
     /// kube-scheduler configured with the extender, which is not running.
     AdapterDown,
     /// `tandem-kube-scheduler`: the framework plugin, in-process.
@@ -104,6 +110,7 @@ impl Mode {
         match self {
             Mode::Default => "default",
             Mode::Tandem => "extender",
+            Mode::TandemFitting => "extender-fitting",
             Mode::AdapterDown => "adapter-down",
             Mode::Plugin => "plugin",
         }
@@ -114,6 +121,7 @@ impl Mode {
         match self {
             Mode::Default => "default kube-scheduler",
             Mode::Tandem => "kube-scheduler + Tandem extender",
+            Mode::TandemFitting => "  ... --filter-passes fitting",
             Mode::AdapterDown => "  ... with the adapter down",
             Mode::Plugin => "tandem-kube-scheduler (plugin)",
         }
@@ -132,7 +140,13 @@ async fn main() -> Result<()> {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let modes = [Mode::Default, Mode::Tandem, Mode::AdapterDown, Mode::Plugin];
+    let modes = [
+        Mode::Default,
+        Mode::Tandem,
+        Mode::TandemFitting,
+        Mode::AdapterDown,
+        Mode::Plugin,
+    ];
     if let Some(unknown) = only.iter().find(|n| modes.iter().all(|m| m.name() != *n)) {
         let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
         bail!(
@@ -194,6 +208,15 @@ async fn main() -> Result<()> {
             share(rate),
             worst(Mode::Tandem, |r| r.unannotated),
             worst(Mode::Tandem, |r| r.misplaced)
+        );
+    }
+    if let Some(rate) = median(Mode::TandemFitting) {
+        println!(
+            "Tandem extender, --filter-passes fitting / default: {}% of the default scheduler's pods/s; \
+             pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
+            share(rate),
+            worst(Mode::TandemFitting, |r| r.unannotated),
+            worst(Mode::TandemFitting, |r| r.misplaced)
         );
     }
     if let Some(rate) = median(Mode::Plugin) {
@@ -360,8 +383,8 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
             cluster.start_scheduler(&scheduler_config(None)).await?;
             None
         }
-        Mode::Tandem => {
-            let adapter = start_adapter(&cluster, port)?;
+        Mode::Tandem | Mode::TandemFitting => {
+            let adapter = start_adapter(&cluster, port, mode)?;
             wait_ready(port).await?;
             cluster
                 .start_scheduler(&scheduler_config(Some(port)))
@@ -441,7 +464,7 @@ async fn run(nodes: usize, pods: usize, mode: Mode) -> Result<Run> {
     }
     let mut accounted = 0;
     if mode == Mode::AdapterDown {
-        adapter = Some(start_adapter(&cluster, port)?);
+        adapter = Some(start_adapter(&cluster, port, mode)?);
         wait_ready(port).await?;
         let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
             .await?
@@ -520,7 +543,9 @@ profiles:
     )
 }
 
-fn start_adapter(cluster: &Cluster, port: u16) -> Result<ChildProcess> {
+/// `tandem-kube-adapter` with its default options (`--filter-passes fitting` for
+/// [`Mode::TandemFitting`]).
+fn start_adapter(cluster: &Cluster, port: u16, mode: Mode) -> Result<ChildProcess> {
     let dir = cluster.dir();
     let secret = dir.join("id-secret");
     std::fs::write(&secret, SECRET_HEX)?;
@@ -533,6 +558,9 @@ fn start_adapter(cluster: &Cluster, port: u16) -> Result<ChildProcess> {
         .arg("--id-secret-file")
         .arg(&secret)
         .env("RUST_LOG", "warn");
+    if mode == Mode::TandemFitting {
+        command.args(["--filter-passes", "fitting"]);
+    }
     spawn_logged(command, &dir.join("adapter.log"))
 }
 

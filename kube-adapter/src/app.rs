@@ -18,7 +18,7 @@ use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState, JobKeys};
 use tandem_api::ModelSummary;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
-use crate::extender::NodeScores;
+use crate::extender::{FilterPasses, NodeScores};
 
 /// How long a GPU choice made by `bind` is assumed before the pod watcher must confirm it.
 const ASSUME_FOR: Duration = Duration::from_secs(60);
@@ -78,6 +78,8 @@ pub struct App {
     /// kube-scheduler's `httpTimeout` for this extender: a bind answered later may have been
     /// given up on (and bound by the scheduler itself), so `bind` stops before it.
     pub scheduler_timeout: Duration,
+    /// Which nodes `filter` passes (`--filter-passes`).
+    pub filter_passes: FilterPasses,
     source: Source,
     view: RwLock<Arc<ClusterView>>,
     dirty: AtomicBool,
@@ -138,6 +140,7 @@ impl App {
             core,
             resource,
             scheduler_timeout,
+            filter_passes: FilterPasses::default(),
             source,
             view: RwLock::new(Arc::new(ClusterView::default())),
             dirty: AtomicBool::new(true),
@@ -161,6 +164,12 @@ impl App {
     /// The front-end with GPU models priced and powered by `costs`.
     pub fn with_costs(mut self, costs: GpuCosts) -> Self {
         self.costs = costs;
+        self
+    }
+
+    /// The front-end with `filter` passing the nodes `passes` says.
+    pub fn with_filter_passes(mut self, passes: FilterPasses) -> Self {
+        self.filter_passes = passes;
         self
     }
 

@@ -186,6 +186,21 @@ pub enum Verdict {
     Unresolvable(String),
 }
 
+/// Which nodes the extender's `filter` passes (`--filter-passes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FilterPasses {
+    /// Only the node Tandem ranks first (the first of equals, in the scheduler's order). With
+    /// one node left kube-scheduler places the pod there without calling `prioritize` or
+    /// running its own scoring plugins: one round trip per pod fewer, and the choice is
+    /// Tandem's alone (as GPU-sharing extenders such as HAMi's do).
+    #[default]
+    Best,
+    /// Every node where the pod fits: the scheduler ranks them by `prioritize`, weighted
+    /// against its own plugins' scores (its soft preferences, such as preferred node affinity
+    /// or topology spread, then count too).
+    Fitting,
+}
+
 /// What `filter` decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filtered {
@@ -266,25 +281,36 @@ pub fn judge(
     Ok(verdicts)
 }
 
-/// The extender's `filter`: [`judge`] with the scores by node name, as node lists.
+/// The extender's `filter`: [`judge`] with the scores by node name, as node lists, passing
+/// the nodes `passes` says. With [`FilterPasses::Best`], the other nodes where the pod fits
+/// are in neither list: the scheduler drops them without a reason to keep.
 pub fn filter(
     engine: &mut EngineState,
     view: &ClusterView,
     pod: &GpuPod,
     candidates: &[String],
     scores: &NodeScores,
+    passes: FilterPasses,
 ) -> Result<Filtered, EngineFailure> {
     let aligned: Vec<u8> = candidates
         .iter()
         .map(|name| scores.get(name).copied().unwrap_or(0))
         .collect();
     let mut out = Filtered::default();
+    let mut best: Option<(u32, &String)> = None;
     for (name, verdict) in candidates
         .iter()
         .zip(judge(engine, view, pod, candidates, &aligned)?)
     {
         match verdict {
-            Verdict::Fits(_) => out.passed.push(name.clone()),
+            Verdict::Fits(score) => match passes {
+                FilterPasses::Fitting => out.passed.push(name.clone()),
+                FilterPasses::Best => {
+                    if best.is_none_or(|(top, _)| score > top) {
+                        best = Some((score, name));
+                    }
+                }
+            },
             Verdict::Fails(why) => {
                 out.failed.insert(name.clone(), why.into_owned());
             }
@@ -293,6 +319,7 @@ pub fn filter(
             }
         }
     }
+    out.passed.extend(best.map(|(_, name)| name.clone()));
     Ok(out)
 }
 
@@ -438,7 +465,15 @@ mod tests {
         let candidates = names(&["a", "b", "cpu", "ghost"]);
         let big = pending("big", 1);
         let scores = score_nodes(&mut engine, &big, &candidates).unwrap();
-        let out = filter(&mut engine, &view, &big, &candidates, &scores).unwrap();
+        let out = filter(
+            &mut engine,
+            &view,
+            &big,
+            &candidates,
+            &scores,
+            FilterPasses::Fitting,
+        )
+        .unwrap();
         assert!(out.passed.is_empty());
         // Fitting nowhere, each failed node carries the engine's reasons for its own GPUs.
         for node in ["a", "b"] {
@@ -451,8 +486,31 @@ mod tests {
         assert!(out.unresolvable["ghost"].contains("not seen this node"));
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
         let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
-        let fits = filter(&mut engine, &view, &p, &candidates, &scores).unwrap();
+        let fits = filter(
+            &mut engine,
+            &view,
+            &p,
+            &candidates,
+            &scores,
+            FilterPasses::Fitting,
+        )
+        .unwrap();
         assert_eq!(fits.passed, ["a", "b"]);
+        // Equal nodes: the first in the scheduler's order is the best.
+        let best = filter(
+            &mut engine,
+            &view,
+            &p,
+            &candidates,
+            &scores,
+            FilterPasses::Best,
+        )
+        .unwrap();
+        assert_eq!(best.passed, ["a"]);
+        assert!(
+            best.failed.is_empty() && best.unresolvable.is_empty(),
+            "{best:?}"
+        );
     }
 
     #[test]
@@ -473,6 +531,40 @@ mod tests {
     }
 
     #[test]
+    fn best_passes_only_the_node_the_engine_ranks_first() {
+        let view = view(&[
+            pod("y", 1, Some("a"), Some("a/0")),
+            pod("x", 1, Some("b"), Some("b/0")),
+        ]);
+        let mut engine = engine(&view);
+        // b, beside the co-runner p suffers little from, wins though a comes first.
+        let (p, candidates) = (pending("p", 1), names(&["a", "b", "cpu"]));
+        let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
+        let best = filter(
+            &mut engine,
+            &view,
+            &p,
+            &candidates,
+            &scores,
+            FilterPasses::Best,
+        )
+        .unwrap();
+        assert_eq!(best.passed, ["b"], "{best:?}");
+        assert!(best.failed.is_empty(), "{best:?}");
+        assert!(best.unresolvable["cpu"].contains("no nvidia.com/gpu"));
+        let all = filter(
+            &mut engine,
+            &view,
+            &p,
+            &candidates,
+            &scores,
+            FilterPasses::Fitting,
+        )
+        .unwrap();
+        assert_eq!(all.passed, ["a", "b"], "{all:?}");
+    }
+
+    #[test]
     fn nodes_passed_over_are_not_explained_when_another_node_fits() {
         // Node a's only GPU holds two jobs (the cap); b is idle.
         let view = view(&[
@@ -482,7 +574,15 @@ mod tests {
         let mut engine = engine(&view);
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
         let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
-        let out = filter(&mut engine, &view, &p, &candidates, &scores).unwrap();
+        let out = filter(
+            &mut engine,
+            &view,
+            &p,
+            &candidates,
+            &scores,
+            FilterPasses::Fitting,
+        )
+        .unwrap();
         assert_eq!(out.passed, ["b"], "{out:?}");
         assert_eq!(out.failed["a"], PASSED_OVER);
     }
@@ -497,6 +597,7 @@ mod tests {
             &pending("p", 2),
             &names(&["a"]),
             &NodeScores::new(),
+            FilterPasses::Fitting,
         )
         .unwrap();
         assert!(out.unresolvable["a"].contains("needs 2 GPUs, the node has 1"));
@@ -517,7 +618,15 @@ mod tests {
         let mut engine = engine(&view);
         let (x, candidates) = (pending("x", 1), names(&["a", "b"]));
         let scores = score_nodes(&mut engine, &x, &candidates).unwrap();
-        let out = filter(&mut engine, &view, &x, &candidates, &scores).unwrap();
+        let out = filter(
+            &mut engine,
+            &view,
+            &x,
+            &candidates,
+            &scores,
+            FilterPasses::Fitting,
+        )
+        .unwrap();
         assert_eq!(out.passed, ["a", "b"], "{out:?}");
     }
 }

@@ -69,6 +69,7 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
         let epoch = view.1;
         let judged = {
             let (pod, candidates) = (pod.clone(), candidates.clone());
+            let passes = app.filter_passes;
             app.decide("filter", view, move |engine, view| {
                 let refused = extender::refusal(engine, &pod);
                 let scores = if pod.gpus == 1 {
@@ -76,7 +77,7 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 } else {
                     NodeScores::new()
                 };
-                let filtered = extender::filter(engine, view, &pod, &candidates, &scores)?;
+                let filtered = extender::filter(engine, view, &pod, &candidates, &scores, passes)?;
                 Ok((scores, filtered, refused))
             })
             .await

@@ -8,6 +8,8 @@ use clap::Parser;
 use tandem_adapter_core::gpu_models::{GpuCosts, parse_model_number};
 use tandem_api::{ModelCap, Objective};
 
+use crate::extender::FilterPasses;
+
 /// Tandem's kube-scheduler extender: decides which GPU pods share a GPU, and where.
 ///
 /// kube-scheduler calls it (see deploy/kube-scheduler-config.yaml) for pods that request the
@@ -107,6 +109,14 @@ pub struct Options {
     /// takes effect where every GPU model of the cluster has a power.
     #[arg(long = "gpu-power", value_name = "MODEL=WATTS", value_parser = parse_model_number)]
     pub gpu_powers: Vec<(String, f32)>,
+
+    /// Which nodes `filter` passes: `best`, only the node Tandem ranks first (kube-scheduler
+    /// then binds the pod there without calling `prioritize` or running its own scoring
+    /// plugins, one round trip per pod fewer), or `fitting`, every node where the pod fits
+    /// (ranked by `prioritize` together with the scheduler's own plugins, whose soft
+    /// preferences then count too).
+    #[arg(long, value_enum, default_value = "best")]
+    pub filter_passes: FilterPasses,
 
     /// Engine component to load instead of the one built into this binary.
     #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]

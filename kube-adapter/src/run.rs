@@ -192,7 +192,8 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             options.scheduler_timeout,
             Source::Fixed(file),
         )
-        .with_costs(options.costs());
+        .with_costs(options.costs())
+        .with_filter_passes(options.filter_passes);
         return Ok(Started {
             core: Arc::clone(&app.core),
             app: Arc::new(app),
@@ -265,7 +266,8 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
                 pods: stores.pods.0.clone(),
             },
         )
-        .with_costs(options.costs()),
+        .with_costs(options.costs())
+        .with_filter_passes(options.filter_passes),
     );
     watch::spawn(
         Arc::clone(&app),
