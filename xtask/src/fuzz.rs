@@ -79,6 +79,53 @@ pub const TARGETS: &[Target] = &[
         what: "the contract's JSON: jobs, profiles, outcomes, cluster changes, policies",
         seeds: &["examples/queue.json", "examples/heterogeneous.json"],
     },
+    Target {
+        name: "extender",
+        what: "the schedulers' verb bodies: kube-scheduler's ExtenderArgs and BindingArgs, \
+               vc-scheduler's extender requests, and the pods they carry",
+        seeds: &[
+            "fuzz/seeds/extender/filter-node-names.json",
+            "fuzz/seeds/extender/prioritize-nodes.json",
+            "fuzz/seeds/extender/bind.json",
+            "fuzz/seeds/extender/volcano-predicate.json",
+        ],
+    },
+    Target {
+        name: "intake",
+        what: "the adapters' intake bodies: profiles, outcomes, predict, estimate",
+        seeds: &[
+            "fuzz/seeds/intake/profiles.json",
+            "fuzz/seeds/intake/outcomes.json",
+            "fuzz/seeds/intake/predict.json",
+            "fuzz/seeds/intake/estimate.json",
+        ],
+    },
+    Target {
+        name: "slurm",
+        what: "the Slurm adapter's key=value bodies (submit, start, finish)",
+        seeds: &[
+            "fuzz/seeds/slurm/submit.txt",
+            "fuzz/seeds/slurm/start.txt",
+            "fuzz/seeds/slurm/finish.txt",
+        ],
+    },
+    Target {
+        name: "queue",
+        what: "the CLI's queue files (tandem_cli::QueueFile, ONNX files left unread)",
+        seeds: &[
+            "examples/queue.json",
+            "examples/heterogeneous.json",
+            "fuzz/seeds/queue/residents-declared-onnx.json",
+        ],
+    },
+    Target {
+        name: "kb",
+        what: "the CLI's knowledge-base files (tandem_cli::KbContents, written back and read again)",
+        seeds: &[
+            "fuzz/seeds/kb/empty.json",
+            "fuzz/seeds/kb/bootstrapped.json",
+        ],
+    },
 ];
 
 impl Target {
