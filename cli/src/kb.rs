@@ -11,6 +11,7 @@
 //! `tandem kb observe` running at once never lose one another's observations.
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -147,28 +148,61 @@ pub fn open_unkeyed(runtime: &Runtime, kb: &Path) -> anyhow::Result<Recommender>
 fn read(runtime: &Runtime, kb: &Path) -> anyhow::Result<(Recommender, BTreeSet<String>)> {
     let text = std::fs::read_to_string(kb)
         .map_err(|e| InputError::in_file(kb, "", format!("cannot read the knowledge base: {e}")))?;
-    let mut deserializer = serde_json::Deserializer::from_str(&text);
-    let file: KbFile = serde_path_to_error::deserialize(&mut deserializer)
-        .map_err(|e| InputError::in_file(kb, e.path().to_string(), e.inner().to_string()))?;
-    if file.format != FORMAT || file.ids != ID_SCHEME {
-        return Err(InputError::in_file(
-            kb,
-            "format",
-            format!(
-                "is `{}` with ids `{}`; this tandem reads `{FORMAT}` with `{ID_SCHEME}`",
-                file.format, file.ids
-            ),
-        )
-        .into());
-    }
-    let state = serde_json::to_vec(&file.engine)?;
-    let recommender = runtime.load(&state).with_context(|| {
+    let contents = KbContents::parse(kb, &text)?;
+    let recommender = runtime.load(&contents.engine).with_context(|| {
         format!(
             "{}: the engine cannot load this knowledge base",
             kb.display()
         )
     })?;
-    Ok((recommender, file.profiled))
+    Ok((recommender, contents.profiled))
+}
+
+/// What a knowledge-base file holds, read and checked (its format and id scheme) but not yet
+/// loaded into an engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KbContents {
+    /// The engine's snapshot, as the engine loads it.
+    pub engine: Vec<u8>,
+    /// Keyed ids observed with a profile.
+    pub profiled: BTreeSet<String>,
+}
+
+impl KbContents {
+    /// Parses the text of a knowledge-base file without touching the file system; `kb` names
+    /// the file in messages.
+    pub fn parse(kb: &Path, text: &str) -> Result<Self, InputError> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let file: KbFile = serde_path_to_error::deserialize(&mut deserializer)
+            .map_err(|e| InputError::in_file(kb, e.path().to_string(), e.inner().to_string()))?;
+        if file.format != FORMAT || file.ids != ID_SCHEME {
+            return Err(InputError::in_file(
+                kb,
+                "format",
+                format!(
+                    "is `{}` with ids `{}`; this tandem reads `{FORMAT}` with `{ID_SCHEME}`",
+                    file.format, file.ids
+                ),
+            ));
+        }
+        let engine = serde_json::to_vec(&file.engine)
+            .map_err(|e| InputError::in_file(kb, "engine", e.to_string()))?;
+        Ok(Self {
+            engine,
+            profiled: file.profiled,
+        })
+    }
+
+    /// The text of the file that holds these contents, as `tandem kb` writes it; fails when
+    /// the engine's snapshot is not JSON.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(&KbFile {
+            format: FORMAT.into(),
+            ids: ID_SCHEME.into(),
+            profiled: self.profiled.clone(),
+            engine: serde_json::from_slice(&self.engine)?,
+        })
+    }
 }
 
 impl OpenKb {
@@ -259,13 +293,68 @@ pub fn observe(
 
 /// Writes `engine` state as a knowledge-base file, atomically.
 fn write(path: &Path, engine: &[u8], profiled: &BTreeSet<String>) -> anyhow::Result<()> {
-    let engine: serde_json::Value =
-        serde_json::from_slice(engine).context("the engine's snapshot is not JSON")?;
-    let file = KbFile {
-        format: FORMAT.into(),
-        ids: ID_SCHEME.into(),
+    let contents = KbContents {
+        engine: engine.to_vec(),
         profiled: profiled.clone(),
-        engine,
     };
-    crate::atomic::write(path, |out| Ok(serde_json::to_writer(out, &file)?))
+    let text = contents
+        .to_json()
+        .context("the engine's snapshot is not JSON")?;
+    crate::atomic::write(path, |out| {
+        out.write_all(&text)
+            .with_context(|| format!("cannot write {}", path.display()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KB: &str = r#"{"format": "tandem-kb/1", "ids": "hmac-sha256/128", "profiled": ["b", "a"], "engine": {"version": 1, "jobs": [0.1, 2]}}"#;
+
+    #[test]
+    fn contents_written_parse_back_the_same() {
+        let path = Path::new("kb.json");
+        let contents = KbContents::parse(path, KB).unwrap();
+        assert_eq!(
+            contents.profiled,
+            BTreeSet::from(["a".to_owned(), "b".to_owned()])
+        );
+        let text = String::from_utf8(contents.to_json().unwrap()).unwrap();
+        assert_eq!(KbContents::parse(path, &text).unwrap(), contents);
+    }
+
+    /// The files `cargo xtask fuzz` starts its `kb` target from are knowledge bases: a seed
+    /// refused at the format check would leave the fuzzer knocking at it.
+    #[test]
+    fn the_kb_fuzz_seeds_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/kb");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            KbContents::parse(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+            seeds += 1;
+        }
+        assert_eq!(
+            seeds, 2,
+            "fuzz/seeds/kb holds an empty and a bootstrapped one"
+        );
+    }
+
+    #[test]
+    fn a_bad_file_is_named_with_the_field_at_fault() {
+        let path = Path::new("kb.json");
+        let unknown = KbContents::parse(path, &KB.replace("profiled", "profiles")).unwrap_err();
+        assert!(unknown.to_string().starts_with("kb.json: "), "{unknown}");
+        let other = KbContents::parse(path, &KB.replace("tandem-kb/1", "tandem-kb/9")).unwrap_err();
+        assert_eq!(other.field.as_deref(), Some("format"));
+        assert!(other.to_string().contains("tandem-kb/9"), "{other}");
+        let not_set = KbContents::parse(
+            path,
+            r#"{"format": "tandem-kb/1", "ids": "hmac-sha256/128", "profiled": 3, "engine": null}"#,
+        )
+        .unwrap_err();
+        assert_eq!(not_set.field.as_deref(), Some("profiled"));
+    }
 }

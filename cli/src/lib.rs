@@ -26,6 +26,7 @@ use tandem_api::EngineError;
 
 use crate::args::EngineArgs;
 
+pub use kb::KbContents;
 pub use queue::{InputError, QueueFile};
 
 /// Decide which GPU jobs should share a GPU, and where.

@@ -3,10 +3,15 @@
 //!
 //! cargo-fuzz needs a nightly compiler only for its sanitizers; coverage itself comes from
 //! flags stable rustc accepts (`-Cpasses=sancov-module` and LLVM's sanitizer-coverage
-//! options), so the targets are built here with those, for the host triple named explicitly:
-//! with `--target`, `RUSTFLAGS` reach the targets' code but not build scripts, which would not
-//! link against the instrumentation. The build has its own target directory, so instrumented
-//! artefacts never replace the workspace's.
+//! options), so the targets are built here with those. Only the workspace's own crates are
+//! instrumented, through a `RUSTC_WORKSPACE_WRAPPER` (a shell script in the fuzz directory): the parsers are
+//! ours, and instrumenting wasmtime, cranelift and kube as well (which the adapters and the CLI
+//! link) would make the build far slower for coverage of code no target aims at. Generic code
+//! of dependencies (serde's and serde_json's deserializers) is compiled, and so instrumented,
+//! in the crates that use it. The host triple is named explicitly: with `--target`, cargo tells
+//! the target's units (which the wrapper instruments) from build scripts (which it does not:
+//! they would not link against libFuzzer). The build has its own target directory, so
+//! instrumented artefacts never replace the workspace's.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -74,6 +79,53 @@ pub const TARGETS: &[Target] = &[
         what: "the contract's JSON: jobs, profiles, outcomes, cluster changes, policies",
         seeds: &["examples/queue.json", "examples/heterogeneous.json"],
     },
+    Target {
+        name: "extender",
+        what: "the schedulers' verb bodies: kube-scheduler's ExtenderArgs and BindingArgs, \
+               vc-scheduler's extender requests, and the pods they carry",
+        seeds: &[
+            "fuzz/seeds/extender/filter-node-names.json",
+            "fuzz/seeds/extender/prioritize-nodes.json",
+            "fuzz/seeds/extender/bind.json",
+            "fuzz/seeds/extender/volcano-predicate.json",
+        ],
+    },
+    Target {
+        name: "intake",
+        what: "the adapters' intake bodies: profiles, outcomes, predict, estimate",
+        seeds: &[
+            "fuzz/seeds/intake/profiles.json",
+            "fuzz/seeds/intake/outcomes.json",
+            "fuzz/seeds/intake/predict.json",
+            "fuzz/seeds/intake/estimate.json",
+        ],
+    },
+    Target {
+        name: "slurm",
+        what: "the Slurm adapter's key=value bodies (submit, start, finish)",
+        seeds: &[
+            "fuzz/seeds/slurm/submit.txt",
+            "fuzz/seeds/slurm/start.txt",
+            "fuzz/seeds/slurm/finish.txt",
+        ],
+    },
+    Target {
+        name: "queue",
+        what: "the CLI's queue files (tandem_cli::QueueFile, ONNX files left unread)",
+        seeds: &[
+            "examples/queue.json",
+            "examples/heterogeneous.json",
+            "fuzz/seeds/queue/residents-declared-onnx.json",
+        ],
+    },
+    Target {
+        name: "kb",
+        what: "the CLI's knowledge-base files (tandem_cli::KbContents, written back and read again)",
+        seeds: &[
+            "fuzz/seeds/kb/empty.json",
+            "fuzz/seeds/kb/bootstrapped.json",
+        ],
+    },
 ];
 
 impl Target {
@@ -93,13 +145,79 @@ impl Target {
     }
 }
 
-/// Coverage instrumentation as cargo-fuzz sets it, minus the sanitizers (nightly only).
-const COVERAGE_FLAGS: &str = "-Cpasses=sancov-module \
-    -Cllvm-args=-sanitizer-coverage-level=4 \
-    -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
-    -Cllvm-args=-sanitizer-coverage-pc-table \
-    -Cllvm-args=-sanitizer-coverage-trace-compares \
-    --cfg fuzzing -Cdebug-assertions";
+/// Coverage instrumentation as cargo-fuzz sets it, minus the sanitizers (nightly only); the
+/// wrapper adds it to the workspace's crates.
+const COVERAGE_FLAGS: &[&str] = &[
+    "-Cpasses=sancov-module",
+    "-Cllvm-args=-sanitizer-coverage-level=4",
+    "-Cllvm-args=-sanitizer-coverage-inline-8bit-counters",
+    "-Cllvm-args=-sanitizer-coverage-pc-table",
+    "-Cllvm-args=-sanitizer-coverage-trace-compares",
+];
+
+/// Flags of every crate, dependencies included, as cargo-fuzz sets them: `cfg(fuzzing)`, and
+/// debug assertions with overflow checks, so that an overflow in a parser or in the crates it
+/// calls is a crash rather than a wrong answer.
+const RUSTFLAGS: &str = "--cfg fuzzing -Cdebug-assertions";
+
+/// The `RUSTC_WORKSPACE_WRAPPER` of the fuzz build: cargo runs it, for the workspace's crates
+/// only, with rustc's path and arguments; it adds [`COVERAGE_FLAGS`] to the units built for
+/// the target (those cargo passes `--target`), leaving build scripts as they are.
+fn wrapper_script() -> String {
+    format!(
+        "#!/bin/sh
+# Written by `cargo xtask fuzz` from xtask/src/fuzz.rs: change the flags there.
+# Cargo runs it for the workspace's own crates: rustc's path, then rustc's arguments.
+rustc=\"$1\"
+shift
+for arg in \"$@\"; do
+    case \"$arg\" in
+        --target|--target=*) exec \"$rustc\" \"$@\" {} ;;
+    esac
+done
+exec \"$rustc\" \"$@\"
+",
+        COVERAGE_FLAGS.join(" ")
+    )
+}
+
+/// Writes [`wrapper_script`] into `home`, executable, and returns its path. Cargo fingerprints
+/// `RUSTFLAGS` but not what a wrapper adds, so when the script changed, the instrumented build
+/// in `target_dir` is removed: otherwise crates built with the old flags would be kept.
+fn install_wrapper(home: &Path, target_dir: &Path) -> Result<PathBuf> {
+    let path = home.join("rustc-wrapper.sh");
+    let script = wrapper_script();
+    if fs::read_to_string(&path).ok().as_deref() == Some(script.as_str()) {
+        return Ok(path);
+    }
+    if target_dir.exists() {
+        fs::remove_dir_all(target_dir).with_context(|| {
+            format!(
+                "cannot remove {}, built with other coverage flags",
+                target_dir.display()
+            )
+        })?;
+    }
+    fs::create_dir_all(home).with_context(|| format!("cannot create {}", home.display()))?;
+    fs::write(&path, &script).with_context(|| format!("cannot write {}", path.display()))?;
+    make_executable(&path)?;
+    Ok(path)
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))
+}
+
+#[cfg(not(unix))]
+fn make_executable(path: &Path) -> Result<()> {
+    bail!(
+        "cannot run the shell script {} as rustc's wrapper: fuzzing needs a Unix host",
+        path.display()
+    )
+}
 
 /// Builds the targets of the workspace at `root` and runs each for `seconds`; fails at the
 /// first crash, naming the input that caused it and the command that replays it.
@@ -107,14 +225,24 @@ pub fn fuzz(root: &Path, targets: &[Target], seconds: u64) -> Result<()> {
     let triple = HostRust::detect()?.triple;
     let home = cache_dir("TANDEM_FUZZ_DIR", "fuzz");
     let target_dir = home.join("target");
+    let wrapper = install_wrapper(&home, &target_dir)?;
     let mut cargo = fresh_cargo();
     cargo
         .current_dir(root)
         .args(["build", "--release", "-p", "tandem-fuzz", "--target"])
         .arg(&triple)
         .env("CARGO_TARGET_DIR", &target_dir)
-        .env("RUSTFLAGS", COVERAGE_FLAGS);
-    eprintln!("==> RUSTFLAGS=<coverage> {}", display(&cargo));
+        .env("RUSTFLAGS", RUSTFLAGS)
+        .env("RUSTC_WORKSPACE_WRAPPER", &wrapper)
+        // The release profile's thin LTO would optimize each of the twelve binaries across
+        // every crate it links (wasmtime and kube among them): minutes per binary, for no
+        // coverage the fuzzer needs.
+        .env("CARGO_PROFILE_RELEASE_LTO", "false");
+    eprintln!(
+        "==> RUSTFLAGS='{RUSTFLAGS}' RUSTC_WORKSPACE_WRAPPER={} CARGO_PROFILE_RELEASE_LTO=false {}",
+        wrapper.display(),
+        display(&cargo)
+    );
     run(&mut cargo).context("building the fuzz targets failed")?;
     let bin_dir = target_dir.join(&triple).join("release");
     for target in targets {
@@ -190,4 +318,46 @@ fn newest_artifacts(dir: &Path) -> Vec<String> {
         .into_iter()
         .map(|(_, path)| path.display().to_string())
         .collect()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// Runs the wrapper with `echo` as rustc: what it prints is the command line rustc gets.
+    fn wrapped(home: &Path, args: &[&str]) -> Result<String> {
+        let wrapper = install_wrapper(home, &home.join("target"))?;
+        let output = Command::new(wrapper).arg("echo").args(args).output()?;
+        Ok(String::from_utf8(output.stdout)?)
+    }
+
+    #[test]
+    fn the_wrapper_instruments_target_units_only() -> Result<()> {
+        let home = tempfile::tempdir()?;
+        let target_unit = wrapped(home.path(), &["--crate-name", "a", "--target", "x86_64"])?;
+        assert!(
+            target_unit.starts_with("--crate-name a --target x86_64 -Cpasses=sancov-module "),
+            "{target_unit}"
+        );
+        let build_script = wrapped(home.path(), &["--crate-name", "build_script_build"])?;
+        assert_eq!(build_script, "--crate-name build_script_build\n");
+        Ok(())
+    }
+
+    #[test]
+    fn a_changed_wrapper_removes_the_build_made_with_the_old_one() -> Result<()> {
+        let home = tempfile::tempdir()?;
+        let target = home.path().join("target");
+        fs::create_dir_all(&target)?;
+        fs::write(
+            home.path().join("rustc-wrapper.sh"),
+            "#!/bin/sh\n# older flags\n",
+        )?;
+        install_wrapper(home.path(), &target)?;
+        assert!(!target.exists());
+        fs::create_dir_all(&target)?;
+        install_wrapper(home.path(), &target)?;
+        assert!(target.exists(), "an unchanged wrapper keeps the build");
+        Ok(())
+    }
 }

@@ -78,9 +78,9 @@ enum Task {
     /// Builds the `tandem-fuzz` targets with stable rustc's coverage instrumentation into
     /// $TANDEM_FUZZ_DIR, else ~/.cache/tandem/fuzz (its own target directory, the corpora kept
     /// between runs, crashing inputs under artifacts/TARGET), then runs each. Targets:
-    /// catalog, trace, cluster, onnx, summary, snapshot, contract. Fails at the first crash,
-    /// naming the input and the command that replays it. `cargo xtask test` runs every target
-    /// for 10 s.
+    /// catalog, trace, cluster, onnx, summary, snapshot, contract, extender, intake, slurm,
+    /// queue, kb. Fails at the first crash, naming the input and the command that replays it.
+    /// `cargo xtask test` runs every target for 10 s.
     Fuzz {
         /// Targets to run [default: all].
         #[arg(value_name = "TARGET")]
