@@ -330,7 +330,7 @@ impl EngineState {
     /// Replaces the engine's knowledge with a stored snapshot (another replica wrote it),
     /// keeping the cluster view.
     pub fn replace(&mut self, snapshot: &[u8]) -> Result<(), EngineFailure> {
-        let fresh = self.runtime.load(snapshot).map_err(failed("load"))?;
+        let fresh = load_for_decisions(&self.runtime, snapshot).map_err(failed("load"))?;
         self.swap_in(fresh)
     }
 
@@ -581,6 +581,21 @@ impl EngineState {
             .map(|_| ())
             .map_err(failed("update-cluster"))
     }
+}
+
+/// A recommender loaded from `snapshot` whose later calls run under `runtime`'s (decision)
+/// deadline. The load itself runs under [`crate::TRAINING_DEADLINE`]: loading refits the
+/// memory model when the snapshot holds reported peaks, which takes longer than a decision may
+/// (0.2 s on a quiet node, seconds on a busy one) — a start or a reload must not fail for it.
+pub fn load_for_decisions(
+    runtime: &Runtime,
+    snapshot: &[u8],
+) -> Result<Recommender, tandem_host::Error> {
+    let mut loaded = runtime
+        .with_call_deadline(crate::TRAINING_DEADLINE)
+        .load(snapshot)?;
+    runtime.adopt(&mut loaded)?;
+    Ok(loaded)
 }
 
 #[cfg(test)]

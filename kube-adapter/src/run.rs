@@ -231,7 +231,12 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
                 version = %s.version,
                 "resuming from the stored knowledge base"
             );
-            (runtime.load(&s.engine)?, Some((s.version, s.adapter)))
+            (
+                // Under the training deadline: a knowledge base holding reported peaks refits
+                // the memory model as it loads.
+                tandem_adapter_core::engine::load_for_decisions(&runtime, &s.engine)?,
+                Some((s.version, s.adapter)),
+            )
         }
         None => {
             tracing::info!("no stored knowledge base; starting from the bundled seed profiles");
