@@ -11,8 +11,9 @@
 //! - pods declaring the same work (`tandem.dev/work`, with reference speeds on both models):
 //!   `tandem.dev/priority: cost` lands on a T4 (four times slower, nine times cheaper),
 //!   `latency` on an A100;
-//! - the node profiler reports the peak of a declared VGG-19 at batch 64 on a T4 above what
-//!   the memory model predicted: the prediction moves toward it (before and after shown, the
+//! - the node profiler (`tandem-profiler`, replaying a recording of the pod's process) reports
+//!   the peak of a declared VGG-19 at batch 64 on a T4 above what the memory model predicted:
+//!   the prediction moves toward it (before and after shown, the
 //!   refit timed), the guard no longer fits the model on a T4, and the next such pod goes to
 //!   an A100;
 //! - finished runs of one job on a T4 and on an A100 teach its speeds;
@@ -22,6 +23,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
+use clap::Parser as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -63,6 +65,64 @@ pub(crate) fn resnet18() -> Value {
 
 /// A pod of job `job` asking for one GPU with `annotations`; bound to `node`'s GPU 0 if
 /// given (placed earlier), else pending.
+/// A profiler recording (profiler/src/sample/replay.rs) of one process of pod `uid` on a T4,
+/// alone on it, peaking at `peak_mib`.
+fn learner_recording(uid: &str, peak_mib: u32) -> String {
+    let cgroup = format!(
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-5c2e.scope",
+        uid.replace('-', "_")
+    );
+    (0..5u32)
+        .map(|tick| {
+            let line = json!({
+                "t_ms": u64::from(tick) * 1_000,
+                "gpu": { "index": 0, "model": "Tesla T4", "memory_total_mib": 15_360 },
+                "device": { "sm_util": 70, "mem_util": 40 },
+                "processes": [{ "pid": 7_001, "used_memory_mib": peak_mib - (4 - tick) * 500,
+                                "cgroup": cgroup }],
+            });
+            format!("{line}\n")
+        })
+        .collect()
+}
+
+/// One window of `tandem-profiler` on `node`, replaying `replay`, posting to `adapter`: the
+/// profiles it posted.
+async fn profile_once(
+    cluster: &Cluster,
+    adapter: &Adapter,
+    replay: &Path,
+    node: &str,
+) -> Result<Vec<(String, tandem_api::Profile)>> {
+    let dir = cluster.dir();
+    let options = tandem_profiler::Options::try_parse_from([
+        "tandem-profiler".as_ref(),
+        "--replay".as_ref(),
+        replay.as_os_str(),
+        "--adapter".as_ref(),
+        adapter.url.as_ref(),
+        "--intake-token-file".as_ref(),
+        dir.join("intake-token").as_os_str(),
+        "--id-secret-file".as_ref(),
+        dir.join("id-secret").as_os_str(),
+        "--node".as_ref(),
+        node.as_ref(),
+        "--kubeconfig".as_ref(),
+        cluster.kubeconfig_path().as_os_str(),
+        // The proc of this machine has no such pid: the process comes from the recording.
+        "--proc".as_ref(),
+        dir.as_os_str(),
+    ] as [&std::ffi::OsStr; 15])?;
+    let summary = tandem_profiler::run(options)
+        .await
+        .context("the profiler failed")?;
+    Ok(summary
+        .posted
+        .iter()
+        .map(|r| (r.job.clone(), r.profile.clone()))
+        .collect())
+}
+
 fn declaring_pod(name: &str, job: &str, annotations: Value, node: Option<&str>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
@@ -243,32 +303,43 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         );
     }
 
-    // The profiler measures a declared job's peak above the prediction: the memory model
-    // learns it off the decision path.
+    // The node profiler measures a declared job's peak above the prediction (a replay of its
+    // process on t4-b's GPU): the memory model learns it off the decision path.
     let learner = declaring_pod("learner", "learner", model(vgg19_b64()), Some("t4-b"))?;
-    pods.create(&params, &learner).await?;
+    let learner = pods.create(&params, &learner).await?;
     let before = estimate(&http, &adapter, None, Some(vgg19_b64()), None).await?;
     let measured = 15_000;
-    // The adapter meets the pod's declaration in its watch: until then a peak teaches nothing.
+    let replay = dir.join("learner.jsonl");
+    std::fs::write(
+        &replay,
+        learner_recording(
+            learner
+                .metadata
+                .uid
+                .as_deref()
+                .context("a pod without a UID")?,
+            measured,
+        ),
+    )?;
+    // The adapter meets the pod's declaration in its watch: until then a peak teaches nothing
+    // (the profile is filed; the profiler runs again, as it does every window).
     let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        let answer = post(
-            &http,
-            &format!("{}/v1/profiles", adapter.url),
-            json!({ "profiles": [{ "job": key("learner"), "profile": {
-                "gpu_util_pct": 70.0, "mem_access_pct": 40.0, "mem_used_mib": measured,
-                "gpu_model": "T4" } }] }),
-        )
-        .await?;
-        if answer["peaks_learned"] == 1 || Instant::now() >= deadline {
-            break answer;
+    let (posted, peaks) = loop {
+        let posted = profile_once(cluster, &adapter, &replay, "t4-b").await?;
+        let taught = knowledge(&http, &adapter).await?;
+        let peaks =
+            model_report(&taught, "T4").map_or(0, |t| t["memory"]["peaks"].as_u64().unwrap_or(0));
+        if peaks >= 1 || Instant::now() >= deadline {
+            break (posted, peaks);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    println!("(profiler) posted for t4-b: {posted:?}");
     ensure!(
-        answer["peaks_learned"] == 1,
-        "the peak was not learned: {answer}"
+        posted.len() == 1 && posted[0].0 == key("learner") && posted[0].1.mem_used_mib == measured,
+        "the profiler should post the learner's peak, keyed as the adapter keys pods: {posted:?}"
     );
+    ensure!(peaks == 1, "the peak was not learned ({peaks} peaks on T4)");
     let after = estimate(&http, &adapter, None, Some(vgg19_b64()), None).await?;
     let refits = metric(&http, &adapter, "tandem_retrain_seconds_count").await?;
     let refit_s = metric(&http, &adapter, "tandem_retrain_seconds_sum").await?;
@@ -285,7 +356,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         before[0]["fits_empty"], after[0]["fits_empty"], refit_s
     );
     ensure!(
-        peak_before < measured && peak_after > peak_before,
+        peak_before < u64::from(measured) && peak_after > peak_before,
         "the prediction should move toward the measured peak"
     );
     ensure!(
@@ -293,7 +364,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         "the guard should no longer fit VGG-19 b64 on a T4: {after}"
     );
     ensure!(
-        reserved_after >= measured,
+        reserved_after >= u64::from(measured),
         "the guard should now reserve at least the measured peak: {after}"
     );
     let taught = knowledge(&http, &adapter).await?;
