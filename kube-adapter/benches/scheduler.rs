@@ -10,12 +10,12 @@
 //!    default options, the extender configuration of `deploy/kube/20-scheduler-config.yaml`:
 //!    filter, prioritize, bind, `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS
 //!    500 / burst 1,000), whose `filter` passes only the node Tandem ranks first;
-//! 2b. the same with `--filter-passes fitting`: every node where the pod fits passes, and the
+//! 3. the same with `--filter-passes fitting`: every node where the pod fits passes, and the
 //!    scheduler calls `prioritize` and runs its own scoring plugins;
-//! 3. the same with the adapter stopped: fail-open must bind every pod through the
+//! 4. the same with the adapter stopped: fail-open must bind every pod through the
 //!    scheduler's fallback; the adapter is then started and must account for each of them
 //!    (`tandem_binds_without_tandem_total`);
-//! 4. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
+//! 5. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
 //!    (`deploy/kube/40-plugin-scheduler.yaml`'s profile), pods with its `schedulerName`.
 //!
 //! It prints pods/s of each, the p99 of the scheduler's own scheduling-attempt latency
