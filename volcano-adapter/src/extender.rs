@@ -72,14 +72,24 @@ type Epochs = (u64, u64, u64);
 /// Scores of shared tasks by UID, with the epochs they were computed in.
 type ScoreCache = HashMap<String, (Epochs, Arc<TaskScores>)>;
 
+/// What a session says of one Volcano job (a PodGroup).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionJob {
+    /// The gang's size (the PodGroup's `minMember`): more than one makes it a gang.
+    pub min_available: i32,
+    /// What the PodGroup's annotations declare for its tasks (docs/DECLARING.md), as
+    /// (annotation, value): a task's own annotation wins over its group's.
+    pub declares: Vec<(&'static str, String)>,
+}
+
 /// The Volcano front-end: the Kubernetes view and the session's state.
 pub struct Volcano {
     /// The Kubernetes view (and the core in it).
     pub app: Arc<App>,
     /// What `prioritize` multiplies the engine's score by.
     pub score_weight: f64,
-    /// Gang size by `JobID`, from the last `onSessionOpen`.
-    gangs: RwLock<HashMap<String, i32>>,
+    /// The session's jobs by `JobID`, from the last `onSessionOpen`.
+    jobs: RwLock<HashMap<String, SessionJob>>,
     /// Tasks by UID, parsed once per session (`None`: not a task Tandem manages).
     tasks: Mutex<HashMap<String, Option<Arc<Task>>>>,
     /// Scores of shared tasks by UID, with the epochs they were computed in.
@@ -112,7 +122,7 @@ impl Volcano {
         Self {
             app,
             score_weight,
-            gangs: RwLock::new(HashMap::new()),
+            jobs: RwLock::new(HashMap::new()),
             tasks: Mutex::new(HashMap::new()),
             scores: Arc::new(Mutex::new(HashMap::new())),
             placements: AtomicU64::new(0),
@@ -120,12 +130,13 @@ impl Volcano {
         }
     }
 
-    /// A new session: its jobs' gang sizes; the previous session's caches are dropped.
-    pub fn open_session(&self, gangs: HashMap<String, i32>) {
+    /// A new session: its jobs' gang sizes and declarations; the previous session's caches are
+    /// dropped.
+    pub fn open_session(&self, jobs: HashMap<String, SessionJob>) {
         *self
-            .gangs
+            .jobs
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = gangs;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = jobs;
         lock(&self.tasks).clear();
         lock(&self.scores).clear();
         // Rebuild the view now if a watcher saw a change, rather than in the first predicate.
@@ -144,13 +155,26 @@ impl Volcano {
         if let Some(known) = lock(&self.tasks).get(&info.uid) {
             return Ok(known.clone());
         }
-        let pod: Pod = serde_json::from_str(info.pod.get()).map_err(|e| e.to_string())?;
-        let gang = self
-            .gangs
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&info.job)
-            .is_some_and(|&size| size > 1);
+        let mut pod: Pod = serde_json::from_str(info.pod.get()).map_err(|e| e.to_string())?;
+        let (gang, declares) = {
+            let jobs = self
+                .jobs
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let job = jobs.get(&info.job);
+            (
+                job.is_some_and(|job| job.min_available > 1),
+                job.map(|job| job.declares.clone()).unwrap_or_default(),
+            )
+        };
+        if !declares.is_empty() {
+            // What the PodGroup declares, for what the pod itself does not.
+            let annotations = pod.metadata.annotations.get_or_insert_default();
+            for (key, value) in declares {
+                annotations.entry(key.to_owned()).or_insert(value);
+            }
+            self.note_group_declared(&pod);
+        }
         let task = self.app.gpu_pod(&pod).map(|gpu_pod| {
             Arc::new(Task {
                 pod: GpuPod {
@@ -170,6 +194,27 @@ impl Volcano {
         });
         lock(&self.tasks).insert(info.uid.clone(), task.clone());
         Ok(task)
+    }
+
+    /// Notes what `pod` declares through its PodGroup, which the pod watcher (reading the
+    /// pod's own annotations) does not see: a model referenced there is read in the background
+    /// (until then the task fails for now, [`MODEL_NOT_READ`]; the next session parses it
+    /// again), and a declared model is remembered for the peaks a profiler reports.
+    fn note_group_declared(&self, pod: &Pod) {
+        let Some(gpu_pod) = self.app.gpu_pod(pod) else {
+            return;
+        };
+        if let Some(model) = gpu_pod.summary() {
+            self.app.core.remember_declared(&gpu_pod.job, model);
+        }
+        if matches!(&gpu_pod.model, Err(why) if why == MODEL_NOT_READ)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (app, pod) = (Arc::clone(&self.app), pod.clone());
+            runtime.spawn(async move {
+                app.read_model(&pod).await;
+            });
+        }
     }
 
     /// The epochs an answer computed now is valid for, with the view.

@@ -19,10 +19,11 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use tandem_adapter_core::declaration::Field;
 use tandem_adapter_core::http::{Failure, parse, timed};
 use tandem_kube_adapter::cluster::GPU_ANNOTATION;
 
-use crate::extender::{self, Task, Volcano, flatten};
+use crate::extender::{self, SessionJob, Task, Volcano, flatten};
 use crate::wire::{
     EventRequest, EventResponse, PredicateRequest, PredicateResponse, PrioritizeRequest,
     PrioritizeResponse, SessionOpenRequest, TaskInfo,
@@ -67,14 +68,27 @@ async fn session_open(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Respo
     let core = Arc::clone(&volcano.app.core);
     timed(&core, "onSessionOpen", async move {
         let request: SessionOpenRequest = parse("onSessionOpen", &body)?;
-        let gangs: HashMap<String, i32> = request
+        let jobs: HashMap<String, SessionJob> = request
             .jobs
             .unwrap_or_default()
             .into_iter()
-            .map(|(id, job)| (id, job.min_available))
+            .map(|(id, job)| {
+                let declares = Field::ALL
+                    .iter()
+                    .filter_map(|field| {
+                        let key = field.annotation();
+                        Some((key, job.annotation(key)?.to_owned()))
+                    })
+                    .collect();
+                let session_job = SessionJob {
+                    min_available: job.min_available,
+                    declares,
+                };
+                (id, session_job)
+            })
             .collect();
-        tracing::debug!(jobs = gangs.len(), "session opened");
-        volcano.open_session(gangs);
+        tracing::debug!(jobs = jobs.len(), "session opened");
+        volcano.open_session(jobs);
         Ok(axum::Json(serde_json::json!({})))
     })
     .await

@@ -39,12 +39,45 @@ pub struct NodeInfo {
     pub name: String,
 }
 
-/// `api.JobInfo`: only its gang size is read.
+/// `api.JobInfo`: only its gang size and its PodGroup's annotations are read.
 #[derive(Debug, Deserialize)]
 pub struct JobInfo {
     /// The PodGroup's `minMember`: more than one makes the job a gang.
     #[serde(rename = "MinAvailable", default)]
     pub min_available: i32,
+    /// The job's PodGroup (`api.PodGroup`, which embeds the PodGroup object, so its
+    /// `metadata` sits at the top).
+    #[serde(rename = "PodGroup", default)]
+    pub pod_group: Option<PodGroup>,
+}
+
+/// A PodGroup: only its annotations are read.
+#[derive(Debug, Default, Deserialize)]
+pub struct PodGroup {
+    /// The PodGroup's metadata.
+    #[serde(default)]
+    pub metadata: GroupMetadata,
+}
+
+/// A PodGroup's metadata: only its annotations are read.
+#[derive(Debug, Default, Deserialize)]
+pub struct GroupMetadata {
+    /// The PodGroup's annotations (what its tasks declare unless they say otherwise).
+    #[serde(default)]
+    pub annotations: Option<HashMap<String, String>>,
+}
+
+impl JobInfo {
+    /// The PodGroup's annotation `key`, if it has one.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.pod_group
+            .as_ref()?
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
 }
 
 /// `OnSessionOpenRequest`: the session's snapshot. Only the jobs are read.
@@ -145,6 +178,24 @@ mod tests {
         assert_eq!(request.task.job, "ns/pg");
         assert_eq!(request.node.name, "n1");
         assert_eq!(request.task.pod.get(), r#"{"metadata": {"name": "p"}}"#);
+    }
+
+    #[test]
+    fn a_session_reads_gang_sizes_and_podgroup_annotations() {
+        let body = br#"{"Jobs": {"ns/pg": {"UID": "ns/pg", "MinAvailable": 2,
+            "PodGroup": {"kind": "PodGroup", "metadata": {"name": "pg",
+                "annotations": {"tandem.dev/priority": "cost"}}, "spec": {"minMember": 2},
+                "Version": "v1beta1"}},
+            "ns/bare": {"MinAvailable": 1, "PodGroup": null}}, "Nodes": {}}"#;
+        let request: SessionOpenRequest = parse("onSessionOpen", body).unwrap();
+        let jobs = request.jobs.unwrap();
+        assert_eq!(jobs["ns/pg"].min_available, 2);
+        assert_eq!(
+            jobs["ns/pg"].annotation("tandem.dev/priority"),
+            Some("cost")
+        );
+        assert_eq!(jobs["ns/pg"].annotation("tandem.dev/work"), None);
+        assert_eq!(jobs["ns/bare"].annotation("tandem.dev/priority"), None);
     }
 
     #[test]

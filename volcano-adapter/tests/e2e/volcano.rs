@@ -18,8 +18,9 @@
 //! - (g) what pods declare (docs/DECLARING.md), on a T4 node and an A100 node: a task
 //!   declaring VGG-19 at batch 256 (`tandem.dev/model`) lands on the A100, the only GPU its
 //!   predicted memory fits; `tandem.dev/model: resnet50` is refused, the annotation and value
-//!   in the PodGroup's condition or events; `tandem.dev/priority: cost` goes to the cheaper
-//!   T4 and `latency` to the faster A100 (prices from `--gpu-price`).
+//!   in the PodGroup's condition or events; `tandem.dev/priority: cost` on a pod goes to the
+//!   cheaper T4 and `latency` on a PodGroup (its pod declaring nothing) to the faster A100
+//!   (prices from `--gpu-price`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -279,12 +280,22 @@ fn podgroup_resource() -> ApiResource {
 
 /// A PodGroup of `min_member` in the default queue.
 async fn create_podgroup(client: &kube::Client, name: &str, min_member: u32) -> Result<()> {
+    create_podgroup_annotated(client, name, min_member, json!({})).await
+}
+
+/// A PodGroup of `min_member` in the default queue, with `annotations`.
+async fn create_podgroup_annotated(
+    client: &kube::Client,
+    name: &str,
+    min_member: u32,
+    annotations: Value,
+) -> Result<()> {
     let resource = podgroup_resource();
     let podgroups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
     let podgroup: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
-        "metadata": { "name": name, "namespace": NAMESPACE },
+        "metadata": { "name": name, "namespace": NAMESPACE, "annotations": annotations },
         "spec": { "minMember": min_member, "queue": "default" },
     }))?;
     podgroups
@@ -739,19 +750,30 @@ async fn declarations(client: &kube::Client) -> Result<()> {
         "a refused task was bound"
     );
 
-    for (pod, priority, expect) in [("thrifty", "cost", "g-t4"), ("urgent", "latency", "g-a100")] {
-        create_podgroup(client, &format!("pg-{pod}"), 1).await?;
+    // The same declarations on the pod (thrifty) and on its PodGroup (urgent).
+    for (pod, priority, expect, on_group) in [
+        ("thrifty", "cost", "g-t4", false),
+        ("urgent", "latency", "g-a100", true),
+    ] {
         let annotations = json!({
             "tandem.dev/priority": priority,
             "tandem.dev/work": "1000 steps at 20/s on A100, 5/s on T4",
             "tandem.dev/model": RESNET18,
         });
-        pods.create(&params, &declaring(pod, annotations)?).await?;
+        let group = format!("pg-{pod}");
+        if on_group {
+            create_podgroup_annotated(client, &group, 1, annotations).await?;
+            pods.create(&params, &declaring(pod, json!({}))?).await?;
+        } else {
+            create_podgroup(client, &group, 1).await?;
+            pods.create(&params, &declaring(pod, annotations)?).await?;
+        }
         let node = wait_for_binding(client, NAMESPACE, pod, Duration::from_secs(60)).await;
-        println!("(g) {pod} ({priority}) was bound to {node:?}");
+        let carrier = if on_group { "its PodGroup" } else { "the pod" };
+        println!("(g) {pod} ({priority}, declared on {carrier}) was bound to {node:?}");
         ensure!(
             node.as_deref() == Some(expect),
-            "{pod} ({priority}) should land on {expect}, got {node:?}"
+            "{pod} ({priority}, declared on {carrier}) should land on {expect}, got {node:?}"
         );
     }
     Ok(())
