@@ -220,10 +220,16 @@ pub struct Prepared {
     pub names: Arc<[String]>,
     /// The verdict on each node of the table, in its order.
     pub verdicts: Vec<Verdict>,
+    /// The declaration field refused (its key, [`Field::key`]), when the pod declared
+    /// something Tandem cannot read: the Go side counts it in
+    /// `tandem_declarations_refused_total`, as the adapters do.
+    ///
+    /// [`Field::key`]: tandem_adapter_core::declaration::Field::key
+    pub refused: Option<&'static str>,
 }
 
 /// The version of [`Prepared::encode`]'s layout (its first byte).
-pub const PREPARED_FORMAT: u8 = 1;
+pub const PREPARED_FORMAT: u8 = 2;
 
 /// Kinds of a node's verdict in [`Prepared::encode`].
 const FITS: u8 = 0;
@@ -246,6 +252,7 @@ impl Prepared {
     /// u32 V, then V × (u8 kind: 0 fits, 1 fails, 2 unresolvable; u8 score 0..=100;
     ///     u16 reason: index into the reasons, for kinds 1 and 2)
     /// u32 R, then R × (u32 length, UTF-8 reason): each distinct reason once
+    /// u32 length, UTF-8 key of the declaration field refused (length 0: none)
     /// ```
     pub fn encode(&self, known_generation: u64) -> Vec<u8> {
         let mut out = vec![PREPARED_FORMAT, u8::from(self.managed)];
@@ -290,6 +297,7 @@ impl Prepared {
         for why in reasons {
             put_text(&mut out, why);
         }
+        put_text(&mut out, self.refused.unwrap_or_default());
         out
     }
 }
@@ -578,12 +586,14 @@ impl Plugin {
             Vec::new()
         };
         let verdicts = extender::judge(&mut self.engine, &self.view, &pod, &names, &scores)?;
+        let refused = extender::refusal(&self.engine, &pod).map(|refusal| refusal.field.key());
         self.cycle = Some(pod);
         Ok(Prepared {
             managed: true,
             generation: self.generation,
             names,
             verdicts,
+            refused,
         })
     }
 

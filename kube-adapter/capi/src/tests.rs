@@ -74,6 +74,8 @@ fn decode(bytes: &[u8], table: &[String]) -> Value {
         let len = u32_at(take(4));
         reasons.push(String::from_utf8(take(len).to_vec()).unwrap());
     }
+    let len = u32_at(take(4));
+    let refused = String::from_utf8(take(len).to_vec()).unwrap();
     assert_eq!(at, bytes.len(), "trailing bytes");
     let table: Vec<String> = if names.is_empty() {
         table.to_vec()
@@ -91,7 +93,7 @@ fn decode(bytes: &[u8], table: &[String]) -> Value {
         }
     }
     json!({ "managed": true, "generation": generation, "names": names, "scores": scores,
-            "failed": failed, "unresolvable": unresolvable })
+            "failed": failed, "unresolvable": unresolvable, "refused": refused })
 }
 
 fn new_plugin(args: &Value) -> (TandemStatus, String, *mut TandemPlugin) {
@@ -242,6 +244,24 @@ fn cluster(plugin: &Fixture) {
     plugin.set("node", &node("b"));
     plugin.set("pod", &pod("x", Some("a"), Some("a/0")));
     plugin.set("pod", &pod("y", Some("b"), Some("b/0")));
+}
+
+#[test]
+fn a_bad_declaration_is_refused_everywhere_and_named_for_the_metric() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let mut bad = pod("p", None, None);
+    bad["metadata"]["annotations"] = json!({ "tandem.dev/model": "resnet50" });
+    let prepared = plugin.prepared(&bad);
+    assert_eq!(prepared["refused"], "model", "{prepared}");
+    for node in ["a", "b"] {
+        let why = prepared["unresolvable"][node].as_str().unwrap_or_default();
+        assert!(
+            why.contains("tandem.dev/model") && why.contains("resnet50"),
+            "{prepared}"
+        );
+    }
+    assert_eq!(plugin.prepared(&pod("q", None, None))["refused"], "");
 }
 
 #[test]

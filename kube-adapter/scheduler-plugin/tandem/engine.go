@@ -81,6 +81,8 @@ type prepared struct {
 	table    *nodeTable
 	verdicts []byte
 	reasons  []string
+	// refused is the declaration field Tandem refused ("" for none).
+	refused string
 }
 
 // verdict is the kind, score and reason of node name; ok is false for a node the table
@@ -100,7 +102,7 @@ func (p *prepared) verdict(name string) (kind byte, score int64, reason string, 
 }
 
 // preparedFormat is the layout version Rust writes first.
-const preparedFormat = 1
+const preparedFormat = 2
 
 // reader reads the binary answer, remembering the first error.
 type reader struct {
@@ -156,13 +158,14 @@ func decodePrepared(b []byte, table *nodeTable) (*prepared, error) {
 	for i := range reasons {
 		reasons[i] = r.text()
 	}
+	refused := r.text()
 	switch {
 	case r.err != nil:
 		return nil, fmt.Errorf("cannot read Tandem's PreFilter answer: %w", r.err)
 	case table == nil || table.generation != generation || len(table.index) != count:
 		return nil, fmt.Errorf("Tandem's PreFilter answer follows node table %d, not the one held", generation)
 	}
-	return &prepared{managed: true, table: table, verdicts: verdicts, reasons: reasons}, nil
+	return &prepared{managed: true, table: table, verdicts: verdicts, reasons: reasons, refused: refused}, nil
 }
 
 // reserved is Reserve's answer: the annotation Bind puts on the Binding.

@@ -72,6 +72,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
+	register()
 	eng, s, err := newEngine(args)
 	if err != nil {
 		return nil, err
@@ -158,6 +159,9 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if !verdict.managed {
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if verdict.refused != "" {
+		declarationsRefused.WithLabelValues(verdict.refused).Inc()
 	}
 	state.Write(stateKey, &cycle{verdict: verdict})
 	return nil, nil

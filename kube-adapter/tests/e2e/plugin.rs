@@ -412,6 +412,28 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
             event.contains("tandem.dev/model") && event.contains("resnet50"),
             "{event}"
         );
+        // Counted in kube-scheduler's own /metrics, as the adapters count refusals in theirs.
+        let url = cluster
+            .scheduler_metrics_url()
+            .context("no scheduler was started")?;
+        let metrics = crate::cluster::insecure_http_client()?
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?;
+        let refused = metrics
+            .lines()
+            .find(|l| l.starts_with("tandem_declarations_refused_total{field=\"model\"}"))
+            .unwrap_or_default();
+        println!("the scheduler's /metrics: {refused}");
+        let count: f64 = refused
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        ensure!(count >= 1.0, "the refusal was not counted: {refused:?}");
 
         for (pod, priority, expect) in [("thrifty", "cost", "t4-"), ("urgent", "latency", "a100-")]
         {
