@@ -8,7 +8,8 @@
 //!   grown again), so it never runs on the engine thread that answers the scheduler: the core
 //!   builds a fresh instance from the stored knowledge base on a thread of its own, applies
 //!   the batch there, stores the result, and only then puts the instance in place of the one
-//!   deciding ([`crate::Core::observe_off_thread`]).
+//!   deciding ([`crate::Core::observe_off_thread`]). The profile carrying the peak is filed in
+//!   the deciding instance first, so the measured job is judged by its measurement meanwhile.
 //! - **Speed.** A run that finished alone on its GPU teaches its job's speed on that GPU model
 //!   (`observe-speed`): the work it declared over its run time ([`crate::outcomes::Run::work`]).
 //! - **The operator's view** ([`Lessons::report`], served in `GET /v1/knowledge` and shown by
