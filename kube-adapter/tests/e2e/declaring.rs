@@ -23,7 +23,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use clap::Parser as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -84,43 +83,6 @@ fn learner_recording(uid: &str, peak_mib: u32) -> String {
             format!("{line}\n")
         })
         .collect()
-}
-
-/// One window of `tandem-profiler` on `node`, replaying `replay`, posting to `adapter`: the
-/// profiles it posted.
-async fn profile_once(
-    cluster: &Cluster,
-    adapter: &Adapter,
-    replay: &Path,
-    node: &str,
-) -> Result<Vec<(String, tandem_api::Profile)>> {
-    let dir = cluster.dir();
-    let options = tandem_profiler::Options::try_parse_from([
-        "tandem-profiler".as_ref(),
-        "--replay".as_ref(),
-        replay.as_os_str(),
-        "--adapter".as_ref(),
-        adapter.url.as_ref(),
-        "--intake-token-file".as_ref(),
-        dir.join("intake-token").as_os_str(),
-        "--id-secret-file".as_ref(),
-        dir.join("id-secret").as_os_str(),
-        "--node".as_ref(),
-        node.as_ref(),
-        "--kubeconfig".as_ref(),
-        cluster.kubeconfig_path().as_os_str(),
-        // The proc of this machine has no such pid: the process comes from the recording.
-        "--proc".as_ref(),
-        dir.as_os_str(),
-    ] as [&std::ffi::OsStr; 15])?;
-    let summary = tandem_profiler::run(options)
-        .await
-        .context("the profiler failed")?;
-    Ok(summary
-        .posted
-        .iter()
-        .map(|r| (r.job.clone(), r.profile.clone()))
-        .collect())
 }
 
 fn declaring_pod(name: &str, job: &str, annotations: Value, node: Option<&str>) -> Result<Pod> {
@@ -325,7 +287,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // (the profile is filed; the profiler runs again, as it does every window).
     let deadline = Instant::now() + Duration::from_secs(30);
     let (posted, peaks) = loop {
-        let posted = profile_once(cluster, &adapter, &replay, "t4-b").await?;
+        let posted = crate::profiler::profile_once(cluster, &adapter, &replay, "t4-b").await?;
         let taught = knowledge(&http, &adapter).await?;
         let peaks =
             model_report(&taught, "T4").map_or(0, |t| t["memory"]["peaks"].as_u64().unwrap_or(0));

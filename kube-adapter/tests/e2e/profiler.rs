@@ -23,7 +23,7 @@ use crate::cluster::{
     Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
 };
 use crate::extender::{
-    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, job_pod, knowledge, start_adapter,
+    Adapter, NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, job_pod, knowledge, start_adapter,
     tandem_event, wait_ready,
 };
 
@@ -108,32 +108,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         );
     let replay = dir.join("two-jobs.jsonl");
     std::fs::write(&replay, recording)?;
-    let options = tandem_profiler::Options::try_parse_from([
-        "tandem-profiler".as_ref(),
-        "--replay".as_ref(),
-        replay.as_os_str(),
-        "--adapter".as_ref(),
-        adapter.url.as_ref(),
-        "--intake-token-file".as_ref(),
-        dir.join("intake-token").as_os_str(),
-        "--id-secret-file".as_ref(),
-        dir.join("id-secret").as_os_str(),
-        "--node".as_ref(),
-        "v100-p".as_ref(),
-        "--kubeconfig".as_ref(),
-        cluster.kubeconfig_path().as_os_str(),
-        // The proc of this machine has no such pids: every process comes from the recording.
-        "--proc".as_ref(),
-        dir.as_os_str(),
-    ] as [&std::ffi::OsStr; 15])?;
-    let summary = tandem_profiler::run(options)
-        .await
-        .context("the profiler failed")?;
-    let mut posted: Vec<_> = summary
-        .posted
-        .iter()
-        .map(|r| (r.job.clone(), r.profile.clone()))
-        .collect();
+    let mut posted = profile_once(cluster, &adapter, &replay, "v100-p").await?;
     posted.sort_by_key(|(_, p)| p.mem_used_mib);
     for (job, profile) in &posted {
         println!("(profiler) posted {job}: {profile:?}");
@@ -170,4 +145,41 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     );
     ensure!(adapter.process.is_running(), "the adapter exited");
     Ok(())
+}
+
+/// One window of `tandem-profiler` on `node`, replaying `replay`, posting to `adapter`: the
+/// profiles it posted.
+pub(crate) async fn profile_once(
+    cluster: &Cluster,
+    adapter: &Adapter,
+    replay: &Path,
+    node: &str,
+) -> Result<Vec<(String, tandem_api::Profile)>> {
+    let dir = cluster.dir();
+    let options = tandem_profiler::Options::try_parse_from([
+        "tandem-profiler".as_ref(),
+        "--replay".as_ref(),
+        replay.as_os_str(),
+        "--adapter".as_ref(),
+        adapter.url.as_ref(),
+        "--intake-token-file".as_ref(),
+        dir.join("intake-token").as_os_str(),
+        "--id-secret-file".as_ref(),
+        dir.join("id-secret").as_os_str(),
+        "--node".as_ref(),
+        node.as_ref(),
+        "--kubeconfig".as_ref(),
+        cluster.kubeconfig_path().as_os_str(),
+        // The proc of this machine has no such pids: every process comes from the recording.
+        "--proc".as_ref(),
+        dir.as_os_str(),
+    ] as [&std::ffi::OsStr; 15])?;
+    let summary = tandem_profiler::run(options)
+        .await
+        .context("the profiler failed")?;
+    Ok(summary
+        .posted
+        .iter()
+        .map(|r| (r.job.clone(), r.profile.clone()))
+        .collect())
 }
