@@ -454,6 +454,18 @@ mod tests {
         gpu_pod(&pod(job, gpus, None, None), &keys(), RESOURCE).unwrap()
     }
 
+    /// [`filter`] of `pod` on `candidates`, scored by one `score-all` as the extender does.
+    fn filtered(
+        engine: &mut EngineState,
+        view: &ClusterView,
+        pod: &GpuPod,
+        candidates: &[String],
+        passes: FilterPasses,
+    ) -> Filtered {
+        let scores = score_nodes(engine, pod, candidates).unwrap();
+        filter(engine, view, pod, candidates, &scores, passes).unwrap()
+    }
+
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
     }
@@ -464,16 +476,7 @@ mod tests {
         let mut engine = engine(&view);
         let candidates = names(&["a", "b", "cpu", "ghost"]);
         let big = pending("big", 1);
-        let scores = score_nodes(&mut engine, &big, &candidates).unwrap();
-        let out = filter(
-            &mut engine,
-            &view,
-            &big,
-            &candidates,
-            &scores,
-            FilterPasses::Fitting,
-        )
-        .unwrap();
+        let out = filtered(&mut engine, &view, &big, &candidates, FilterPasses::Fitting);
         assert!(out.passed.is_empty());
         // Fitting nowhere, each failed node carries the engine's reasons for its own GPUs.
         for node in ["a", "b"] {
@@ -485,27 +488,10 @@ mod tests {
         assert!(out.unresolvable["cpu"].contains("no nvidia.com/gpu"));
         assert!(out.unresolvable["ghost"].contains("not seen this node"));
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
-        let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
-        let fits = filter(
-            &mut engine,
-            &view,
-            &p,
-            &candidates,
-            &scores,
-            FilterPasses::Fitting,
-        )
-        .unwrap();
+        let fits = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Fitting);
         assert_eq!(fits.passed, ["a", "b"]);
         // Equal nodes: the first in the scheduler's order is the best.
-        let best = filter(
-            &mut engine,
-            &view,
-            &p,
-            &candidates,
-            &scores,
-            FilterPasses::Best,
-        )
-        .unwrap();
+        let best = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Best);
         assert_eq!(best.passed, ["a"]);
         assert!(
             best.failed.is_empty() && best.unresolvable.is_empty(),
@@ -539,28 +525,11 @@ mod tests {
         let mut engine = engine(&view);
         // b, beside the co-runner p suffers little from, wins though a comes first.
         let (p, candidates) = (pending("p", 1), names(&["a", "b", "cpu"]));
-        let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
-        let best = filter(
-            &mut engine,
-            &view,
-            &p,
-            &candidates,
-            &scores,
-            FilterPasses::Best,
-        )
-        .unwrap();
+        let best = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Best);
         assert_eq!(best.passed, ["b"], "{best:?}");
         assert!(best.failed.is_empty(), "{best:?}");
         assert!(best.unresolvable["cpu"].contains("no nvidia.com/gpu"));
-        let all = filter(
-            &mut engine,
-            &view,
-            &p,
-            &candidates,
-            &scores,
-            FilterPasses::Fitting,
-        )
-        .unwrap();
+        let all = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Fitting);
         assert_eq!(all.passed, ["a", "b"], "{all:?}");
     }
 
@@ -573,16 +542,7 @@ mod tests {
         ]);
         let mut engine = engine(&view);
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
-        let scores = score_nodes(&mut engine, &p, &candidates).unwrap();
-        let out = filter(
-            &mut engine,
-            &view,
-            &p,
-            &candidates,
-            &scores,
-            FilterPasses::Fitting,
-        )
-        .unwrap();
+        let out = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Fitting);
         assert_eq!(out.passed, ["b"], "{out:?}");
         assert_eq!(out.failed["a"], PASSED_OVER);
     }
@@ -617,16 +577,7 @@ mod tests {
         let view = view(&[pod("x", 1, Some("a"), Some("a/0")), second]);
         let mut engine = engine(&view);
         let (x, candidates) = (pending("x", 1), names(&["a", "b"]));
-        let scores = score_nodes(&mut engine, &x, &candidates).unwrap();
-        let out = filter(
-            &mut engine,
-            &view,
-            &x,
-            &candidates,
-            &scores,
-            FilterPasses::Fitting,
-        )
-        .unwrap();
+        let out = filtered(&mut engine, &view, &x, &candidates, FilterPasses::Fitting);
         assert_eq!(out.passed, ["a", "b"], "{out:?}");
     }
 }
