@@ -491,6 +491,32 @@ impl EngineState {
         self.place_with(job, node, gpus, true)
     }
 
+    /// What the memory guard reserves for `job` on GPU `gpu_id`, in MiB: the estimate of the
+    /// GPU's model (the peak, plus the memory model's margin when predicted), or the GPU's
+    /// whole memory when the engine knows nothing of the job's memory. `None` when the GPU is
+    /// not in the view. Written on the pod with the GPU, so the node can enforce it.
+    pub fn reservation(&mut self, job: &Job, gpu_id: &str) -> Result<Option<u32>, EngineFailure> {
+        let Some(spec) = self
+            .handles
+            .of(gpu_id)
+            .and_then(|handle| self.recommender.cluster().get(handle))
+            .map(|gpu| gpu.spec.clone())
+        else {
+            return Ok(None);
+        };
+        let estimates = self
+            .recommender
+            .estimate(job, std::slice::from_ref(&spec))
+            .map_err(failed("estimate"))?;
+        Ok(Some(
+            estimates
+                .first()
+                .and_then(|estimate| estimate.reserved_mib)
+                .unwrap_or(spec.memory_mib)
+                .min(spec.memory_mib),
+        ))
+    }
+
     /// How many of `node`'s GPUs hold nobody, as the engine sees them now (placements made
     /// since the view was last synced included).
     pub fn idle_gpus(&self, node: &str) -> usize {
@@ -681,6 +707,24 @@ mod tests {
         // Two GPUs are needed, none is idle.
         let why = state.place(&Job::new("x"), "n1", 2).unwrap().unwrap_err();
         assert!(why.contains("2 idle GPUs, 0 are idle"), "{why}");
+    }
+
+    #[test]
+    fn the_reservation_is_the_jobs_memory_or_the_whole_gpu() {
+        let mut state = state();
+        state.sync([gpu("n1", 0, &[])]).unwrap();
+        // "a" was profiled at 3,000 MiB on a V100.
+        assert_eq!(
+            state.reservation(&Job::new("a"), "n1/0").unwrap(),
+            Some(3_000)
+        );
+        // Nothing known of "p": the guard reserves the whole GPU.
+        let whole = state.gpu(0).unwrap().spec.memory_mib;
+        assert_eq!(
+            state.reservation(&Job::new("p"), "n1/0").unwrap(),
+            Some(whole)
+        );
+        assert_eq!(state.reservation(&Job::new("a"), "n9/0").unwrap(), None);
     }
 
     #[tokio::test]

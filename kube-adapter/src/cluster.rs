@@ -21,6 +21,24 @@ use tandem_adapter_core::identity::JOB_LABEL;
 /// for a pod that needs several.
 pub const GPU_ANNOTATION: &str = "tandem.dev/gpu";
 
+/// Pod annotation with the device memory, in MiB, Tandem's memory guard reserved for a
+/// one-GPU pod on its GPU, written with [`GPU_ANNOTATION`]: Tandem's node component passes it
+/// on to the container as the limit of the node's sharing mode (MPS, HAMi-core) or reports it.
+pub const MEMORY_ANNOTATION: &str = "tandem.dev/gpu-memory-mib";
+
+/// The annotations that record a placement on a pod: the GPUs, and the memory reserved there
+/// when the pod shares one GPU.
+pub fn placement_annotations(
+    gpus: &[String],
+    reserved_mib: Option<u32>,
+) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::from([(GPU_ANNOTATION.to_owned(), gpus.join(","))]);
+    if let (Some(mib), [_]) = (reserved_mib, gpus) {
+        annotations.insert(MEMORY_ANNOTATION.to_owned(), mib.to_string());
+    }
+    annotations
+}
+
 /// Node label with the GPU product, as NVIDIA's GPU feature discovery sets it
 /// (for example `Tesla-V100-SXM2-16GB`).
 pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";

@@ -19,7 +19,7 @@ use kube::api::{ObjectMeta, PostParams};
 use tandem_adapter_core::http::{parse, timed};
 
 use crate::app::App;
-use crate::cluster::GPU_ANNOTATION;
+use crate::cluster::placement_annotations;
 use crate::extender::{
     self, BindingArgs, BindingResult, ExtenderArgs, FilterResult, HostPriority, NodeList,
     NodeScores, job_of,
@@ -276,16 +276,25 @@ async fn bind_pod(
         ));
     }
     let mut gpus = Vec::new();
+    let mut reserved_mib = None;
     let placed = app.gpu_pod(&pod);
     if let Some(gp) = &placed {
         let (job, node, count) = (job_of(gp), args.node.clone(), gp.gpus);
-        gpus = match app
+        (gpus, reserved_mib) = match app
             .decide("bind", app.view(), move |engine, _| {
-                engine.place(&job, &node, count)
+                let gpus = match engine.place(&job, &node, count)? {
+                    Ok(gpus) => gpus,
+                    Err(why) => return Ok(Err(why)),
+                };
+                let reserved = match gpus.as_slice() {
+                    [gpu] => engine.reservation(&job, gpu)?,
+                    _ => None,
+                };
+                Ok(Ok((gpus, reserved)))
             })
             .await
         {
-            Ok(Ok(Ok(gpus))) => gpus,
+            Ok(Ok(Ok(placed))) => placed,
             Ok(Ok(Err(why))) => {
                 return Err(("no GPU fits any more", format!("Tandem: {why}")));
             }
@@ -304,11 +313,7 @@ async fn bind_pod(
         ..ObjectMeta::default()
     };
     if !gpus.is_empty() {
-        metadata.annotations = Some(
-            [(GPU_ANNOTATION.to_owned(), gpus.join(","))]
-                .into_iter()
-                .collect(),
-        );
+        metadata.annotations = Some(placement_annotations(&gpus, reserved_mib));
     }
     let binding = Binding {
         metadata,

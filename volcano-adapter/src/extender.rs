@@ -439,6 +439,15 @@ pub fn node_scores(
         .collect()
 }
 
+/// Where [`place`] put a task: its GPUs, and on a shared GPU the memory the guard reserved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// The GPU ids.
+    pub gpus: Vec<String>,
+    /// The reservation, MiB, for a task sharing one GPU.
+    pub reserved_mib: Option<u32>,
+}
+
 /// Places `task` on `node`: the engine's best GPU for a shared task, idle GPUs for one that
 /// takes them alone; recorded in the engine at once. `Ok(Err)` says why the node cannot take
 /// it any more.
@@ -446,12 +455,25 @@ pub fn place(
     engine: &mut EngineState,
     task: &Task,
     node: &str,
-) -> Result<Result<Vec<String>, String>, EngineFailure> {
+) -> Result<Result<Placed, String>, EngineFailure> {
+    let job = task.job();
     if task.alone() {
-        engine.place_alone(&task.job(), node, task.pod.gpus)
-    } else {
-        engine.place(&task.job(), node, 1)
+        return Ok(engine
+            .place_alone(&job, node, task.pod.gpus)?
+            .map(|gpus| Placed {
+                gpus,
+                reserved_mib: None,
+            }));
     }
+    let gpus = match engine.place(&job, node, 1)? {
+        Ok(gpus) => gpus,
+        Err(why) => return Ok(Err(why)),
+    };
+    let reserved_mib = match gpus.as_slice() {
+        [gpu] => engine.reservation(&job, gpu)?,
+        _ => None,
+    };
+    Ok(Ok(Placed { gpus, reserved_mib }))
 }
 
 #[cfg(test)]
@@ -591,7 +613,14 @@ mod tests {
         let nodes = ["a".to_owned(), "b".to_owned()];
         let ranked = node_scores(&engine, &p, &nodes, Some(&scores));
         assert!(ranked[0] > ranked[1], "{ranked:?}");
-        assert_eq!(place(&mut engine, &p, "a").unwrap(), Ok(vec!["a/0".into()]));
+        // p is profiled (4,500 MiB on a V100): that is what the guard reserves beside x.
+        assert_eq!(
+            place(&mut engine, &p, "a").unwrap(),
+            Ok(Placed {
+                gpus: vec!["a/0".into()],
+                reserved_mib: Some(4_500)
+            })
+        );
     }
 
     #[test]
@@ -605,9 +634,13 @@ mod tests {
             predicate_alone(&engine, &first, "a"),
             PredicateResponse::pass()
         );
+        // A gang member has its GPU to itself: no shared reservation to write.
         assert_eq!(
             place(&mut engine, &first, "a").unwrap(),
-            Ok(vec!["a/1".into()])
+            Ok(Placed {
+                gpus: vec!["a/1".into()],
+                reserved_mib: None
+            })
         );
         // The GPU the first member took is no longer idle: the second fails here.
         let failed = predicate_alone(&engine, &second, "a");

@@ -7,7 +7,7 @@
 //! allocation goes ahead unrecorded), as `extender.ignorable: true` would for an adapter that
 //! is down; both are counted (`tandem_fail_opens_total`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::Router;
@@ -21,7 +21,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tandem_adapter_core::declaration::Field;
 use tandem_adapter_core::http::{Failure, parse, timed};
-use tandem_kube_adapter::cluster::GPU_ANNOTATION;
+use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_ANNOTATION, placement_annotations};
 
 use crate::extender::{self, SessionJob, Task, Volcano, flatten};
 use crate::wire::{
@@ -250,8 +250,8 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                     .await,
             )
         };
-        let gpus = match placed {
-            Ok(Ok(gpus)) => gpus,
+        let placed = match placed {
+            Ok(Ok(placed)) => placed,
             // Another allocation of this session took what the predicate saw: vc-scheduler
             // undoes this one and tries again.
             Ok(Err(why)) => {
@@ -264,8 +264,10 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                 return Ok(axum::Json(EventResponse::default()));
             }
         };
+        let gpus = placed.gpus;
         volcano.record(&task, &node, &gpus);
-        if let Err(error) = annotate(&volcano, &task, Some(&gpus.join(","))).await {
+        let annotations = placement_annotations(&gpus, placed.reserved_mib);
+        if let Err(error) = annotate(&volcano, &task, Some(&annotations)).await {
             // The pod would run on a GPU Tandem cannot show: undo, and let the allocation fail.
             volcano.unrecord(&task);
             undo(&volcano, &task, gpus).await;
@@ -313,15 +315,25 @@ async fn undo(volcano: &Volcano, task: &Task, gpus: Vec<String>) {
     }
 }
 
-/// Writes (or, with `None`, removes) the GPU annotation on the task's pod. vc-scheduler binds
-/// the pod itself at the end of the session, so the annotation is a patch of its own, made
-/// before `allocate` answers. Nothing to write on a fixed cluster.
-async fn annotate(volcano: &Volcano, task: &Task, gpus: Option<&str>) -> Result<(), String> {
+/// Writes the placement's annotations on the task's pod (or, with `None`, removes them).
+/// vc-scheduler binds the pod itself at the end of the session, so the annotations are a patch
+/// of their own, made before `allocate` answers — before the kubelet can see the pod. Nothing
+/// to write on a fixed cluster.
+async fn annotate(
+    volcano: &Volcano,
+    task: &Task,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<(), String> {
     let Some(client) = volcano.app.client() else {
         return Ok(());
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &task.namespace);
-    let patch = serde_json::json!({"metadata": {"annotations": {GPU_ANNOTATION: gpus}}});
+    let patch = match annotations {
+        Some(annotations) => serde_json::json!({"metadata": {"annotations": annotations}}),
+        // A merge patch removes a key set to null.
+        None => serde_json::json!({"metadata": {"annotations": {
+            GPU_ANNOTATION: null, MEMORY_ANNOTATION: null}}}),
+    };
     let patched = tokio::time::timeout(
         volcano.app.scheduler_timeout,
         pods.patch(&task.name, &PatchParams::default(), &Patch::Merge(&patch)),

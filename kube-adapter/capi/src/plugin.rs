@@ -8,7 +8,7 @@
 //! PreFilter after something that matters changed. Every decision is the extender's
 //! ([`tandem_kube_adapter::extender`]): the same OOM guard, sharing cap, reasons and scores.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -22,7 +22,9 @@ use tandem_adapter_core::store::{AdapterState, StoreError};
 use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys};
 use tandem_api::{ModelCap, Objective, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::cluster::{ClusterView, GPU_ANNOTATION, GpuPod, gpu_model, gpu_pod};
+use tandem_kube_adapter::cluster::{
+    ClusterView, GpuPod, gpu_model, gpu_pod, placement_annotations,
+};
 use tandem_kube_adapter::extender::{self, Verdict};
 use tandem_kube_adapter::store::{from_config_map, to_config_map};
 
@@ -92,10 +94,10 @@ pub struct Config {
     /// Price of one GPU-hour per model (`{"V100": 2.48}`), for pods that declare
     /// `tandem.dev/priority: cost`.
     #[serde(default)]
-    pub gpu_prices: std::collections::BTreeMap<String, f32>,
+    pub gpu_prices: BTreeMap<String, f32>,
     /// Board power in watts per model (`{"T4": 70}`), for `tandem.dev/priority: energy`.
     #[serde(default)]
-    pub gpu_powers: std::collections::BTreeMap<String, f32>,
+    pub gpu_powers: BTreeMap<String, f32>,
 }
 
 /// A per-model sharing cap in the plugin's arguments.
@@ -168,7 +170,7 @@ impl Config {
 
     /// The prices and powers of GPU models, keyed by the engine's model names.
     pub fn costs(&self) -> GpuCosts {
-        let named = |map: &std::collections::BTreeMap<String, f32>| -> Vec<(String, f32)> {
+        let named = |map: &BTreeMap<String, f32>| -> Vec<(String, f32)> {
             map.iter()
                 .map(|(model, &value)| (gpu_model(model).0, value))
                 .collect()
@@ -302,13 +304,13 @@ impl Prepared {
     }
 }
 
-/// Reserve's answer: the annotation the plugin's Bind puts on the pod's Binding.
+/// Reserve's answer: the annotations the plugin's Bind puts on the pod's Binding, as the
+/// extender writes them ([`placement_annotations`]: the GPUs chosen, and the memory the guard
+/// reserved on a shared GPU).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reserved {
-    /// The annotation's key ([`GPU_ANNOTATION`]).
-    pub key: String,
-    /// The GPUs chosen, as the extender writes them (`<node>/<index>`, comma-separated).
-    pub value: String,
+    /// Annotation keys and values.
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A GPU choice made in Reserve, until a pod event shows the pod bound there.
@@ -610,7 +612,11 @@ impl Plugin {
         match self.engine.place(&job, node, pod.gpus)? {
             Err(reason) => Ok(Err(format!("Tandem: {reason}"))),
             Ok(gpus) => {
-                let value = gpus.join(",");
+                let reserved_mib = match gpus.as_slice() {
+                    [gpu] => self.engine.reservation(&job, gpu)?,
+                    _ => None,
+                };
+                let annotations = placement_annotations(&gpus, reserved_mib);
                 let assumed = GpuPod {
                     node: Some(node.to_owned()),
                     assigned: gpus,
@@ -622,10 +628,7 @@ impl Plugin {
                 // The engine holds the choice already; the view catches up when a multi-GPU
                 // pod needs it.
                 self.residents_moved = true;
-                Ok(Ok(Reserved {
-                    key: GPU_ANNOTATION.to_owned(),
-                    value,
-                }))
+                Ok(Ok(Reserved { annotations }))
             }
         }
     }

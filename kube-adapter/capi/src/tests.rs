@@ -278,7 +278,13 @@ fn a_pod_goes_beside_the_co_runner_the_engine_prefers_and_gets_the_annotation() 
     let (status, text) = plugin.reserve("uid-p", "a");
     assert_eq!(status, TANDEM_OK, "{text}");
     let reserved: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(reserved, json!({ "key": "tandem.dev/gpu", "value": "a/0" }));
+    let annotations = &reserved["annotations"];
+    assert_eq!(annotations["tandem.dev/gpu"], "a/0", "{reserved}");
+    // Nothing known of p's memory: the guard reserves the whole GPU, and says so.
+    assert_eq!(
+        annotations["tandem.dev/gpu-memory-mib"], "16384",
+        "{reserved}"
+    );
     // The cap (two per GPU) now refuses node a for the next pod, from the engine's own record
     // of the choice, before any pod event confirms it.
     let next = plugin.prepared(&pod("q", None, None));

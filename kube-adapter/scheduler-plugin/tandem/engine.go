@@ -168,10 +168,10 @@ func decodePrepared(b []byte, table *nodeTable) (*prepared, error) {
 	return &prepared{managed: true, table: table, verdicts: verdicts, reasons: reasons, refused: refused}, nil
 }
 
-// reserved is Reserve's answer: the annotation Bind puts on the Binding.
+// reserved is Reserve's answer: the annotations Bind puts on the Binding (the GPUs, and the
+// memory the guard reserved on a shared one).
 type reserved struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Annotations map[string]string `json:"annotations"`
 }
 
 // errRefused marks an answer the Rust side gave as a refusal (the node cannot take the pod).

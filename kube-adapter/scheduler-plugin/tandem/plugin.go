@@ -278,7 +278,7 @@ func (p *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, no
 			Namespace:   pod.Namespace,
 			Name:        pod.Name,
 			UID:         pod.UID,
-			Annotations: map[string]string{v.reserved.Key: v.reserved.Value},
+			Annotations: v.reserved.Annotations,
 		},
 		Target: v1.ObjectReference{Kind: "Node", Name: node},
 	}
