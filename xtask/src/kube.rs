@@ -113,9 +113,14 @@ impl Program {
         package: "go.etcd.io/etcd/server/v3",
         kubernetes: false,
     };
-    /// In build order: the apiserver is the largest, the scheduler then mostly hits Go's
-    /// build cache.
-    const ALL: [Self; 3] = [Self::APISERVER, Self::SCHEDULER, Self::ETCD];
+    const KUBELET: Self = Self {
+        binary: "kubelet",
+        package: "k8s.io/kubernetes/cmd/kubelet",
+        kubernetes: true,
+    };
+    /// The control plane, in build order: the apiserver is the largest, the scheduler then
+    /// mostly hits Go's build cache. The kubelet is built only for the node tier.
+    const CONTROL_PLANE: [Self; 3] = [Self::APISERVER, Self::SCHEDULER, Self::ETCD];
 }
 
 /// Where the binaries are cached: `$TANDEM_KUBE_DIR`, else `$XDG_CACHE_HOME/tandem/kube`, else
@@ -157,23 +162,42 @@ pub(crate) fn hash_parts<P: AsRef<[u8]>>(parts: &[P]) -> String {
 /// build compiles Kubernetes: about ten minutes on two cores.
 pub fn ensure_kube_binaries() -> Result<KubeBinaries> {
     let entry = kube_dir().join(module_hash());
-    ensure_in(&entry).with_context(|| {
+    ensure_in(&entry, &Program::CONTROL_PLANE).with_context(|| {
         format!(
             "could not build kube-apiserver, kube-scheduler and etcd in {} (set TANDEM_KUBE_DIR \
              to use another directory)",
             entry.display()
         )
-    })
+    })?;
+    Ok(KubeBinaries::in_dir(&entry.join("bin")))
 }
 
-fn ensure_in(entry: &Path) -> Result<KubeBinaries> {
-    let binaries = KubeBinaries::in_dir(&entry.join("bin"));
-    if binaries.all_exist() {
-        return Ok(binaries);
+/// The kubelet of the same module (the node tier's), building it if missing, beside the
+/// binaries of [`ensure_kube_binaries`]. Returns its path.
+pub fn ensure_kubelet() -> Result<PathBuf> {
+    let entry = kube_dir().join(module_hash());
+    ensure_in(&entry, &[Program::KUBELET]).with_context(|| {
+        format!(
+            "could not build the kubelet in {} (set TANDEM_KUBE_DIR to use another directory)",
+            entry.display()
+        )
+    })?;
+    Ok(entry.join("bin").join(Program::KUBELET.binary))
+}
+
+/// Builds whichever of `programs` are missing from `<entry>/bin`.
+fn ensure_in(entry: &Path, programs: &[Program]) -> Result<()> {
+    let bin = entry.join("bin");
+    let all_exist = || {
+        programs
+            .iter()
+            .all(|program| bin.join(program.binary).is_file())
+    };
+    if all_exist() {
+        return Ok(());
     }
 
-    fs::create_dir_all(binaries.dir())
-        .with_context(|| format!("could not create {}", binaries.dir().display()))?;
+    fs::create_dir_all(&bin).with_context(|| format!("could not create {}", bin.display()))?;
     let lock_path = entry.join(".build.lock");
     let lock = File::create(&lock_path)
         .with_context(|| format!("could not create {}", lock_path.display()))?;
@@ -186,37 +210,38 @@ fn ensure_in(entry: &Path) -> Result<KubeBinaries> {
             .with_context(|| format!("could not lock {}", lock_path.display()))?;
     }
     // Someone else may have finished while we waited.
-    if binaries.all_exist() {
-        return Ok(binaries);
+    if all_exist() {
+        return Ok(());
     }
 
     check_go(entry)?;
-    remove_leftovers(binaries.dir())?;
+    remove_leftovers(&bin)?;
     let src = entry.join("src");
     write_module(&src)?;
 
     let kubernetes = required_version(GO_MOD, "k8s.io/kubernetes")
         .context("xtask/kube/go.mod requires no k8s.io/kubernetes")?;
     let started = Instant::now();
+    let names: Vec<&str> = programs.iter().map(|program| program.binary).collect();
     eprintln!(
-        "tandem-xtask: building the Kubernetes {kubernetes} binaries into {} (the first build \
-         compiles Kubernetes and etcd: about ten minutes on two cores; Go caches the packages)",
-        binaries.dir().display()
+        "tandem-xtask: building {} of Kubernetes {kubernetes} into {} (the first build \
+         compiles Kubernetes: about ten minutes on two cores; Go caches the packages)",
+        names.join(", "),
+        bin.display()
     );
-    for program in Program::ALL {
-        let binary = binaries.dir().join(program.binary);
+    for program in programs {
+        let binary = bin.join(program.binary);
         if binary.is_file() {
             continue;
         }
-        build(&src, program, &kubernetes, &binary)?;
+        build(&src, *program, &kubernetes, &binary)?;
     }
-    let version = output(Command::new(&binaries.apiserver).arg("--version"))?;
     eprintln!(
         "tandem-xtask: built {} in {:.0?}",
-        version.trim(),
+        names.join(", "),
         started.elapsed()
     );
-    Ok(binaries)
+    Ok(())
 }
 
 /// `go build`s `program` into a temporary name next to `binary`, then renames it into place.

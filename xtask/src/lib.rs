@@ -48,6 +48,8 @@ pub mod fuzz;
 mod guest;
 pub mod kube;
 pub mod kube_plugin;
+pub mod node;
+pub mod oci;
 mod process;
 pub mod slurm;
 pub mod tasks;

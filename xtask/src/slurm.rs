@@ -47,6 +47,12 @@ pub fn ensure_slurm_packages() -> Result<()> {
         "==> installing Debian packages for Slurm: {}",
         PACKAGES.join(" ")
     );
+    apt_install(PACKAGES, "the Slurm adapter needs Debian's Slurm packages")
+}
+
+/// Installs Debian `packages` with apt-get (root is needed); `why` says who needs them when
+/// apt-get cannot even run.
+pub fn apt_install(packages: &[&str], why: &str) -> Result<()> {
     let install = |update: bool| -> Result<bool> {
         if update {
             let status = Command::new("apt-get").arg("update").status()?;
@@ -54,10 +60,10 @@ pub fn ensure_slurm_packages() -> Result<()> {
         }
         Ok(Command::new("apt-get")
             .args(["install", "-y", "--no-install-recommends"])
-            .args(PACKAGES)
+            .args(packages)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status()
-            .context("cannot run apt-get (the Slurm adapter needs Debian's Slurm packages)")?
+            .with_context(|| format!("cannot run apt-get ({why})"))?
             .success())
     };
     // Stale package lists are the usual reason an install fails: refresh them and try again.
@@ -65,7 +71,7 @@ pub fn ensure_slurm_packages() -> Result<()> {
         anyhow::ensure!(
             install(true)?,
             "apt-get install {} failed (root is needed)",
-            PACKAGES.join(" ")
+            packages.join(" ")
         );
     }
     Ok(())
