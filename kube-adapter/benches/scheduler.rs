@@ -35,12 +35,7 @@
 //! Kubernetes binaries come from `TANDEM_KUBE_BIN_DIR`, `tandem-kube-scheduler` from
 //! `TANDEM_PLUGIN_SCHEDULER`, or they are built on first use.
 
-#[expect(
-    dead_code,
-    reason = "the e2e suite's cluster harness, of which the benchmark uses a part"
-)]
-#[path = "../tests/e2e/cluster.rs"]
-mod cluster;
+use tandem_e2e::cluster;
 
 use std::collections::HashSet;
 use std::process::Command;
@@ -502,7 +497,10 @@ async fn plugin_scheduler() -> Result<std::path::PathBuf> {
             .parent()
             .context("the crate has no parent directory")?
             .to_path_buf();
-        tandem_xtask::kube_plugin::plugin_scheduler_from_env(&root)
+        tandem_xtask::kube_plugin::plugin_scheduler_from_env(
+            &root,
+            tandem_xtask::kube_plugin::Profile::Release,
+        )
     })
     .await
     .context("the task building tandem-kube-scheduler panicked")?

@@ -18,12 +18,7 @@
 //! Run: `cargo bench -p tandem-volcano-adapter --bench volcano`; the binaries come from
 //! `TANDEM_KUBE_BIN_DIR` and `TANDEM_VC_SCHEDULER`, or are built on first use.
 
-#[expect(
-    dead_code,
-    reason = "the kube adapter's e2e cluster harness, of which the benchmark uses a part"
-)]
-#[path = "../../kube-adapter/tests/e2e/cluster.rs"]
-mod cluster;
+use tandem_e2e::cluster;
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -4,12 +4,11 @@
 
 mod auth;
 mod backlog;
-mod cluster;
 mod declaring;
 mod extender;
 mod failover;
 mod load;
-#[cfg(feature = "e2e-plugin")]
+mod node;
 mod plugin;
 mod privacy;
 mod profiler;
@@ -27,6 +26,7 @@ use cluster::{
     Cluster, Component, create_gpu_node, ensure_namespace, insecure_http_client, scheduler_config,
     spawn_logged, wait_for_binding,
 };
+use tandem_e2e::cluster;
 
 /// A pod asking for `gpus` whole GPUs. Its image is never pulled: there is no kubelet.
 fn gpu_pod(name: &str, gpus: u32) -> Result<Pod> {

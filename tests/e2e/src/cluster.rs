@@ -12,8 +12,8 @@
 //! Scheduled pods are bound (`spec.nodeName` set) and then stay `Pending` forever: nothing
 //! runs them.
 //!
-//! This module knows nothing of the adapter: it is a cluster, and a guard for processes
-//! ([`spawn_logged`]) the adapter's tests also use for the adapter itself.
+//! This module knows nothing of the adapters: it is a cluster, and a guard for processes
+//! ([`spawn_logged`]) the adapters' tests also use for the adapters themselves.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -146,6 +146,15 @@ impl Cluster {
     /// Starts etcd and kube-apiserver only: objects can be created before a scheduler runs
     /// ([`Cluster::start_scheduler`]), as a throughput benchmark needs.
     pub async fn start_control_plane() -> Result<Self> {
+        Self::start_control_plane_for_nodes(&[]).await
+    }
+
+    /// [`Cluster::start_control_plane`] for real kubelets named `nodes` (see
+    /// [`crate::nodes`]): the apiserver runs in a mount namespace of its own whose
+    /// `/etc/hosts` maps each node name to 127.0.0.1, and reaches kubelets by host name — so
+    /// pod logs come through it as `kubectl logs` gets them, and nothing dials a non-loopback
+    /// address. The host's `/etc/hosts` is untouched.
+    pub async fn start_control_plane_for_nodes(nodes: &[&str]) -> Result<Self> {
         let binaries = binaries().await?;
         let dir = tempfile::Builder::new()
             .prefix("tandem-e2e-")
@@ -159,7 +168,7 @@ impl Cluster {
             dir,
         };
         let etcd_url = cluster.start_etcd(&binaries).await?;
-        cluster.start_apiserver(&binaries, &etcd_url).await?;
+        cluster.start_apiserver(&binaries, &etcd_url, nodes).await?;
         Ok(cluster)
     }
 
@@ -194,7 +203,12 @@ impl Cluster {
         Ok(client_url)
     }
 
-    async fn start_apiserver(&mut self, binaries: &KubeBinaries, etcd_url: &str) -> Result<()> {
+    async fn start_apiserver(
+        &mut self,
+        binaries: &KubeBinaries,
+        etcd_url: &str,
+        nodes: &[&str],
+    ) -> Result<()> {
         let dir = self.dir().to_path_buf();
 
         // The service-account token signer: an ECDSA P-256 key, as the apiserver's own test
@@ -249,6 +263,9 @@ impl Cluster {
             .arg("--endpoint-reconciler-type=none")
             // One client, a few requests: API priority and fairness only adds goroutines.
             .arg("--enable-priority-and-fairness=false");
+        if !nodes.is_empty() {
+            apiserver = self.with_node_hosts(apiserver, nodes)?;
+        }
         self.spawn(Component::ApiServer, apiserver)?;
 
         self.server_url = format!("https://127.0.0.1:{port}");
@@ -266,6 +283,26 @@ impl Cluster {
         fs::write(&self.kubeconfig, kubeconfig_yaml(&self.server_url))
             .with_context(|| format!("could not write {}", self.kubeconfig.display()))?;
         Ok(())
+    }
+
+    /// `apiserver` run in a private mount namespace where `/etc/hosts` maps `nodes` to
+    /// 127.0.0.1, reaching kubelets by those names.
+    fn with_node_hosts(&self, apiserver: Command, nodes: &[&str]) -> Result<Command> {
+        let hosts = self.dir().join("hosts");
+        let mut text = String::from("127.0.0.1 localhost\n");
+        for node in nodes {
+            text.push_str(&format!("127.0.0.1 {node}\n"));
+        }
+        fs::write(&hosts, text).with_context(|| format!("could not write {}", hosts.display()))?;
+        let mut wrapped = Command::new("unshare");
+        wrapped
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
+            .arg(&hosts)
+            .arg(apiserver.get_program())
+            .args(apiserver.get_args())
+            .arg("--kubelet-preferred-address-types=Hostname");
+        Ok(wrapped)
     }
 
     /// Starts kube-scheduler with `scheduler_config` (see [`Cluster::start`]) and waits until
@@ -365,8 +402,7 @@ impl Cluster {
     }
 
     /// Stops `component` (SIGTERM, then SIGKILL after the grace period), so that it can be
-    /// started again. Only the plugin's restart scenario stops a component.
-    #[cfg(feature = "e2e-plugin")]
+    /// started again.
     pub fn stop(&mut self, component: Component) {
         if let Some(at) = self.processes.iter().position(|(c, _)| *c == component) {
             let (_, mut process) = self.processes.remove(at);
