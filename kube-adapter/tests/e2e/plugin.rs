@@ -37,20 +37,23 @@ use crate::cluster::{
 use crate::extender::{NAMESPACE, SECRET_HEX, SYSTEM, annotation, events_of, tandem_event};
 
 /// The profile of the plugin's scheduler.
-const SCHEDULER_NAME: &str = "tandem-plugin-scheduler";
+pub(crate) const SCHEDULER_NAME: &str = "tandem-plugin-scheduler";
 
 /// The knowledge-base ConfigMap.
-const KNOWLEDGE: &str = "tandem-knowledge";
+pub(crate) const KNOWLEDGE: &str = "tandem-knowledge";
 
 /// `tandem-kube-scheduler`, built (or found through `TANDEM_PLUGIN_SCHEDULER`) off the
 /// runtime's threads: the first build takes minutes.
-async fn plugin_scheduler() -> Result<PathBuf> {
+pub(crate) async fn plugin_scheduler() -> Result<PathBuf> {
     tokio::task::spawn_blocking(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .context("the crate has no parent directory")?
             .to_path_buf();
-        tandem_xtask::kube_plugin::plugin_scheduler_from_env(&root)
+        tandem_xtask::kube_plugin::plugin_scheduler_from_env(
+            &root,
+            tandem_xtask::kube_plugin::Profile::Dev,
+        )
     })
     .await
     .context("the task building tandem-kube-scheduler panicked")?
@@ -58,7 +61,7 @@ async fn plugin_scheduler() -> Result<PathBuf> {
 
 /// A `KubeSchedulerConfiguration` with one profile running Tandem with `args`, Tandem deciding
 /// how many pods share a GPU (the resource fit ignores `nvidia.com/gpu`).
-fn plugin_config(args: &Value) -> String {
+pub(crate) fn plugin_config(args: &Value) -> String {
     format!(
         "\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -90,7 +93,7 @@ profiles:
 }
 
 /// The plugin's args for a cluster whose id secret is in `dir`.
-fn args(dir: &Path) -> Value {
+pub(crate) fn args(dir: &Path) -> Value {
     json!({
         "idSecretFile": dir.join("id-secret"),
         "namespace": SYSTEM,
@@ -121,7 +124,7 @@ fn profile(util: f32, access: f32, mem: u32) -> Profile {
 }
 
 /// Stores `engine` (a snapshot) as the knowledge base, as the extender would have.
-async fn store_knowledge(client: &kube::Client, engine: &[u8]) -> Result<()> {
+pub(crate) async fn store_knowledge(client: &kube::Client, engine: &[u8]) -> Result<()> {
     let map = to_config_map(KNOWLEDGE, None, engine, &AdapterState::default())?;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
     maps.create(&PostParams::default(), &map).await?;

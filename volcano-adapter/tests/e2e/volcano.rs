@@ -39,13 +39,14 @@ use crate::cluster::{
     spawn_logged, tail, wait_for_binding,
 };
 
-const NAMESPACE: &str = "e2e";
-const SYSTEM: &str = "tandem-system";
-const TOKEN: &str = "e2e-intake-token";
-const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+pub(crate) const NAMESPACE: &str = "e2e";
+pub(crate) const SYSTEM: &str = "tandem-system";
+pub(crate) const TOKEN: &str = "e2e-intake-token";
+pub(crate) const SECRET_HEX: &str =
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
 /// deploy/volcano/volcano-scheduler.conf, with the adapter's URL for this test.
-fn scheduler_conf(adapter_port: u16) -> String {
+pub(crate) fn scheduler_conf(adapter_port: u16) -> String {
     let deployed = include_str!("../../../deploy/volcano/volcano-scheduler.conf");
     deployed.replace(
         "http://tandem-volcano-adapter.tandem-system.svc:8888",
@@ -54,12 +55,12 @@ fn scheduler_conf(adapter_port: u16) -> String {
 }
 
 /// vc-scheduler: built by xtask, started against `cluster`, waited for until healthy.
-struct Scheduler {
-    process: ChildProcess,
+pub(crate) struct Scheduler {
+    pub(crate) process: ChildProcess,
 }
 
 impl Scheduler {
-    async fn start(cluster: &Cluster, build: &VolcanoBuild, conf: &str) -> Result<Self> {
+    pub(crate) async fn start(cluster: &Cluster, build: &VolcanoBuild, conf: &str) -> Result<Self> {
         let conf_path = cluster.dir().join("volcano-scheduler.conf");
         std::fs::write(&conf_path, conf)?;
         let [metrics, health] = free_ports()?;
@@ -104,7 +105,7 @@ impl Scheduler {
 }
 
 /// Installs every CRD of Volcano's source and waits until each is established.
-async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
+pub(crate) async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("no CRDs in {}", dir.display()))? {
@@ -142,12 +143,12 @@ async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
 }
 
 /// The adapter process and how to reach it.
-struct Adapter {
-    process: ChildProcess,
-    url: String,
+pub(crate) struct Adapter {
+    pub(crate) process: ChildProcess,
+    pub(crate) url: String,
 }
 
-fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
+pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     let dir = cluster.dir();
     let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-volcano-adapter"));
     command
@@ -172,7 +173,7 @@ fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     })
 }
 
-async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
+pub(crate) async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         ensure!(
@@ -195,7 +196,7 @@ async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()>
 }
 
 /// Posts `body` to the intake as a profiler would; a 503 (no leader yet) is retried a while.
-async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
+pub(crate) async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
@@ -224,7 +225,7 @@ async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
     Ok(response.json().await?)
 }
 
-fn profile(util: f32, access: f32, mem: u32) -> Value {
+pub(crate) fn profile(util: f32, access: f32, mem: u32) -> Value {
     json!({ "gpu_util_pct": util, "mem_access_pct": access, "mem_used_mib": mem, "gpu_model": "V100" })
 }
 
@@ -279,7 +280,11 @@ fn podgroup_resource() -> ApiResource {
 }
 
 /// A PodGroup of `min_member` in the default queue.
-async fn create_podgroup(client: &kube::Client, name: &str, min_member: u32) -> Result<()> {
+pub(crate) async fn create_podgroup(
+    client: &kube::Client,
+    name: &str,
+    min_member: u32,
+) -> Result<()> {
     create_podgroup_annotated(client, name, min_member, json!({})).await
 }
 
