@@ -1,6 +1,4 @@
-//! Catalog JSON (`tandem_catalog::Catalog::parse`): any text is a catalog or an error.
+//! The `catalog` fuzz target: libFuzzer drives [`tandem_fuzz::catalog::run`] (see there).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|text: &str| {
-    let _ = tandem_catalog::Catalog::parse(text, "fuzz");
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::catalog::run(data));

@@ -1,8 +1,4 @@
-//! ONNX models (`tandem_declare::summarize`): any bytes are a model summary or an error, with
-//! and without a batch size.
+//! The `onnx` fuzz target: libFuzzer drives [`tandem_fuzz::onnx::run`] (see there).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
-    let _ = tandem_declare::summarize(bytes, None);
-    let _ = tandem_declare::summarize(bytes, Some(32));
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::onnx::run(data));

@@ -1,14 +1,4 @@
-//! Engine snapshots (`tandem_engine::Recommender::load`, what knowledge-base files and the
-//! adapters' stored state hold): any bytes are an engine or an error, and an engine loaded
-//! from them saves what loads again.
+//! The `snapshot` fuzz target: libFuzzer drives [`tandem_fuzz::snapshot::run`] (see there).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
-    if let Ok(engine) = tandem_engine::Recommender::load(bytes) {
-        let saved = engine.save();
-        assert!(
-            tandem_engine::Recommender::load(&saved).is_ok(),
-            "a loaded engine's own save does not load"
-        );
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::snapshot::run(data));

@@ -1,7 +1,4 @@
-//! Model-summary JSON (`tandem_declare::read_summary_json`, what `tandem declare` prints and
-//! a declared model carries): any text is a checked summary or an error.
+//! The `summary` fuzz target: libFuzzer drives [`tandem_fuzz::summary::run`] (see there).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|text: &str| {
-    let _ = tandem_declare::read_summary_json(text);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::summary::run(data));

@@ -1,6 +1,4 @@
-//! Arrival-trace CSV (`tandem_catalog::Trace::parse`): any text is a trace or an error.
+//! The `trace` fuzz target: libFuzzer drives [`tandem_fuzz::trace::run`] (see there).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|text: &str| {
-    let _ = tandem_catalog::Trace::parse(text, "fuzz");
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::trace::run(data));

@@ -126,9 +126,32 @@ pub const TARGETS: &[Target] = &[
             "fuzz/seeds/kb/bootstrapped.json",
         ],
     },
+    Target {
+        name: "node",
+        what: "what the node component reads: NRI frames, ttrpc calls and messages from the \
+               runtime, the verdict on a container, Tandem's annotations",
+        seeds: &[
+            "fuzz/seeds/node/create-container.bin",
+            "fuzz/seeds/node/annotations.txt",
+        ],
+    },
 ];
 
 impl Target {
+    /// Its seed inputs: files relative to the workspace root.
+    pub fn seeds(&self) -> &'static [&'static str] {
+        self.seeds
+    }
+
+    /// Where `cargo xtask fuzz` keeps the corpus it grew for this target (which may not
+    /// exist): `<fuzz dir>/corpus/<name>`, the fuzz dir being `$TANDEM_FUZZ_DIR`, else
+    /// `$XDG_CACHE_HOME/tandem/fuzz`, else `~/.cache/tandem/fuzz`.
+    pub fn corpus_dir(&self) -> PathBuf {
+        cache_dir("TANDEM_FUZZ_DIR", "fuzz")
+            .join("corpus")
+            .join(self.name)
+    }
+
     /// The target called `name`, or an error listing them.
     pub fn named(name: &str) -> Result<Target> {
         TARGETS
@@ -229,7 +252,15 @@ pub fn fuzz(root: &Path, targets: &[Target], seconds: u64) -> Result<()> {
     let mut cargo = fresh_cargo();
     cargo
         .current_dir(root)
-        .args(["build", "--release", "-p", "tandem-fuzz", "--target"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "tandem-fuzz",
+            "--features",
+            "libfuzzer",
+        ])
+        .arg("--target")
         .arg(&triple)
         .env("CARGO_TARGET_DIR", &target_dir)
         .env("RUSTFLAGS", RUSTFLAGS)
@@ -246,7 +277,7 @@ pub fn fuzz(root: &Path, targets: &[Target], seconds: u64) -> Result<()> {
     run(&mut cargo).context("building the fuzz targets failed")?;
     let bin_dir = target_dir.join(&triple).join("release");
     for target in targets {
-        let corpus = home.join("corpus").join(target.name);
+        let corpus = target.corpus_dir();
         let artifacts = home.join("artifacts").join(target.name);
         fs::create_dir_all(&corpus)
             .and_then(|()| fs::create_dir_all(&artifacts))

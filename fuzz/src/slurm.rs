@@ -1,0 +1,33 @@
+//! The Slurm adapter's `key=value` bodies (`submit`, `start`, `finish`, from the job_submit
+//! hook and the SPANK plugin), read with `tandem_slurm_adapter::http::Fields`: any body is a
+//! set of fields or a `400` naming the verb, and so is the submission read from the fields.
+
+use tandem_adapter_core::http::Failure;
+use tandem_slurm_adapter::http::Fields;
+
+/// Feeds one input to the target.
+pub fn run(body: &[u8]) {
+    match Fields::parse("submit", body) {
+        Ok(fields) => {
+            if let Err(failure) = fields.submission("submit") {
+                refused(&failure);
+            }
+            if let Err(failure) = fields.number::<u32>("submit", "job") {
+                refused(&failure);
+            }
+            if let Err(failure) = fields.number::<f64>("submit", "elapsed") {
+                refused(&failure);
+            }
+        }
+        Err(failure) => refused(&failure),
+    }
+}
+
+fn refused(failure: &Failure) {
+    assert_eq!(failure.status, 400, "{}", failure.message);
+    assert!(
+        failure.message.starts_with("invalid submit request: "),
+        "the refusal does not name the verb: {}",
+        failure.message
+    );
+}
