@@ -2,8 +2,10 @@
 //! module in `kube-adapter/scheduler-plugin` with cgo against the static library of
 //! `tandem-kube-capi`, and cached outside the work tree like the other Kubernetes binaries.
 //!
-//! [`ensure_plugin_scheduler`] builds the library (`cargo build --release`; cargo decides
-//! whether anything changed), hashes it with the Go module's files and the recipe, and builds
+//! [`ensure_plugin_scheduler`] builds the library (`cargo build`, in the profile the caller
+//! names — the tests' dev profile for the end-to-end tiers, whose artefacts `cargo test` has
+//! built already, `--release` for the throughput benchmark; cargo decides whether anything
+//! changed), hashes it with the Go module's files and the recipe, and builds
 //! the binary into `<kube_dir()>/plugin-<hash>/bin` unless it is there: a change on either side
 //! gets a fresh directory, an unchanged tree is built once, and after a build only the two
 //! most recent other builds are kept. The Go module pins Kubernetes
@@ -35,14 +37,36 @@ const CAPI_PACKAGE: &str = "tandem-kube-capi";
 /// Where the Go module is, relative to the workspace root.
 const MODULE_DIR: &str = "kube-adapter/scheduler-plugin";
 
-/// How it is built, beyond the files hashed. Change it whenever the flags below change.
-const RECIPE: &str = "cargo build --release -p tandem-kube-capi; CGO_ENABLED=1 \
+/// How it is built, beyond the files hashed (the library's bytes tell the profiles apart).
+/// Change it whenever the flags below change.
+const RECIPE: &str = "cargo build [--release] -p tandem-kube-capi; CGO_ENABLED=1 \
     CGO_LDFLAGS=-L<lib> go build -trimpath -mod=readonly -ldflags '-s -w <version>' v1";
 
+/// The cargo profile the plugin's static library is built in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The dev profile `cargo test` builds the workspace in: the library links the artefacts
+    /// the tests built, so the end-to-end tiers compile nothing twice. The engine runs as
+    /// fast either way (the component is compiled by Cranelift at start, optimized in both).
+    Dev,
+    /// `--release`: what the throughput benchmark measures, and what is deployed.
+    Release,
+}
+
+impl Profile {
+    fn dir(self) -> &'static str {
+        match self {
+            Self::Dev => "debug",
+            Self::Release => "release",
+        }
+    }
+}
+
 /// `$TANDEM_PLUGIN_SCHEDULER` when set (`cargo xtask` sets it), else
-/// [`ensure_plugin_scheduler`] for the workspace at `root` and the target directory
-/// `$CARGO_TARGET_DIR` (else `<root>/target`). An error when the variable names no file.
-pub fn plugin_scheduler_from_env(root: &Path) -> Result<PathBuf> {
+/// [`ensure_plugin_scheduler`] in `profile` for the workspace at `root` and the target
+/// directory `$CARGO_TARGET_DIR` (else `<root>/target`). An error when the variable names no
+/// file.
+pub fn plugin_scheduler_from_env(root: &Path, profile: Profile) -> Result<PathBuf> {
     match std::env::var_os(PLUGIN_SCHEDULER_VAR).filter(|path| !path.is_empty()) {
         Some(path) => {
             let path = PathBuf::from(path);
@@ -58,7 +82,7 @@ pub fn plugin_scheduler_from_env(root: &Path) -> Result<PathBuf> {
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .filter(|dir| !dir.is_empty())
                 .map_or_else(|| root.join("target"), PathBuf::from);
-            ensure_plugin_scheduler(root, &target)
+            ensure_plugin_scheduler(root, &target, profile)
         }
     }
 }
@@ -67,8 +91,12 @@ pub fn plugin_scheduler_from_env(root: &Path) -> Result<PathBuf> {
 ///
 /// The first build compiles kube-scheduler with cgo: minutes, most of it shared with Go's
 /// build cache from `cargo xtask kube-bins`.
-pub fn ensure_plugin_scheduler(root: &Path, target_dir: &Path) -> Result<PathBuf> {
-    let library = build_library(root, target_dir)?;
+pub fn ensure_plugin_scheduler(
+    root: &Path,
+    target_dir: &Path,
+    profile: Profile,
+) -> Result<PathBuf> {
+    let library = build_library(root, target_dir, profile)?;
     let module = read_module(&root.join(MODULE_DIR))?;
     let library_bytes =
         fs::read(&library).with_context(|| format!("could not read {}", library.display()))?;
@@ -87,18 +115,21 @@ pub fn ensure_plugin_scheduler(root: &Path, target_dir: &Path) -> Result<PathBuf
     })
 }
 
-/// `cargo build --release` of the C ABI crate in the workspace at `root`; the static
+/// `cargo build` of the C ABI crate in the workspace at `root`, in `profile`; the static
 /// library's path.
-fn build_library(root: &Path, target_dir: &Path) -> Result<PathBuf> {
+fn build_library(root: &Path, target_dir: &Path, profile: Profile) -> Result<PathBuf> {
     let mut cargo = fresh_cargo();
     cargo
         .current_dir(root)
         .env("CARGO_TARGET_DIR", target_dir)
-        .args(["build", "--release", "--package", CAPI_PACKAGE, "--lib"]);
+        .args(["build", "--package", CAPI_PACKAGE, "--lib"]);
+    if profile == Profile::Release {
+        cargo.arg("--release");
+    }
     eprintln!("tandem-xtask: {}", display(&cargo));
     run(&mut cargo).with_context(|| format!("could not build {CAPI_PACKAGE}"))?;
     let library = target_dir
-        .join("release")
+        .join(profile.dir())
         .join(format!("lib{}.a", CAPI_PACKAGE.replace('-', "_")));
     ensure!(
         library.is_file(),

@@ -39,10 +39,19 @@ enum Task {
     /// Build tandem-kube-scheduler (kube-scheduler with the Tandem framework plugin) and print
     /// its path.
     ///
-    /// The static library of tandem-kube-capi (`cargo build --release`), then the Go module in
+    /// The static library of tandem-kube-capi (`cargo build --release`: the binary deployed and
+    /// benchmarked; the end-to-end tiers build it in the tests' dev profile), then the Go module in
     /// kube-adapter/scheduler-plugin with cgo, into the same cache as kube-bins (one directory
     /// per version of the library and the module). Needs Go 1.25 or newer and a C compiler.
     KubeSchedulerPlugin,
+    /// Build the pieces of a real node for the node end-to-end tier and print their paths: the
+    /// kubelet (beside the kube-bins), containerd with its runc shim and ctr, and the test
+    /// images (OCI archives of busybox).
+    ///
+    /// containerd v2.4.2 is built with `go install` into $TANDEM_NODE_DIR, else
+    /// $XDG_CACHE_HOME/tandem/node, else ~/.cache/tandem/node; runc, the CNI plugins and
+    /// busybox are installed from Debian's packages (apt-get, as root) when missing.
+    NodeBins,
     /// Build Volcano's vc-scheduler for the volcano end-to-end tier and print its path.
     ///
     /// From $TANDEM_VOLCANO_SRC, else ../shared/vendor/volcano-v1.15.1 beside the repository,
@@ -51,8 +60,8 @@ enum Task {
     /// $TANDEM_VOLCANO_DIR, else ~/.cache/tandem/volcano (one directory per source).
     VcScheduler,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
-    /// the unit and integration tests (`cargo test --workspace`), every fuzz target for 10 s,
-    /// then every end-to-end tier.
+    /// the unit and integration tests (`cargo test --workspace`, which replays every fuzz
+    /// target's seeds and kept corpus), then every end-to-end tier.
     ///
     /// The Kubernetes binaries of the end-to-end tests are built (if missing) before their
     /// tier, which finds them through TANDEM_KUBE_BIN_DIR.
@@ -62,9 +71,11 @@ enum Task {
     /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
     /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
     /// tandem-kube-scheduler, the framework plugin), volcano (etcd, kube-apiserver and
-    /// vc-scheduler with the Tandem extender), slurm (munged, slurmctld and slurmd from Debian
-    /// with the SPANK plugin and job_submit.lua); `cargo xtask test` runs them all, in this
-    /// order. A plain `cargo test` runs none of them.
+    /// vc-scheduler with the Tandem extender), node (real nodes: containerd with NRI, runc and
+    /// the kubelet with fake GPUs, tandem-node on each, pods placed by all three schedulers
+    /// that really run; needs root), slurm (munged, slurmctld and slurmd from Debian with the
+    /// SPANK plugin and job_submit.lua); `cargo xtask test` runs them all, in this order. A
+    /// plain `cargo test` runs none of them.
     E2e {
         /// Tiers to run [default: all].
         #[arg(value_name = "TIER")]
@@ -79,8 +90,9 @@ enum Task {
     /// $TANDEM_FUZZ_DIR, else ~/.cache/tandem/fuzz (its own target directory, the corpora kept
     /// between runs, crashing inputs under artifacts/TARGET), then runs each. Targets:
     /// catalog, trace, cluster, onnx, summary, snapshot, contract, extender, intake, slurm,
-    /// queue, kb. Fails at the first crash, naming the input and the command that replays it.
-    /// `cargo xtask test` runs every target for 10 s.
+    /// queue, kb, node. Fails at the first crash, naming the input and the command that replays it.
+    /// `cargo xtask test` replays each target's seeds and kept corpus through the ordinary
+    /// test build instead (fuzz/tests/replay.rs).
     Fuzz {
         /// Targets to run [default: all].
         #[arg(value_name = "TARGET")]
@@ -133,8 +145,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let binary = tandem_xtask::kube_plugin::ensure_plugin_scheduler(
                 workspace.root(),
                 &workspace.target_dir(),
+                tandem_xtask::kube_plugin::Profile::Release,
             )?;
             println!("{}", binary.display());
+        }
+        Task::NodeBins => {
+            let node = tasks::node_bins()?;
+            println!("{}", node.kubelet.display());
+            println!("{}", node.containerd_dir.display());
+            for image in &node.images {
+                println!("{} ({} bytes)", image.path.display(), image.size);
+            }
         }
         Task::VcScheduler => {
             let build = tasks::vc_scheduler(&workspace)?;

@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result};
 
 use crate::guest::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
-use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, ensure_plugin_scheduler};
+use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, Profile, ensure_plugin_scheduler};
 use crate::process::{display, fresh_cargo, run};
 use crate::slurm::ensure_slurm_packages;
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
@@ -94,6 +94,31 @@ pub fn kube_bins() -> Result<KubeBinaries> {
     ensure_kube_binaries()
 }
 
+/// What the node tier runs besides the control plane.
+#[derive(Debug, Clone)]
+pub struct NodeBins {
+    /// The kubelet.
+    pub kubelet: PathBuf,
+    /// The directory with containerd, its runc shim and ctr.
+    pub containerd_dir: PathBuf,
+    /// The test and sandbox images, as OCI archives.
+    pub images: [crate::oci::Archive; 2],
+}
+
+/// `cargo xtask node-bins`: installs the node tier's Debian packages, builds (if missing) the
+/// kubelet and containerd, and writes the test images into `<node_dir()>/images`.
+pub fn node_bins() -> Result<NodeBins> {
+    crate::node::ensure_node_packages()?;
+    let containerd_dir = crate::node::ensure_containerd()?;
+    let kubelet = crate::kube::ensure_kubelet()?;
+    let images = crate::node::write_test_images(&crate::node::node_dir().join("images"))?;
+    Ok(NodeBins {
+        kubelet,
+        containerd_dir,
+        images,
+    })
+}
+
 /// `cargo xtask vc-scheduler`: builds (if missing) Volcano's scheduler from the source
 /// [`volcano_source`] finds (`$TANDEM_VOLCANO_SRC`, the vendor copy, or a clone) and returns it.
 pub fn vc_scheduler(workspace: &Workspace) -> Result<VolcanoBuild> {
@@ -142,19 +167,50 @@ const GATE: &[Step] = &[
     },
 ];
 
-/// A tier of end-to-end tests: one test target behind a cargo feature, against real scheduler
-/// processes that `cargo test` alone never builds.
+/// One `cargo test` run of a tier: a package's end-to-end test target (behind its `e2e`
+/// feature, so a plain `cargo test` never builds it) and the test-name filters that pick the
+/// tier's scenarios. Every tier of a package builds the same test binary: the filters, not
+/// features, tell the tiers apart, so nothing is compiled twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    package: &'static str,
+    /// Only tests whose names contain this (one filter), if set.
+    only: Option<&'static str>,
+    /// Tests whose names contain these are skipped.
+    skip: &'static [&'static str],
+}
+
+impl Run {
+    fn args(&self) -> Vec<&'static str> {
+        let mut args = vec![
+            "test",
+            "--package",
+            self.package,
+            "--features",
+            "e2e",
+            "--test",
+            "e2e",
+        ];
+        if self.only.is_some() || !self.skip.is_empty() {
+            args.push("--");
+            args.extend(self.only);
+            for skipped in self.skip {
+                args.extend(["--skip", skipped]);
+            }
+        }
+        args
+    }
+}
+
+/// A tier of end-to-end tests: scenarios against real scheduler processes that `cargo test`
+/// alone never builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tier {
     /// The name `cargo xtask e2e` takes.
     pub name: &'static str,
     /// What it starts, for `--help` and the log.
     pub what: &'static str,
-    package: &'static str,
-    feature: &'static str,
-    test: &'static str,
-    /// Only the tests whose names contain this, if set.
-    filter: Option<&'static str>,
+    runs: &'static [Run],
 }
 
 /// The end-to-end tiers, in the order `cargo xtask test` runs them.
@@ -162,34 +218,55 @@ pub const TIERS: &[Tier] = &[
     Tier {
         name: "kube",
         what: "etcd, kube-apiserver and kube-scheduler with the Tandem extender",
-        package: "tandem-kube-adapter",
-        feature: "e2e",
-        test: "e2e",
-        filter: None,
+        runs: &[Run {
+            package: "tandem-kube-adapter",
+            only: None,
+            skip: &["plugin::", "node::"],
+        }],
     },
     Tier {
         name: "kube-plugin",
         what: "etcd, kube-apiserver and tandem-kube-scheduler (the Tandem framework plugin)",
-        package: "tandem-kube-adapter",
-        feature: "e2e-plugin",
-        test: "e2e",
-        filter: Some("plugin::"),
+        runs: &[Run {
+            package: "tandem-kube-adapter",
+            only: Some("plugin::"),
+            skip: &[],
+        }],
     },
     Tier {
         name: "volcano",
         what: "etcd, kube-apiserver and vc-scheduler (Volcano) with the Tandem extender",
-        package: "tandem-volcano-adapter",
-        feature: "e2e",
-        test: "e2e",
-        filter: None,
+        runs: &[Run {
+            package: "tandem-volcano-adapter",
+            only: None,
+            skip: &["node::"],
+        }],
+    },
+    Tier {
+        name: "node",
+        what: "real nodes (containerd with NRI, runc, the kubelet; fake GPUs) with tandem-node, \
+               pods placed through tandem-kube-scheduler, the extender and vc-scheduler",
+        runs: &[
+            Run {
+                package: "tandem-kube-adapter",
+                only: Some("node::"),
+                skip: &[],
+            },
+            Run {
+                package: "tandem-volcano-adapter",
+                only: Some("node::"),
+                skip: &[],
+            },
+        ],
     },
     Tier {
         name: "slurm",
         what: "munged, slurmctld and slurmd from Debian with Tandem's SPANK plugin and job_submit.lua",
-        package: "tandem-slurm-adapter",
-        feature: "e2e",
-        test: "e2e",
-        filter: None,
+        runs: &[Run {
+            package: "tandem-slurm-adapter",
+            only: None,
+            skip: &[],
+        }],
     },
 ];
 
@@ -209,29 +286,18 @@ impl Tier {
             })
     }
 
-    fn args(&self) -> Vec<&'static str> {
-        let mut args = vec![
-            "test",
-            "--package",
-            self.package,
-            "--features",
-            self.feature,
-            "--test",
-            self.test,
-        ];
-        args.extend(self.filter);
-        args
+    /// Whether the tier needs the Kubernetes control plane binaries.
+    fn needs_kube(&self) -> bool {
+        self.name != "slurm"
     }
 }
 
-/// Seconds the gate fuzzes each target: long enough to shake out shallow crashes, short
-/// enough for every run (`cargo xtask fuzz` alone runs a minute each by default).
-pub const GATE_FUZZ_SECONDS: u64 = 10;
-
 /// `cargo xtask test`: ensures the toolchain, then runs the gate (format, import cycles,
-/// clippy, docs, the unit and integration tests), every fuzz target for
-/// [`GATE_FUZZ_SECONDS`], then every end-to-end tier, printing each command and stopping at
-/// the first failure.
+/// clippy, docs, the unit and integration tests — every fuzz target's seeds and kept corpus
+/// replayed among them, `fuzz/tests/replay.rs` — then every end-to-end tier, printing each
+/// command and stopping at the first failure. Exploring with the instrumented fuzz targets is
+/// `cargo xtask fuzz`'s, not the gate's: its build of every crate again would double the
+/// gate's compile time.
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
@@ -252,43 +318,50 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         eprintln!("==> {shown}");
         run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
     }
-    crate::fuzz::fuzz(workspace.root(), crate::fuzz::TARGETS, GATE_FUZZ_SECONDS)?;
     e2e(workspace, TIERS)?;
     eprintln!("==> gate passed");
     Ok(())
 }
 
-/// `cargo xtask e2e`: runs the given end-to-end tiers. The Kubernetes binaries are built (if
-/// missing) first, as a step of their own: the first build takes minutes and should not look
-/// like a hung test.
+/// `cargo xtask e2e`: runs the given end-to-end tiers. What a tier runs against is built (if
+/// missing) first, as a step of its own: the first builds take minutes and should not look like
+/// a hung test.
 pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
     for tier in tiers {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
-        let mut cargo = workspace.cargo(tier.args());
-        let mut shown = String::new();
-        if tier.name.starts_with("kube") || tier.name == "volcano" {
+        let mut env: Vec<(&str, PathBuf)> = Vec::new();
+        if tier.needs_kube() {
             let binaries = ensure_kube_binaries()?;
             let dir = binaries.dir();
             eprintln!(
                 "==> kube-apiserver, kube-scheduler, etcd: {}",
                 dir.display()
             );
-            cargo.env(KUBE_BIN_DIR_VAR, dir);
-            shown.push_str(&format!("{KUBE_BIN_DIR_VAR}={} ", dir.display()));
+            env.push((KUBE_BIN_DIR_VAR, dir.to_path_buf()));
         }
-        if tier.name == "kube-plugin" {
-            let binary = ensure_plugin_scheduler(workspace.root(), &workspace.target_dir())?;
+        if matches!(tier.name, "kube-plugin" | "node") {
+            let binary =
+                ensure_plugin_scheduler(workspace.root(), &workspace.target_dir(), Profile::Dev)?;
             eprintln!("==> tandem-kube-scheduler: {}", binary.display());
-            cargo.env(PLUGIN_SCHEDULER_VAR, &binary);
-            shown.push_str(&format!("{PLUGIN_SCHEDULER_VAR}={} ", binary.display()));
+            env.push((PLUGIN_SCHEDULER_VAR, binary));
         }
-        if tier.name == "volcano" {
+        if matches!(tier.name, "volcano" | "node") {
             let build = vc_scheduler(workspace)?;
             eprintln!("==> vc-scheduler: {}", build.scheduler.display());
-            cargo.env(VC_SCHEDULER_VAR, &build.scheduler);
-            shown.push_str(&format!(
-                "{VC_SCHEDULER_VAR}={} ",
-                build.scheduler.display()
+            env.push((VC_SCHEDULER_VAR, build.scheduler));
+        }
+        if tier.name == "node" {
+            let node = node_bins()?;
+            eprintln!(
+                "==> kubelet: {}; containerd: {}",
+                node.kubelet.display(),
+                node.containerd_dir.display()
+            );
+            // The node component the scenarios run on every node.
+            run_shown(workspace.cargo(["build", "--package", "tandem-node"]))?;
+            env.push((
+                NODE_BIN_VAR,
+                workspace.target_dir().join("debug").join("tandem-node"),
             ));
         }
         if tier.name == "slurm" {
@@ -296,12 +369,23 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             // The plugin slurmd loads; the suite finds it beside the service binary.
             run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
         }
-        shown.push_str(&display_as_cargo(&cargo));
-        eprintln!("==> {shown}");
-        run(&mut cargo).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
+        for step in tier.runs {
+            let mut cargo = workspace.cargo(step.args());
+            let mut shown = String::new();
+            for (name, value) in &env {
+                cargo.env(name, value);
+                shown.push_str(&format!("{name}={} ", value.display()));
+            }
+            shown.push_str(&display_as_cargo(&cargo));
+            eprintln!("==> {shown}");
+            run(&mut cargo).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
+        }
     }
     Ok(())
 }
+
+/// The variable the node tier's scenarios find `tandem-node` through.
+pub const NODE_BIN_VAR: &str = "TANDEM_NODE_BIN";
 
 /// `cargo xtask cycles`: checks every crate of the workspace for modules that import each
 /// other in a circle; prints what it checked, and each cycle found.
@@ -419,15 +503,36 @@ mod tests {
     }
 
     #[test]
-    fn every_tier_runs_one_test_target_behind_its_feature() {
-        let kube = Tier::named("kube").unwrap();
+    fn tiers_share_one_test_binary_per_package_and_differ_by_filter() {
+        let args = |tier: &str| -> Vec<String> {
+            Tier::named(tier)
+                .unwrap()
+                .runs
+                .iter()
+                .map(|run| run.args().join(" "))
+                .collect()
+        };
         assert_eq!(
-            kube.args().join(" "),
-            "test --package tandem-kube-adapter --features e2e --test e2e"
+            args("kube"),
+            [
+                "test --package tandem-kube-adapter --features e2e --test e2e -- --skip plugin:: \
+              --skip node::"
+            ]
         );
         assert_eq!(
-            Tier::named("kube-plugin").unwrap().args().join(" "),
-            "test --package tandem-kube-adapter --features e2e-plugin --test e2e plugin::"
+            args("kube-plugin"),
+            ["test --package tandem-kube-adapter --features e2e --test e2e -- plugin::"]
+        );
+        assert_eq!(
+            args("node"),
+            [
+                "test --package tandem-kube-adapter --features e2e --test e2e -- node::",
+                "test --package tandem-volcano-adapter --features e2e --test e2e -- node::"
+            ]
+        );
+        assert_eq!(
+            args("slurm"),
+            ["test --package tandem-slurm-adapter --features e2e --test e2e"]
         );
         let error = Tier::named("kubernetes").unwrap_err().to_string();
         assert!(
