@@ -6,7 +6,7 @@
 //! compiled into this crate, so the binaries built are exactly the ones this crate was built
 //! with, wherever the tree is at run time. [`ensure_kube_binaries`] writes them into
 //! `<kube_dir()>/<hash>/src` and builds there with
-//! `CGO_ENABLED=0 go build -trimpath -mod=readonly` (the committed `go.sum` decides every
+//! `CGO_ENABLED=1 go build -trimpath -mod=readonly` (the committed `go.sum` decides every
 //! module; nothing is resolved anew) into `<kube_dir()>/<hash>/bin`. The hash covers the three
 //! files and the build recipe, so a changed module gets a fresh directory and an unchanged one
 //! is built once. Go's own build cache stays where Go keeps it (`go env GOCACHE`).
@@ -34,7 +34,13 @@ pub const KUBE_BIN_DIR_VAR: &str = "TANDEM_KUBE_BIN_DIR";
 
 /// How the binaries are built, beyond the module files. Part of the cache hash: change it
 /// whenever the flags below change, so binaries built the old way are not reused.
-const RECIPE: &str = "CGO_ENABLED=0 go build -trimpath -mod=readonly -ldflags '-s -w <version>' v1";
+const RECIPE: &str = "CGO_ENABLED=1 go build -trimpath -mod=readonly -ldflags '-s -w <version>' v2";
+
+/// Every Go build of the tiers uses cgo: `tandem-kube-scheduler` must (it links the Rust
+/// library), and Go's build cache keys a package by whether cgo is on, so with one setting the
+/// plugin's build reuses every Kubernetes package the control plane's built (minutes on two
+/// cores), and Volcano's the ones its module shares.
+pub(crate) const CGO_ENABLED: &str = "1";
 
 /// The binaries of the end-to-end tests. All three are in the same directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,8 +261,7 @@ fn build(src: &Path, program: Program, kubernetes: &str, binary: &Path) -> Resul
     let mut command = Command::new("go");
     command
         .current_dir(src)
-        // Static binaries, as Kubernetes releases them: no C toolchain needed, nothing to load.
-        .env("CGO_ENABLED", "0")
+        .env("CGO_ENABLED", CGO_ENABLED)
         .arg("build")
         .arg("-trimpath")
         // The committed go.sum decides; a GOFLAGS=-mod=mod in the environment must not let
@@ -267,7 +272,7 @@ fn build(src: &Path, program: Program, kubernetes: &str, binary: &Path) -> Resul
         .arg(&temporary)
         .arg(program.package);
     let started = Instant::now();
-    eprintln!("tandem-xtask: CGO_ENABLED=0 {}", display(&command));
+    eprintln!("tandem-xtask: CGO_ENABLED={CGO_ENABLED} {}", display(&command));
     let built = run(&mut command);
     if built.is_err() {
         let _ = fs::remove_file(&temporary);

@@ -230,7 +230,7 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
     let mut command = Command::new("go");
     command
         .current_dir(&src)
-        .env("CGO_ENABLED", "1")
+        .env("CGO_ENABLED", crate::kube::CGO_ENABLED)
         .env("CGO_LDFLAGS", format!("-L{}", lib.display()))
         .arg("build")
         .arg("-trimpath")

@@ -56,7 +56,7 @@ enum Task {
     ///
     /// From $TANDEM_VOLCANO_SRC, else ../shared/vendor/volcano-v1.15.1 beside the repository,
     /// else a shallow clone of tag v1.15.1 of volcano-sh/volcano; built with
-    /// `CGO_ENABLED=0 go build -trimpath -mod=readonly ./cmd/scheduler` into
+    /// `CGO_ENABLED=1 go build -trimpath -mod=readonly ./cmd/scheduler` into
     /// $TANDEM_VOLCANO_DIR, else ~/.cache/tandem/volcano (one directory per source).
     VcScheduler,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,

@@ -12,7 +12,7 @@
 //! The source is copied into `<volcano_dir()>/<hash>/src` (the vendor copy is read-only, and
 //! `go build` writes nothing into a module it builds, but a copy keeps the build independent of
 //! the source's later changes) and built there with
-//! `CGO_ENABLED=0 go build -trimpath -mod=readonly ./cmd/scheduler` into
+//! `CGO_ENABLED=1 go build -trimpath -mod=readonly ./cmd/scheduler` into
 //! `<volcano_dir()>/<hash>/bin/vc-scheduler`. The hash covers the recipe and every file of the
 //! source Go reads (`go.mod`, `go.sum`, `*.go`, `*.s`, embedded files; `.git` is skipped), so
 //! a changed source gets a fresh entry and an unchanged one is built once, under a file lock.
@@ -43,7 +43,7 @@ pub const VENDOR_COPY: &str = "../shared/vendor/volcano-v1.15.1";
 pub const CRD_DIR: &str = "config/crd/volcano/bases";
 
 /// How `vc-scheduler` is built. Part of the cache hash: change it with the flags below.
-const RECIPE: &str = "CGO_ENABLED=0 go build -trimpath -mod=readonly ./cmd/scheduler v1";
+const RECIPE: &str = "CGO_ENABLED=1 go build -trimpath -mod=readonly ./cmd/scheduler v2";
 
 /// Where builds are cached: `$TANDEM_VOLCANO_DIR`, else `$XDG_CACHE_HOME/tandem/volcano`, else
 /// `$HOME/.cache/tandem/volcano`.
@@ -214,14 +214,15 @@ pub fn ensure_vc_scheduler(source: &Path) -> Result<VolcanoBuild> {
     let temporary = bin.join(format!(".vc-scheduler.tmp-{}", std::process::id()));
     let mut go = Command::new("go");
     go.current_dir(&build.source)
-        .env("CGO_ENABLED", "0")
+        // As every Go build of the tiers, so Go's cache serves the packages they share.
+        .env("CGO_ENABLED", crate::kube::CGO_ENABLED)
         .args(["build", "-trimpath", "-mod=readonly", "-o"])
         .arg(&temporary)
         .arg("./cmd/scheduler");
     let started = Instant::now();
     eprintln!(
         "tandem-xtask: building vc-scheduler from {} (about five minutes on two cores the first \
-         time): CGO_ENABLED=0 {}",
+         time): CGO_ENABLED=1 {}",
         source.display(),
         display(&go)
     );
