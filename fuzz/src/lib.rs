@@ -24,25 +24,28 @@ pub mod snapshot;
 pub mod summary;
 pub mod trace;
 
+/// What a target does with one input.
+pub type Run = fn(&[u8]);
+
 /// Every target by name (the names of `cargo xtask fuzz`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
-    ("catalog", catalog::run as fn(&[u8])),
-    ("trace", trace::run as fn(&[u8])),
-    ("cluster", cluster::run as fn(&[u8])),
-    ("onnx", onnx::run as fn(&[u8])),
-    ("summary", summary::run as fn(&[u8])),
-    ("snapshot", snapshot::run as fn(&[u8])),
-    ("contract", contract::run as fn(&[u8])),
-    ("extender", extender::run as fn(&[u8])),
-    ("intake", intake::run as fn(&[u8])),
-    ("slurm", slurm::run as fn(&[u8])),
-    ("queue", queue::run as fn(&[u8])),
-    ("kb", kb::run as fn(&[u8])),
-    ("node", node::run as fn(&[u8])),
+pub const TARGETS: &[(&str, Run)] = &[
+    ("catalog", catalog::run as Run),
+    ("trace", trace::run as Run),
+    ("cluster", cluster::run as Run),
+    ("onnx", onnx::run as Run),
+    ("summary", summary::run as Run),
+    ("snapshot", snapshot::run as Run),
+    ("contract", contract::run as Run),
+    ("extender", extender::run as Run),
+    ("intake", intake::run as Run),
+    ("slurm", slurm::run as Run),
+    ("queue", queue::run as Run),
+    ("kb", kb::run as Run),
+    ("node", node::run as Run),
 ];
 
 /// The target called `name`.
-pub fn target(name: &str) -> Option<fn(&[u8])> {
+pub fn target(name: &str) -> Option<Run> {
     TARGETS
         .iter()
         .find(|(known, _)| *known == name)

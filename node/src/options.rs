@@ -12,8 +12,8 @@ use crate::enforce::{Fallback, MemoryLimit};
 ///
 /// An NRI plugin of the container runtime (containerd ≥ 1.7, CRI-O ≥ 1.26): for each container
 /// the runtime is about to create, it reads the pod's `tandem.dev/gpu` annotation and sets
-/// NVIDIA_VISIBLE_DEVICES to that GPU's UUID and the container's device node to
-/// /dev/nvidia<minor>, replacing whatever NVIDIA's device plugin chose; with
+/// NVIDIA_VISIBLE_DEVICES to that GPU's UUID and gives the container that GPU's device node
+/// (/dev/nvidiaN, N its minor number), replacing whatever NVIDIA's device plugin chose; with
 /// `tandem.dev/gpu-memory-mib` it passes the memory guard's reservation on as the limit of
 /// --memory-limit. GPU containers of pods Tandem did not place follow --without-annotation and
 /// --other-node. Serves /metrics, /healthz and /readyz (registered with the runtime) on

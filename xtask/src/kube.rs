@@ -272,7 +272,10 @@ fn build(src: &Path, program: Program, kubernetes: &str, binary: &Path) -> Resul
         .arg(&temporary)
         .arg(program.package);
     let started = Instant::now();
-    eprintln!("tandem-xtask: CGO_ENABLED={CGO_ENABLED} {}", display(&command));
+    eprintln!(
+        "tandem-xtask: CGO_ENABLED={CGO_ENABLED} {}",
+        display(&command)
+    );
     let built = run(&mut command);
     if built.is_err() {
         let _ = fs::remove_file(&temporary);

@@ -14,6 +14,8 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
+
 use serde_json::{Value, json};
 use tandem_kube_adapter::extender::Verdict;
 use tandem_kube_capi::plugin::Plugin;
@@ -177,7 +179,11 @@ fn main() -> anyhow::Result<()> {
             .reserve(&uid, &best)?
             .map_err(|why| anyhow::anyhow!("pod {i}: {why}"))?;
         let reserved_in = at.elapsed();
-        let event = pod(i, Some((&best, &reserved.value))).to_string();
+        let gpus = reserved
+            .annotations
+            .get("tandem.dev/gpu")
+            .with_context(|| format!("pod {i}: Reserve wrote no GPU"))?;
+        let event = pod(i, Some((&best, gpus))).to_string();
         let at = Instant::now();
         plugin.set_pod(event.as_bytes())?;
         let bound_in = at.elapsed();

@@ -12,8 +12,9 @@ use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
 
 use super::api::{self, code, event};
+use super::error::Error;
+use super::handler::{Handler, Registration};
 use super::wire::{self, FRAME_HEADER, Kind, Message, PLUGIN_SERVICE, RUNTIME_SERVICE, Streams};
-use super::{Error, Handler, Registration};
 
 /// How long registration may take before the runtime counts as unresponsive.
 const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);

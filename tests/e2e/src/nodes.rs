@@ -873,7 +873,7 @@ pub async fn wait_for_phase(
             .and_then(|pod| pod.status.as_ref())
             .and_then(|status| status.phase.clone());
         if now.as_deref() == Some(phase) {
-            return Ok(pod.context("pod vanished")?);
+            return pod.context("pod vanished");
         }
         if Instant::now() >= deadline {
             let state = pod
@@ -1096,10 +1096,10 @@ impl HostState {
     fn restore(&self) {
         for (name, value) in &self.sysctls {
             let path = Path::new("/proc/sys").join(name);
-            if fs::read_to_string(&path).is_ok_and(|now| now.trim() != value) {
-                if let Err(error) = fs::write(&path, value) {
-                    eprintln!("could not restore {}: {error}", path.display());
-                }
+            if fs::read_to_string(&path).is_ok_and(|now| now.trim() != value)
+                && let Err(error) = fs::write(&path, value)
+            {
+                eprintln!("could not restore {}: {error}", path.display());
             }
         }
         for (dir, before) in &self.dirs {
