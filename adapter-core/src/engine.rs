@@ -718,10 +718,10 @@ mod tests {
             state.reservation(&Job::new("a"), "n1/0").unwrap(),
             Some(3_000)
         );
-        // Nothing known of "p": the guard reserves the whole GPU.
+        // Nothing known of "unseen": the guard reserves the whole GPU.
         let whole = state.gpu(0).unwrap().spec.memory_mib;
         assert_eq!(
-            state.reservation(&Job::new("p"), "n1/0").unwrap(),
+            state.reservation(&Job::new("unseen"), "n1/0").unwrap(),
             Some(whole)
         );
         assert_eq!(state.reservation(&Job::new("a"), "n9/0").unwrap(), None);

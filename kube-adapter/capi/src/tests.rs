@@ -280,9 +280,9 @@ fn a_pod_goes_beside_the_co_runner_the_engine_prefers_and_gets_the_annotation() 
     let reserved: Value = serde_json::from_str(&text).unwrap();
     let annotations = &reserved["annotations"];
     assert_eq!(annotations["tandem.dev/gpu"], "a/0", "{reserved}");
-    // Nothing known of p's memory: the guard reserves the whole GPU, and says so.
+    // p was profiled at 3,000 MiB on a V100: what the guard reserves there, and says so.
     assert_eq!(
-        annotations["tandem.dev/gpu-memory-mib"], "16384",
+        annotations["tandem.dev/gpu-memory-mib"], "3000",
         "{reserved}"
     );
     // The cap (two per GPU) now refuses node a for the next pod, from the engine's own record
