@@ -225,10 +225,21 @@ impl Core {
         let engine = Engine::start(engine, config.queue, Arc::clone(&metrics))
             .map_err(StartError::Thread)?;
         // The first declared job would otherwise train the memory and utilization models on
-        // the scheduler's time; this runs before the front-end is ready.
-        engine.detach(|state| {
-            if let Err(error) = learning::warm_up(state.recommender()) {
+        // the scheduler's time; this runs before the front-end is ready. Training takes longer
+        // than a decision may on a busy node (half a second and more), so it runs under the
+        // training deadline: under the decision one it was interrupted, the instance rebuilt
+        // with cold models, and the first request that needed them failed the same way.
+        let warming = trainer.clone();
+        engine.detach(move |state| {
+            let decisions = state.runtime().clone();
+            let warmed = warming
+                .adopt(state.recommender())
+                .and_then(|()| learning::warm_up(state.recommender()));
+            if let Err(error) = warmed {
                 tracing::warn!(%error, "could not warm the engine's models up");
+            }
+            if let Err(error) = decisions.adopt(state.recommender()) {
+                tracing::error!(%error, "could not put the engine back under the decision deadline");
             }
         });
         Ok(Self {
