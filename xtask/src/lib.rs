@@ -42,6 +42,7 @@
 //! and [`volcano::ensure_vc_scheduler`] builds Volcano's `vc-scheduler` from a directory of its
 //! source (`cargo xtask vc-scheduler`).
 
+mod background;
 mod build_script;
 pub mod cycles;
 pub mod fuzz;

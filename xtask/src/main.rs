@@ -59,12 +59,19 @@ enum Task {
     /// `CGO_ENABLED=1 go build -trimpath -mod=readonly ./cmd/scheduler` into
     /// $TANDEM_VOLCANO_DIR, else ~/.cache/tandem/volcano (one directory per source).
     VcScheduler,
+    /// Build (if missing) every program of another project the end-to-end tiers start, and
+    /// print where: kube-bins, vc-scheduler and node-bins in one.
+    ///
+    /// Not tandem-kube-scheduler, which links this workspace's library (kube-scheduler-plugin).
+    E2eBins,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
     /// the unit and integration tests (`cargo test --workspace`, which replays every fuzz
     /// target's seeds and kept corpus), then every end-to-end tier.
     ///
-    /// The Kubernetes binaries of the end-to-end tests are built (if missing) before their
-    /// tier, which finds them through TANDEM_KUBE_BIN_DIR.
+    /// While the cargo steps run, e2e-bins runs beside them at a lower priority (its log:
+    /// e2e-bins.log in the target directory), using the core cargo leaves idle; a tier waits
+    /// for what it needs, and builds it itself if that build failed. Each tier finds its
+    /// programs through variables (TANDEM_KUBE_BIN_DIR, ...).
     Test,
     /// Run end-to-end tiers alone: suites that start real scheduler processes.
     ///
@@ -161,6 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let build = tasks::vc_scheduler(&workspace)?;
             println!("{}", build.scheduler.display());
         }
+        Task::E2eBins => tasks::e2e_bins(&workspace)?,
         Task::Test => tasks::test(&workspace)?,
         Task::E2e { tiers } => {
             let tiers = if tiers.is_empty() {

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result};
 
+use crate::background::BackgroundBuild;
 use crate::guest::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, Profile, ensure_plugin_scheduler};
@@ -117,6 +118,27 @@ pub fn node_bins() -> Result<NodeBins> {
         containerd_dir,
         images,
     })
+}
+
+/// `cargo xtask e2e-bins`: builds (if missing) every program of another project the
+/// end-to-end tiers start: Kubernetes' control plane and kubelet, containerd (with the node's
+/// Debian packages and test images) and vc-scheduler. `tandem-kube-scheduler` is not among
+/// them: it links this workspace's library, which cargo builds.
+pub fn e2e_bins(workspace: &Workspace) -> Result<()> {
+    let kube = kube_bins()?;
+    eprintln!(
+        "kube-apiserver, kube-scheduler, etcd: {}",
+        kube.dir().display()
+    );
+    let volcano = vc_scheduler(workspace)?;
+    eprintln!("vc-scheduler: {}", volcano.scheduler.display());
+    let node = node_bins()?;
+    eprintln!(
+        "kubelet: {}; containerd: {}",
+        node.kubelet.display(),
+        node.containerd_dir.display()
+    );
+    Ok(())
 }
 
 /// `cargo xtask vc-scheduler`: builds (if missing) Volcano's scheduler from the source
@@ -298,11 +320,16 @@ impl Tier {
 /// command and stopping at the first failure. Exploring with the instrumented fuzz targets is
 /// `cargo xtask fuzz`'s, not the gate's: its build of every crate again would double the
 /// gate's compile time.
+///
+/// The tiers' Go programs ([`e2e_bins`]) build in a child of this program (`cargo xtask
+/// e2e-bins`, niced, its log in the target directory) while the cargo steps run: it must be
+/// called from the xtask binary.
 pub fn test(workspace: &Workspace) -> Result<()> {
     let toolchain = ensure_toolchain()?;
     eprintln!("==> wasm32 toolchain: {toolchain}");
     // The SPANK plugin's bindings are generated from Slurm's headers by every workspace build.
     ensure_slurm_packages()?;
+    let background = BackgroundBuild::start(&workspace.target_dir().join("e2e-bins.log"))?;
     for (index, step) in GATE.iter().enumerate() {
         if index == 1 {
             eprintln!("==> import cycles between modules");
@@ -318,6 +345,7 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         eprintln!("==> {shown}");
         run(&mut cargo).with_context(|| format!("gate step `{shown}` failed"))?;
     }
+    background.finish();
     e2e(workspace, TIERS)?;
     eprintln!("==> gate passed");
     Ok(())
