@@ -5,11 +5,14 @@
 //! is the price of the sandbox: argument copying across the canonical ABI plus wasm code
 //! generation. No assertion is made on time; the numbers are for people.
 //!
-//! The cluster view cases (WIT 0.4.0) score one job over 5,000 GPUs that the engine keeps,
-//! half of them running one or two instances of 64 profiled workloads: for a job class whose
-//! answers are kept (`warm`), for a new class every call (`cold`: every state judged), and
-//! after one GPU changed state (`after a bind`: one state judged). `score` over the same GPUs
-//! sent as records (the WIT 0.3.0 way) runs beside them, so the speed-up prints as a ratio.
+//! The cluster view cases (WIT 0.4.0) score one job over 5,000 and 40,000 GPUs (scheduler_perf's
+//! 5,000 nodes × 8) that the engine keeps, half of them running one or two instances of 64
+//! profiled workloads: for a job class whose answers are kept (`warm`), for a new class every
+//! call (`cold`: every state judged), and after one GPU changed state (`after a bind`: one
+//! state judged); the view update of one pod event (a bind or an unbind) is timed alone.
+//! `score` over the same GPUs sent as records (the WIT 0.3.0 way) runs beside them, so the
+//! speed-up prints as a ratio. The largest batch, `recommend` of 10,000 jobs over 5,000 GPUs,
+//! is timed over a few calls.
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +44,24 @@ fn measure(budget: Duration, min_calls: usize, mut f: impl FnMut()) -> Stats {
     Stats {
         median: at(0.5),
         p99: at(0.99),
+        mean: samples.iter().sum::<Duration>() / samples.len() as u32,
+    }
+}
+
+/// Times `calls` calls of `f` after one warm-up: for calls that take seconds.
+fn measure_few(calls: usize, mut f: impl FnMut()) -> Stats {
+    f();
+    let mut samples: Vec<Duration> = (0..calls)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    samples.sort_unstable();
+    Stats {
+        median: samples[samples.len() / 2],
+        p99: samples[samples.len() - 1],
         mean: samples.iter().sum::<Duration>() / samples.len() as u32,
     }
 }
@@ -84,6 +105,19 @@ fn main() {
         });
         report(&format!("recommend {jobs} jobs x {gpus} GPUs"), &c, &n);
     }
+    // A cluster-wide batch at scheduler_perf's scale: seconds a call, so a few calls each way.
+    let (queue_list, gpus_list) = (queue(10_000, 1), cluster(5_000));
+    let c = measure_few(3, || {
+        component
+            .recommend(&queue_list, &gpus_list)
+            .expect("recommend");
+    });
+    let n = measure_few(3, || {
+        native
+            .recommend(&queue_list, &gpus_list)
+            .expect("recommend");
+    });
+    report("recommend 10000 jobs x 5000 GPUs", &c, &n);
 
     let job = &queue(1, 2)[0];
     let gpus_list = cluster(5_000);
@@ -95,12 +129,14 @@ fn main() {
     });
     report("score 1 job x 5000 idle GPUs (records)", &c, &n);
 
-    view_cases(&runtime, budget);
+    for gpus in [5_000, 40_000] {
+        view_cases(&runtime, gpus, budget);
+    }
 }
 
-/// The cluster view: 5,000 GPUs, half busy, kept by the engine.
-fn view_cases(runtime: &Runtime, budget: Duration) {
-    let (profiles, changes) = busy_cluster(5_000, 64, 7);
+/// The cluster view: `size` GPUs, half busy, kept by the engine.
+fn view_cases(runtime: &Runtime, size: usize, budget: Duration) {
+    let (profiles, changes) = busy_cluster(size, 64, 7);
     let mut component = runtime
         .bootstrap(&Policy::default(), 42)
         .expect("bootstrap");
@@ -138,7 +174,7 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
     let n = measure(budget, 20, || {
         native.score(&job, &gpus).expect("score");
     });
-    report("score 1 job x 5000 busy GPUs (records)", &c, &n);
+    report(&format!("score 1 job x {size} busy GPUs (records)"), &c, &n);
     let records = c;
     let c = measure(budget, 50, || {
         component.score_all(&job).expect("score-all");
@@ -146,7 +182,7 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
     let n = measure(budget, 50, || {
         native.score_all(&job).expect("score-all");
     });
-    report("score-all 5000 busy GPUs, warm class", &c, &n);
+    report(&format!("score-all {size} busy GPUs, warm class"), &c, &n);
     let warm = c;
     // A job class never seen: every state is judged. Classes differ by profile.
     let fresh = |i: &mut u32| {
@@ -164,10 +200,10 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
     let n = measure(budget, 50, || {
         native.score_all(&fresh(&mut ni)).expect("score-all");
     });
-    report("score-all 5000 busy GPUs, cold class", &c, &n);
+    report(&format!("score-all {size} busy GPUs, cold class"), &c, &n);
     let speedup = |view: &Stats| records.median.as_secs_f64() / view.median.as_secs_f64();
     println!(
-        "view vs records (WIT 0.4.0 vs 0.3.0, component medians): warm class {:.0}x, cold class {:.1}x faster; budget 1 ms p99: cold p99 {:.3?}",
+        "{size} GPUs, view vs records (WIT 0.4.0 vs 0.3.0, component medians): warm class {:.0}x, cold class {:.1}x faster; budget 1 ms p99: cold p99 {:.3?}",
         speedup(&warm),
         speedup(&c),
         c.p99
@@ -189,7 +225,24 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
             })
         }
     };
+    // One pod event alone: the view update a scheduler's informer makes per bind or unbind.
     let (mut cb, mut nb) = (false, false);
+    let c = measure(budget, 200, || {
+        component
+            .update_cluster(&[toggle(&mut cb)])
+            .expect("update-cluster");
+    });
+    let n = measure(budget, 200, || {
+        native
+            .update_cluster(&[toggle(&mut nb)])
+            .expect("update-cluster");
+    });
+    report(&format!("update-cluster 1 pod event, {size} GPUs"), &c, &n);
+    println!(
+        "{size} GPUs, view update per pod event: component p99 {:.3?} (budget 20 µs)",
+        c.p99
+    );
+    // (The toggles go on from where the loop above left them: a job binds where it is not.)
     let c = measure(budget, 50, || {
         component
             .update_cluster(&[toggle(&mut cb)])
@@ -202,5 +255,5 @@ fn view_cases(runtime: &Runtime, budget: Duration) {
             .expect("update-cluster");
         native.score_all(&job).expect("score-all");
     });
-    report("bind + score-all 5000 busy GPUs, warm", &c, &n);
+    report(&format!("bind + score-all {size} busy GPUs, warm"), &c, &n);
 }

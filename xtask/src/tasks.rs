@@ -3,6 +3,7 @@
 //! Every task runs its child cargo from the workspace root, with [`crate::fresh_cargo`]'s
 //! environment plus the caller's `CARGO_TARGET_DIR`, if one was set.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,21 +125,38 @@ pub fn node_bins() -> Result<NodeBins> {
 /// end-to-end tiers start: Kubernetes' control plane and kubelet, containerd (with the node's
 /// Debian packages and test images) and vc-scheduler. `tandem-kube-scheduler` is not among
 /// them: it links this workspace's library, which cargo builds.
+///
+/// Each is tried even when one before it failed (they are independent); the error names every
+/// one that failed.
 pub fn e2e_bins(workspace: &Workspace) -> Result<()> {
-    let kube = kube_bins()?;
-    eprintln!(
-        "kube-apiserver, kube-scheduler, etcd: {}",
-        kube.dir().display()
-    );
-    let volcano = vc_scheduler(workspace)?;
-    eprintln!("vc-scheduler: {}", volcano.scheduler.display());
-    let node = node_bins()?;
-    eprintln!(
-        "kubelet: {}; containerd: {}",
-        node.kubelet.display(),
-        node.containerd_dir.display()
-    );
-    Ok(())
+    let mut failed = Vec::new();
+    match kube_bins() {
+        Ok(kube) => eprintln!(
+            "kube-apiserver, kube-scheduler, etcd: {}",
+            kube.dir().display()
+        ),
+        Err(error) => failed.push(("kube-bins", error)),
+    }
+    match vc_scheduler(workspace) {
+        Ok(volcano) => eprintln!("vc-scheduler: {}", volcano.scheduler.display()),
+        Err(error) => failed.push(("vc-scheduler", error)),
+    }
+    match node_bins() {
+        Ok(node) => eprintln!(
+            "kubelet: {}; containerd: {}",
+            node.kubelet.display(),
+            node.containerd_dir.display()
+        ),
+        Err(error) => failed.push(("node-bins", error)),
+    }
+    if failed.is_empty() {
+        return Ok(());
+    }
+    for (what, error) in &failed {
+        eprintln!("error: {what}: {error:#}");
+    }
+    let names: Vec<&str> = failed.iter().map(|(what, _)| *what).collect();
+    anyhow::bail!("could not build {}", names.join(", "))
 }
 
 /// `cargo xtask vc-scheduler`: builds (if missing) Volcano's scheduler from the source
@@ -189,10 +207,10 @@ const GATE: &[Step] = &[
     },
 ];
 
-/// One `cargo test` run of a tier: a package's end-to-end test target (behind its `e2e`
-/// feature, so a plain `cargo test` never builds it) and the test-name filters that pick the
-/// tier's scenarios. Every tier of a package builds the same test binary: the filters, not
-/// features, tell the tiers apart, so nothing is compiled twice.
+/// One run of a tier: a package's end-to-end test binary (behind its `e2e` feature, so a plain
+/// `cargo test` never builds it) and the test-name filters that pick the tier's scenarios.
+/// Every tier of a package runs the same binary: the filters, not features, tell the tiers
+/// apart, so nothing is compiled twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
     package: &'static str,
@@ -203,25 +221,114 @@ pub struct Run {
 }
 
 impl Run {
-    fn args(&self) -> Vec<&'static str> {
-        let mut args = vec![
-            "test",
-            "--package",
-            self.package,
-            "--features",
-            "e2e",
-            "--test",
-            "e2e",
-        ];
-        if self.only.is_some() || !self.skip.is_empty() {
-            args.push("--");
-            args.extend(self.only);
-            for skipped in self.skip {
-                args.extend(["--skip", skipped]);
-            }
+    /// The test harness's arguments: the filters.
+    fn filters(&self) -> Vec<&'static str> {
+        let mut args: Vec<&'static str> = self.only.into_iter().collect();
+        for skipped in self.skip {
+            args.extend(["--skip", skipped]);
         }
         args
     }
+}
+
+/// The `cargo test` that builds the end-to-end test binaries of `packages`, and none of them
+/// runs. `--workspace` with features that add no dependency (each package's `e2e` is empty)
+/// resolves every dependency's features exactly as the gate's `cargo test --workspace` did,
+/// so only the test binaries compile; `--package` would resolve them anew and rebuild the
+/// wasmtime stack once per tier.
+fn e2e_build_args(packages: &[&str]) -> Vec<String> {
+    let features: Vec<String> = packages.iter().map(|p| format!("{p}/e2e")).collect();
+    [
+        "test",
+        "--workspace",
+        "--features",
+        &features.join(","),
+        "--test",
+        "e2e",
+        "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A built end-to-end test binary and the package directory it runs in (as `cargo test` runs it).
+#[derive(Debug, Clone)]
+struct TestBinary {
+    executable: PathBuf,
+    package_dir: PathBuf,
+}
+
+/// Builds the end-to-end test binaries of `packages` in one cargo run; returns them by package.
+fn build_e2e_tests(
+    workspace: &Workspace,
+    packages: &[&str],
+) -> Result<BTreeMap<String, TestBinary>> {
+    let mut cargo = workspace.cargo(e2e_build_args(packages));
+    eprintln!("==> {}", display_as_cargo(&cargo));
+    let output = cargo
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(std::io::stderr()))
+        .output()
+        .context("could not start cargo")?;
+    ensure_success(&cargo, output.status)?;
+    let binaries = test_binaries(&String::from_utf8_lossy(&output.stdout))?;
+    for package in packages {
+        anyhow::ensure!(
+            binaries.contains_key(*package),
+            "cargo built no end-to-end test binary for {package}"
+        );
+    }
+    Ok(binaries)
+}
+
+fn ensure_success(cargo: &Command, status: std::process::ExitStatus) -> Result<()> {
+    anyhow::ensure!(
+        status.success(),
+        "`{}` failed ({status})",
+        display_as_cargo(cargo)
+    );
+    Ok(())
+}
+
+/// The `e2e` test executables in cargo's JSON messages, by package name.
+fn test_binaries(messages: &str) -> Result<BTreeMap<String, TestBinary>> {
+    let mut binaries = BTreeMap::new();
+    for line in messages.lines().filter(|line| line.starts_with('{')) {
+        let message: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("cargo printed {line}"))?;
+        let is_test = message["reason"] == "compiler-artifact"
+            && message["target"]["name"] == "e2e"
+            && message["profile"]["test"] == true;
+        let (Some(executable), Some(manifest), Some(id)) = (
+            message["executable"].as_str(),
+            message["manifest_path"].as_str(),
+            message["package_id"].as_str(),
+        ) else {
+            continue;
+        };
+        if !is_test {
+            continue;
+        }
+        // `path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0`
+        let name = id
+            .rsplit_once('#')
+            .and_then(|(_, rest)| rest.split_once('@'))
+            .map(|(name, _)| name.to_owned())
+            .with_context(|| format!("cannot tell the package of {id}"))?;
+        let package_dir = Path::new(manifest)
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        binaries.insert(
+            name,
+            TestBinary {
+                executable: PathBuf::from(executable),
+                package_dir,
+            },
+        );
+    }
+    Ok(binaries)
 }
 
 /// A tier of end-to-end tests: scenarios against real scheduler processes that `cargo test`
@@ -351,10 +458,21 @@ pub fn test(workspace: &Workspace) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask e2e`: runs the given end-to-end tiers. What a tier runs against is built (if
-/// missing) first, as a step of its own: the first builds take minutes and should not look like
-/// a hung test.
+/// `cargo xtask e2e`: runs the given end-to-end tiers. The test binaries of every tier are
+/// built first, in one cargo run that reuses the dependencies the gate built (`--workspace`); each
+/// tier then runs its binaries itself, in their package's directory, with its filters. What a
+/// tier runs against is built (if missing) before it, as a step of its own: the first builds
+/// take minutes and should not look like a hung test.
 pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
+    // Every package with an `e2e` test target, whichever tiers run: `--test e2e` across the
+    // workspace refuses a target whose feature is off.
+    let mut packages: Vec<&str> = TIERS
+        .iter()
+        .flat_map(|tier| tier.runs.iter().map(|run| run.package))
+        .collect();
+    packages.sort_unstable();
+    packages.dedup();
+    let binaries = build_e2e_tests(workspace, &packages)?;
     for tier in tiers {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
         let mut env: Vec<(&str, PathBuf)> = Vec::new();
@@ -398,15 +516,17 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
         }
         for step in tier.runs {
-            let mut cargo = workspace.cargo(step.args());
-            let mut shown = String::new();
+            let binary = &binaries[step.package];
+            let mut test = Command::new(&binary.executable);
+            test.current_dir(&binary.package_dir).args(step.filters());
+            let mut shown = format!("(in {}) ", binary.package_dir.display());
             for (name, value) in &env {
-                cargo.env(name, value);
+                test.env(name, value);
                 shown.push_str(&format!("{name}={} ", value.display()));
             }
-            shown.push_str(&display_as_cargo(&cargo));
+            shown.push_str(&display(&test));
             eprintln!("==> {shown}");
-            run(&mut cargo).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
+            run(&mut test).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
         }
     }
     Ok(())
@@ -532,41 +652,55 @@ mod tests {
 
     #[test]
     fn tiers_share_one_test_binary_per_package_and_differ_by_filter() {
-        let args = |tier: &str| -> Vec<String> {
+        let runs = |tier: &str| -> Vec<(&str, String)> {
             Tier::named(tier)
                 .unwrap()
                 .runs
                 .iter()
-                .map(|run| run.args().join(" "))
+                .map(|run| (run.package, run.filters().join(" ")))
                 .collect()
         };
         assert_eq!(
-            args("kube"),
+            runs("kube"),
+            [(
+                "tandem-kube-adapter",
+                "--skip plugin:: --skip node::".to_owned()
+            )]
+        );
+        assert_eq!(
+            runs("kube-plugin"),
+            [("tandem-kube-adapter", "plugin::".to_owned())]
+        );
+        assert_eq!(
+            runs("node"),
             [
-                "test --package tandem-kube-adapter --features e2e --test e2e -- --skip plugin:: \
-              --skip node::"
+                ("tandem-kube-adapter", "node::".to_owned()),
+                ("tandem-volcano-adapter", "node::".to_owned())
             ]
         );
+        assert_eq!(runs("slurm"), [("tandem-slurm-adapter", String::new())]);
         assert_eq!(
-            args("kube-plugin"),
-            ["test --package tandem-kube-adapter --features e2e --test e2e -- plugin::"]
-        );
-        assert_eq!(
-            args("node"),
-            [
-                "test --package tandem-kube-adapter --features e2e --test e2e -- node::",
-                "test --package tandem-volcano-adapter --features e2e --test e2e -- node::"
-            ]
-        );
-        assert_eq!(
-            args("slurm"),
-            ["test --package tandem-slurm-adapter --features e2e --test e2e"]
+            e2e_build_args(&["tandem-kube-adapter", "tandem-slurm-adapter"]).join(" "),
+            "test --workspace --features tandem-kube-adapter/e2e,tandem-slurm-adapter/e2e \
+             --test e2e --no-run --message-format=json-render-diagnostics"
         );
         let error = Tier::named("kubernetes").unwrap_err().to_string();
         assert!(
             error.contains("`kubernetes`") && error.contains("kube"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn test_binaries_are_found_in_cargos_messages_by_package() {
+        let messages = r#"{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"e2e","kind":["test"]},"profile":{"test":true},"executable":"/t/debug/deps/e2e-1"}
+{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"tandem-kube-adapter","kind":["bin"]},"profile":{"test":false},"executable":"/t/debug/tandem-kube-adapter"}
+{"reason":"build-finished","success":true}"#;
+        let binaries = test_binaries(messages).unwrap();
+        assert_eq!(binaries.len(), 1);
+        let kube = &binaries["tandem-kube-adapter"];
+        assert_eq!(kube.executable, Path::new("/t/debug/deps/e2e-1"));
+        assert_eq!(kube.package_dir, Path::new("/ws/kube-adapter"));
     }
 
     #[test]
