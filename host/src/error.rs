@@ -23,6 +23,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A compiled-component cache was asked of a host built without one.
+    #[error(
+        "a compiled-component cache ({directory}) was configured, but this build has none (the `compiled-cache` feature of tandem-host)"
+    )]
+    NoCompiledCache {
+        /// The directory asked for.
+        directory: PathBuf,
+    },
     /// The bytes are not WebAssembly at all.
     #[error("not a WebAssembly component: the file does not start with the wasm magic bytes")]
     NotWasm,

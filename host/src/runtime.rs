@@ -23,6 +23,8 @@ pub const SUPPORTED_WIT_VERSIONS: &[&str] = &[tandem_api::WIT_VERSION];
 pub struct Runtime {
     shared: Arc<Shared>,
     wit_version: String,
+    /// Whether the compiled component came from the compiled-component cache.
+    from_cache: bool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -54,9 +56,20 @@ impl Runtime {
         let mut wasm_config = Config::new();
         wasm_config.epoch_interruption(true);
         wasm_config.max_wasm_stack(config.max_wasm_stack_bytes);
+        let cache = match &config.compiled_cache {
+            Some(directory) => use_compiled_cache(&mut wasm_config, directory)?,
+            None => None,
+        };
         let engine = Engine::new(&wasm_config).map_err(|e| Error::wasmtime("configure", e))?;
+        let started = std::time::Instant::now();
         let component =
             Component::new(&engine, bytes).map_err(|e| Error::wasmtime("compile", e))?;
+        let from_cache = cache.as_ref().is_some_and(|cache| cache_hits(cache) > 0);
+        tracing::debug!(
+            elapsed = ?started.elapsed(),
+            from_cache,
+            "engine component ready"
+        );
         let wit_version = check_world(&engine, &component)?;
 
         let mut linker = Linker::<StoreState>::new(&engine);
@@ -74,7 +87,14 @@ impl Runtime {
                 config,
             }),
             wit_version,
+            from_cache,
         })
+    }
+
+    /// Whether the compiled component was loaded from [`HostConfig::compiled_cache`] rather
+    /// than compiled by this start.
+    pub fn compiled_from_cache(&self) -> bool {
+        self.from_cache
     }
 
     /// The `tandem:engine` version the component implements (for example `0.2.0`).
@@ -102,6 +122,7 @@ impl Runtime {
                 },
             }),
             wit_version: self.wit_version.clone(),
+            from_cache: self.from_cache,
         }
     }
 
@@ -162,6 +183,56 @@ impl Runtime {
             Err(trap) => Err(classify("synthesize", trap, &self.shared, store.data())),
         }
     }
+}
+
+/// Keeps compiled components in `directory` (wasmtime's cache: content-addressed files, zstd
+/// compressed, pruned by size in the background). A directory that cannot be used is logged
+/// and the component compiled as if none had been given: the cache saves time, it is never a
+/// reason not to start.
+#[cfg(feature = "compiled-cache")]
+fn use_compiled_cache(wasm_config: &mut Config, directory: &Path) -> Result<Option<CompiledCache>> {
+    let directory = std::path::absolute(directory).unwrap_or_else(|_| directory.to_owned());
+    let mut cache = wasmtime::CacheConfig::new();
+    cache.with_directory(&directory);
+    match wasmtime::Cache::new(cache) {
+        Ok(cache) => {
+            wasm_config.cache(Some(cache.clone()));
+            Ok(Some(cache))
+        }
+        Err(error) => {
+            tracing::warn!(
+                directory = %directory.display(),
+                error = %error,
+                "cannot use the compiled-component cache; compiling the engine at every start"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Without the `compiled-cache` feature a cache directory is a configuration this build
+/// cannot honour: said at start rather than silently slow.
+#[cfg(not(feature = "compiled-cache"))]
+fn use_compiled_cache(_: &mut Config, directory: &Path) -> Result<Option<CompiledCache>> {
+    Err(Error::NoCompiledCache {
+        directory: directory.to_owned(),
+    })
+}
+
+/// wasmtime's cache, where the build has it; a type with no values where it does not.
+#[cfg(feature = "compiled-cache")]
+type CompiledCache = wasmtime::Cache;
+#[cfg(not(feature = "compiled-cache"))]
+type CompiledCache = std::convert::Infallible;
+
+/// How many components `cache` served, since it was made.
+#[cfg(feature = "compiled-cache")]
+fn cache_hits(cache: &CompiledCache) -> usize {
+    cache.cache_hits()
+}
+#[cfg(not(feature = "compiled-cache"))]
+fn cache_hits(cache: &CompiledCache) -> usize {
+    match *cache {}
 }
 
 /// Tells core modules and non-wasm files from components before compiling anything.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use tandem_adapter_core::gpu_models::{GpuCosts, parse_model_number};
 use tandem_api::{ModelCap, Objective};
+use tandem_host::HostConfig;
 
 use crate::extender::FilterPasses;
 
@@ -121,6 +122,14 @@ pub struct Options {
     /// Engine component to load instead of the one built into this binary.
     #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
     pub engine: Option<PathBuf>,
+
+    /// Directory where the compiled engine is kept between starts (wasmtime's cache, keyed by
+    /// the component's hash): a restart loads it in milliseconds instead of compiling it for
+    /// seconds. An empty value compiles at every start. Its files are loaded as machine code:
+    /// it must be writable only by the user this runs as.
+    #[arg(long, env = "TANDEM_COMPILED_CACHE", value_name = "DIR",
+          default_value_os_t = HostConfig::default_compiled_cache().unwrap_or_default())]
+    pub compiled_cache: PathBuf,
 
     /// Largest request body accepted, in bytes (a 5,000-node request in full is ~20 MB).
     #[arg(long, default_value_t = 64 << 20)]

@@ -61,6 +61,8 @@ impl Options {
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
         let config = HostConfig {
             call_deadline: self.engine_deadline,
+            compiled_cache: (!self.compiled_cache.as_os_str().is_empty())
+                .then(|| self.compiled_cache.clone()),
             ..HostConfig::default()
         };
         match &self.engine {

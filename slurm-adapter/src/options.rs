@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use tandem_api::Objective;
+use tandem_host::HostConfig;
 
 /// Tandem's service for Slurm: decides which GPU jobs share a GPU, and where.
 ///
@@ -78,6 +79,14 @@ pub struct Options {
     /// Engine component to load instead of the one built into this binary.
     #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
     pub engine: Option<PathBuf>,
+
+    /// Directory where the compiled engine is kept between starts (wasmtime's cache, keyed by
+    /// the component's hash): a restart loads it in milliseconds instead of compiling it for
+    /// seconds. An empty value compiles at every start. Its files are loaded as machine code:
+    /// it must be writable only by the user this runs as.
+    #[arg(long, env = "TANDEM_COMPILED_CACHE", value_name = "DIR",
+          default_value_os_t = HostConfig::default_compiled_cache().unwrap_or_default())]
+    pub compiled_cache: PathBuf,
 
     /// Longest a placement waits for the engine before the hook is told to leave the job
     /// unchanged; keep it well under the hook's own time limit.

@@ -2,6 +2,7 @@
 
 use tandem_api::WIT_VERSION;
 use tandem_host::{Error, HostConfig, Runtime, SUPPORTED_WIT_VERSIONS};
+use tandem_tests::components;
 
 fn load_wat(text: &str) -> Result<Runtime, Error> {
     let bytes = wat::parse_str(text).expect("test WAT is valid");
@@ -120,4 +121,50 @@ fn wit_current_is_the_version_the_api_mirrors() {
         text.contains(&format!("package tandem:engine@{WIT_VERSION};")),
         "wit/current/engine.wit does not declare {WIT_VERSION}"
     );
+}
+
+#[test]
+fn a_compiled_engine_is_kept_loaded_again_and_compiled_anew_when_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = HostConfig {
+        compiled_cache: Some(dir.path().join("compiled")),
+        ..HostConfig::default()
+    };
+    let load = || Runtime::from_file(components::ENGINE.as_ref(), config.clone()).unwrap();
+    let first = load();
+    assert!(!first.compiled_from_cache(), "nothing was compiled before");
+    let again = load();
+    assert!(
+        again.compiled_from_cache(),
+        "the second start compiles nothing"
+    );
+    assert_eq!(again.engine_version().unwrap(), env!("CARGO_PKG_VERSION"));
+
+    // Every kept file overwritten: the start compiles again instead of failing or loading junk.
+    let mut damaged = 0;
+    for entry in walk(dir.path()) {
+        std::fs::write(&entry, b"not a compiled component").unwrap();
+        damaged += 1;
+    }
+    assert!(damaged > 0, "the cache kept no file");
+    let recompiled = load();
+    assert!(!recompiled.compiled_from_cache());
+    assert_eq!(
+        recompiled.engine_version().unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
+/// Every file under `dir`, however deep.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -82,6 +82,11 @@ pub struct Config {
     /// Engine component to load instead of the one built into the scheduler.
     #[serde(default)]
     pub engine: Option<PathBuf>,
+    /// Directory where the compiled engine is kept between starts (see the extender's
+    /// `--compiled-cache`); the default is the user's cache directory, `""` compiles at every
+    /// start.
+    #[serde(default = "HostConfig::default_compiled_cache")]
+    pub compiled_cache: Option<PathBuf>,
     /// Longest one engine call may run, in milliseconds, before the sandbox interrupts it.
     #[serde(default = "default_deadline_ms")]
     pub engine_deadline_ms: u64,
@@ -390,6 +395,10 @@ impl Plugin {
             .map_err(|e| Error::Secret(format!("{e:#}")))?;
         let host = HostConfig {
             call_deadline: Duration::from_millis(config.engine_deadline_ms),
+            compiled_cache: config
+                .compiled_cache
+                .clone()
+                .filter(|dir| !dir.as_os_str().is_empty()),
             ..HostConfig::default()
         };
         let runtime = match &config.engine {
