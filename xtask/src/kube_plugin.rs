@@ -3,9 +3,9 @@
 //! `tandem-kube-capi`, and cached outside the work tree like the other Kubernetes binaries.
 //!
 //! [`ensure_plugin_scheduler`] builds the library (`cargo build`, in the profile the caller
-//! names — the tests' dev profile for the end-to-end tiers, whose artefacts `cargo test` has
-//! built already, `--release` for the throughput benchmark; cargo decides whether anything
-//! changed), hashes it with the Go module's files and the recipe, and builds
+//! names: the dev profile, `--release` for the throughput benchmark; cargo decides whether
+//! anything changed), or [`ensure_plugin_scheduler_linking`] takes the one the end-to-end test
+//! build produced; either hashes it with the Go module's files and the recipe, and builds
 //! the binary into `<kube_dir()>/plugin-<hash>/bin` unless it is there: a change on either side
 //! gets a fresh directory, an unchanged tree is built once, and after a build only the two
 //! most recent other builds are kept. The Go module pins Kubernetes
@@ -32,7 +32,7 @@ pub const PLUGIN_SCHEDULER_VAR: &str = "TANDEM_PLUGIN_SCHEDULER";
 pub const BINARY: &str = "tandem-kube-scheduler";
 
 /// The crate whose static library the plugin links.
-const CAPI_PACKAGE: &str = "tandem-kube-capi";
+pub const CAPI_PACKAGE: &str = "tandem-kube-capi";
 
 /// Where the Go module is, relative to the workspace root.
 const MODULE_DIR: &str = "kube-adapter/scheduler-plugin";
@@ -97,6 +97,14 @@ pub fn ensure_plugin_scheduler(
     profile: Profile,
 ) -> Result<PathBuf> {
     let library = build_library(root, target_dir, profile)?;
+    ensure_plugin_scheduler_linking(root, &library)
+}
+
+/// [`ensure_plugin_scheduler`] with a static library of `tandem-kube-capi` built already: the
+/// one the end-to-end test build produced beside the test binaries, whose features cargo
+/// resolved with the whole workspace's (a `cargo build --package` of the library alone resolves
+/// them anew and compiles the wasmtime stack a second time).
+pub fn ensure_plugin_scheduler_linking(root: &Path, library: &Path) -> Result<PathBuf> {
     let module = read_module(&root.join(MODULE_DIR))?;
     let library_bytes =
         fs::read(&library).with_context(|| format!("could not read {}", library.display()))?;
@@ -210,7 +218,9 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
     }
     let lib = entry.join("lib");
     fs::create_dir_all(&lib).with_context(|| format!("could not create {}", lib.display()))?;
-    let copied = lib.join(library.file_name().unwrap_or_default());
+    // The name the Go side links (`-ltandem_kube_capi`), whatever cargo called the file
+    // (`deps/libtandem_kube_capi-<hash>.a` when it came from a test build).
+    let copied = lib.join(format!("lib{}.a", CAPI_PACKAGE.replace('-', "_")));
     fs::copy(library, &copied).with_context(|| {
         format!(
             "could not copy {} to {}",

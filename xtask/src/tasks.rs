@@ -13,7 +13,9 @@ use anyhow::{Context as _, Result};
 use crate::background::BackgroundBuild;
 use crate::guest::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
-use crate::kube_plugin::{PLUGIN_SCHEDULER_VAR, Profile, ensure_plugin_scheduler};
+use crate::kube_plugin::{
+    PLUGIN_SCHEDULER_VAR, Profile, ensure_plugin_scheduler, ensure_plugin_scheduler_linking,
+};
 use crate::process::{display, fresh_cargo, run};
 use crate::slurm::ensure_slurm_packages;
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
@@ -235,7 +237,8 @@ impl Run {
 /// runs. `--workspace` with features that add no dependency (each package's `e2e` is empty)
 /// resolves every dependency's features exactly as the gate's `cargo test --workspace` did,
 /// so only the test binaries compile; `--package` would resolve them anew and rebuild the
-/// wasmtime stack once per tier.
+/// wasmtime stack once per tier. The C ABI's `cycle` bench is built too: its library comes
+/// with it, static library included, for the plugin scheduler to link.
 fn e2e_build_args(packages: &[&str]) -> Vec<String> {
     let features: Vec<String> = packages.iter().map(|p| format!("{p}/e2e")).collect();
     [
@@ -245,11 +248,21 @@ fn e2e_build_args(packages: &[&str]) -> Vec<String> {
         &features.join(","),
         "--test",
         "e2e",
+        "--bench",
+        "cycle",
         "--no-run",
         "--message-format=json-render-diagnostics",
     ]
     .map(str::to_owned)
     .to_vec()
+}
+
+/// What the end-to-end test build produced: the test binaries by package, and the static
+/// library of the plugin's C ABI.
+#[derive(Debug, Clone, Default)]
+struct E2eBuild {
+    tests: BTreeMap<String, TestBinary>,
+    capi_library: Option<PathBuf>,
 }
 
 /// A built end-to-end test binary and the package directory it runs in (as `cargo test` runs it).
@@ -260,10 +273,7 @@ struct TestBinary {
 }
 
 /// Builds the end-to-end test binaries of `packages` in one cargo run; returns them by package.
-fn build_e2e_tests(
-    workspace: &Workspace,
-    packages: &[&str],
-) -> Result<BTreeMap<String, TestBinary>> {
+fn build_e2e_tests(workspace: &Workspace, packages: &[&str]) -> Result<E2eBuild> {
     let mut cargo = workspace.cargo(e2e_build_args(packages));
     eprintln!("==> {}", display_as_cargo(&cargo));
     let output = cargo
@@ -272,14 +282,14 @@ fn build_e2e_tests(
         .output()
         .context("could not start cargo")?;
     ensure_success(&cargo, output.status)?;
-    let binaries = test_binaries(&String::from_utf8_lossy(&output.stdout))?;
+    let built = e2e_artifacts(&String::from_utf8_lossy(&output.stdout))?;
     for package in packages {
         anyhow::ensure!(
-            binaries.contains_key(*package),
+            built.tests.contains_key(*package),
             "cargo built no end-to-end test binary for {package}"
         );
     }
-    Ok(binaries)
+    Ok(built)
 }
 
 fn ensure_success(cargo: &Command, status: std::process::ExitStatus) -> Result<()> {
@@ -291,12 +301,26 @@ fn ensure_success(cargo: &Command, status: std::process::ExitStatus) -> Result<(
     Ok(())
 }
 
-/// The `e2e` test executables in cargo's JSON messages, by package name.
-fn test_binaries(messages: &str) -> Result<BTreeMap<String, TestBinary>> {
-    let mut binaries = BTreeMap::new();
+/// The `e2e` test executables in cargo's JSON messages, by package name, and the C ABI's
+/// static library.
+fn e2e_artifacts(messages: &str) -> Result<E2eBuild> {
+    let mut built = E2eBuild::default();
+    let binaries = &mut built.tests;
+    let capi_target = crate::kube_plugin::CAPI_PACKAGE.replace('-', "_");
     for line in messages.lines().filter(|line| line.starts_with('{')) {
         let message: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("cargo printed {line}"))?;
+        if message["reason"] == "compiler-artifact" && message["target"]["name"] == *capi_target {
+            let library = message["filenames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+                .find(|file| file.ends_with(".a"));
+            if let Some(library) = library {
+                built.capi_library = Some(PathBuf::from(library));
+            }
+        }
         let is_test = message["reason"] == "compiler-artifact"
             && message["target"]["name"] == "e2e"
             && message["profile"]["test"] == true;
@@ -328,7 +352,7 @@ fn test_binaries(messages: &str) -> Result<BTreeMap<String, TestBinary>> {
             },
         );
     }
-    Ok(binaries)
+    Ok(built)
 }
 
 /// A tier of end-to-end tests: scenarios against real scheduler processes that `cargo test`
@@ -472,7 +496,7 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
         .collect();
     packages.sort_unstable();
     packages.dedup();
-    let binaries = build_e2e_tests(workspace, &packages)?;
+    let built = build_e2e_tests(workspace, &packages)?;
     for tier in tiers {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
         let mut env: Vec<(&str, PathBuf)> = Vec::new();
@@ -486,8 +510,14 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             env.push((KUBE_BIN_DIR_VAR, dir.to_path_buf()));
         }
         if matches!(tier.name, "kube-plugin" | "node") {
-            let binary =
-                ensure_plugin_scheduler(workspace.root(), &workspace.target_dir(), Profile::Dev)?;
+            let binary = match &built.capi_library {
+                Some(library) => ensure_plugin_scheduler_linking(workspace.root(), library)?,
+                None => ensure_plugin_scheduler(
+                    workspace.root(),
+                    &workspace.target_dir(),
+                    Profile::Dev,
+                )?,
+            };
             eprintln!("==> tandem-kube-scheduler: {}", binary.display());
             env.push((PLUGIN_SCHEDULER_VAR, binary));
         }
@@ -516,7 +546,7 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
         }
         for step in tier.runs {
-            let binary = &binaries[step.package];
+            let binary = &built.tests[step.package];
             let mut test = Command::new(&binary.executable);
             test.current_dir(&binary.package_dir).args(step.filters());
             let mut shown = format!("(in {}) ", binary.package_dir.display());
@@ -682,7 +712,7 @@ mod tests {
         assert_eq!(
             e2e_build_args(&["tandem-kube-adapter", "tandem-slurm-adapter"]).join(" "),
             "test --workspace --features tandem-kube-adapter/e2e,tandem-slurm-adapter/e2e \
-             --test e2e --no-run --message-format=json-render-diagnostics"
+             --test e2e --bench cycle --no-run --message-format=json-render-diagnostics"
         );
         let error = Tier::named("kubernetes").unwrap_err().to_string();
         assert!(
@@ -692,11 +722,17 @@ mod tests {
     }
 
     #[test]
-    fn test_binaries_are_found_in_cargos_messages_by_package() {
+    fn test_binaries_and_the_capi_library_are_found_in_cargos_messages() {
         let messages = r#"{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"e2e","kind":["test"]},"profile":{"test":true},"executable":"/t/debug/deps/e2e-1"}
 {"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"tandem-kube-adapter","kind":["bin"]},"profile":{"test":false},"executable":"/t/debug/tandem-kube-adapter"}
+{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter/capi#tandem-kube-capi@0.1.0","manifest_path":"/ws/kube-adapter/capi/Cargo.toml","target":{"name":"tandem_kube_capi","kind":["staticlib","rlib"]},"profile":{"test":false},"filenames":["/t/debug/deps/libtandem_kube_capi-2.a","/t/debug/deps/libtandem_kube_capi-2.rlib"],"executable":null}
 {"reason":"build-finished","success":true}"#;
-        let binaries = test_binaries(messages).unwrap();
+        let built = e2e_artifacts(messages).unwrap();
+        assert_eq!(
+            built.capi_library.as_deref(),
+            Some(Path::new("/t/debug/deps/libtandem_kube_capi-2.a"))
+        );
+        let binaries = &built.tests;
         assert_eq!(binaries.len(), 1);
         let kube = &binaries["tandem-kube-adapter"];
         assert_eq!(kube.executable, Path::new("/t/debug/deps/e2e-1"));
