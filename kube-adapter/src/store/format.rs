@@ -45,7 +45,7 @@ pub const MIN_CHUNK: usize = 256 << 10;
 /// request body (base64 in JSON) well under the API server's 3 MiB.
 pub const MAX_CHUNK: usize = 896 << 10;
 
-/// The most a knowledge base may take in all: 64 MiB, about 540,000 job profiles. Each write
+/// The most a knowledge base may take in all: 64 MiB, about 570,000 job profiles. Each write
 /// puts the changed shards into etcd's history until the API server compacts it (every five
 /// minutes), so the bound keeps a burst of writes far from etcd's 2 GiB default quota.
 pub const CAPACITY: usize = 64 << 20;
