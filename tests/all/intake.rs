@@ -1,5 +1,6 @@
-//! The intake through the adapter core, with the real engine and a store that keeps a
-//! ConfigMap's size rule: a batch is learned whole or not at all, a write that fails leaves no
+//! The intake through the adapter core, with the real engine and a store that keeps one
+//! ConfigMap's size rule (the sharded ConfigMap store's limit is 64 times larger; one
+//! ConfigMap's is reached in seconds): a batch is learned whole or not at all, a write that fails leaves no
 //! trace (so a retry counts once), and a knowledge base that no longer fits its store refuses
 //! what would overflow it and goes on acknowledging what fits — also after a restart; and a
 //! peak the memory model under-predicted protects its job before the refit is stored.
@@ -16,12 +17,12 @@ use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Store
 use tandem_adapter_core::{Core, CoreConfig, EngineState, JobKeys, Leadership, Limits, Shutdown};
 use tandem_api::Policy;
 use tandem_kube_adapter::app::{App, ClusterFile, Source};
-use tandem_kube_adapter::store::{CAPACITY, to_config_map};
+use tandem_kube_adapter::store::{CONFIG_MAP_CAPACITY as CAPACITY, to_config_map};
 
 const TOKEN: &str = "intake-token-for-the-test";
 
-/// A knowledge base kept in memory under the ConfigMap store's own size rule
-/// ([`to_config_map`]), whose next write can be made to fail, or a given write held.
+/// A knowledge base kept in memory under the size rule of one ConfigMap ([`to_config_map`],
+/// what the ConfigMap store writes while a knowledge base needs no shards), whose next write can be made to fail, or a given write held.
 #[derive(Default)]
 struct MemoryStore {
     stored: Mutex<Option<Stored>>,

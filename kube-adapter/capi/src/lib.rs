@@ -483,8 +483,10 @@ pub unsafe extern "C" fn tandem_plugin_observe_profile(
     }
 }
 
-/// Loads the knowledge base from its ConfigMap (JSON, as read). `out` receives `true` or
-/// `false`: whether the engine's knowledge changed.
+/// Loads the knowledge base from its head ConfigMap (JSON, as read), or from
+/// `{"head": …, "shards": […]}` with the shard ConfigMaps the head lists. `out` receives `true`
+/// or `false` (whether the engine's knowledge changed), or `{"shards": [names]}`: the shards to
+/// fetch before calling again with them (if one is not found, read the head again).
 ///
 /// # Safety
 /// As [`tandem_plugin_set_node`]; `out` must not be null.
@@ -506,9 +508,11 @@ pub unsafe extern "C" fn tandem_plugin_restore(
     }
 }
 
-/// The knowledge-base ConfigMap (JSON) to write: to create if none was read, else to replace
-/// the version read or written last. After writing, tell [`tandem_plugin_stored`] the new
-/// `resourceVersion`.
+/// The knowledge-base ConfigMaps (JSON: `{"shards": […], "head": …, "collect": [{"name",
+/// "uid"}]}`) to write: create the shards, then create the head if none was read, else replace
+/// the version read or written last; once written, delete `collect` (uid precondition); if the
+/// head is refused, delete the shards just created. After writing, tell
+/// [`tandem_plugin_stored`] the head's new `resourceVersion`.
 ///
 /// # Safety
 /// As [`tandem_plugin_set_node`]; `out` must not be null.

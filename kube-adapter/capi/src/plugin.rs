@@ -26,7 +26,7 @@ use tandem_kube_adapter::cluster::{
     ClusterView, GpuPod, gpu_model, gpu_pod, placement_annotations,
 };
 use tandem_kube_adapter::extender::{self, Verdict};
-use tandem_kube_adapter::store::{from_config_map, to_config_map};
+use tandem_kube_adapter::store::{AssembleError, Encoded, Head, encode, read_head};
 
 /// Why a call into the plugin failed. Every message is meant for a person reading the
 /// scheduler's log or a pod's events.
@@ -361,6 +361,63 @@ pub struct Plugin {
     adapter: AdapterState,
     /// The `resourceVersion` of the knowledge base the engine holds.
     version: Option<String>,
+    /// The shards the head at `version` lists, by name, with their `uid` where known (those
+    /// this plugin created are not: the Go side does not hand their `uid` back).
+    shards: BTreeMap<String, String>,
+    /// The shards the head of the last [`Plugin::snapshot`] lists (what `shards` becomes once
+    /// it is written).
+    writing: BTreeMap<String, String>,
+}
+
+/// What [`Plugin::restore`] reads: the head ConfigMap alone, or with the shards it lists.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Knowledge {
+    /// The head and the shard ConfigMaps fetched for it.
+    WithShards {
+        head: ConfigMap,
+        #[serde(default)]
+        shards: Vec<ConfigMap>,
+    },
+    /// The head alone (a knowledge base held whole in it).
+    Head(ConfigMap),
+}
+
+/// What [`Plugin::restore`] answers.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Restored {
+    /// Whether the engine's knowledge changed.
+    Changed(bool),
+    /// The head lists shards that were not passed (or are gone): fetch these and call again
+    /// with the head and them (or read the head again, if one is not found).
+    Fetch {
+        /// The shard ConfigMaps to fetch.
+        shards: Vec<String>,
+    },
+}
+
+/// The ConfigMaps to write for [`Plugin::snapshot`], in order: create `shards` (each must not
+/// exist yet), then create or replace `head` (its `resourceVersion` is the precondition), then
+/// delete `collect` with their `uid` as precondition. If the head is refused, delete the
+/// shards created for it.
+#[derive(Debug, Serialize)]
+pub struct Write {
+    /// Shard ConfigMaps to create first.
+    pub shards: Vec<ConfigMap>,
+    /// The head ConfigMap to create or replace once the shards exist.
+    pub head: ConfigMap,
+    /// Shards the head no longer lists, to delete once it is written.
+    pub collect: Vec<Collect>,
+}
+
+/// A shard to delete, if it is still the object of that `uid`.
+#[derive(Debug, Serialize)]
+pub struct Collect {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// Its `uid`: the delete's precondition.
+    pub uid: String,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -435,6 +492,8 @@ impl Plugin {
                 cycle: None,
                 adapter: AdapterState::default(),
                 version: None,
+                shards: BTreeMap::new(),
+                writing: BTreeMap::new(),
             },
             settings,
         ))
@@ -669,14 +728,47 @@ impl Plugin {
         Ok(())
     }
 
-    /// Loads the knowledge base from the ConfigMap holding it (JSON, as read from the API
-    /// server), unless the engine already holds that version. Returns whether it changed.
-    pub fn restore(&mut self, config_map_json: &[u8]) -> Result<bool, Error> {
-        let map: ConfigMap = input("ConfigMap", config_map_json)?;
-        let stored = from_config_map(map)?;
-        if self.version.as_deref() == Some(stored.version.as_str()) {
-            return Ok(false);
+    /// Loads the knowledge base from its head ConfigMap (JSON, as read from the API server),
+    /// or from `{"head": …, "shards": […]}` when the head lists shards, unless the engine
+    /// already holds that version. Answers whether it changed, or which shards to fetch.
+    pub fn restore(&mut self, knowledge_json: &[u8]) -> Result<Restored, Error> {
+        let (head, shards) = match input("ConfigMap", knowledge_json)? {
+            Knowledge::WithShards { head, shards } => (head, shards),
+            Knowledge::Head(head) => (head, Vec::new()),
+        };
+        let version = head.metadata.resource_version.clone();
+        if version.is_some() && self.version == version {
+            return Ok(Restored::Changed(false));
         }
+        let (stored, uids) = match read_head(head)? {
+            Head::Inline(stored) => (stored, BTreeMap::new()),
+            Head::Sharded(head) => {
+                let shards: BTreeMap<String, ConfigMap> = shards
+                    .into_iter()
+                    .filter_map(|map| Some((map.metadata.name.clone()?, map)))
+                    .collect();
+                let uids = shards
+                    .iter()
+                    .map(|(name, map)| (name.clone(), map.metadata.uid.clone().unwrap_or_default()))
+                    .collect();
+                let wanted: Vec<String> = head
+                    .distinct_shards()
+                    .into_iter()
+                    .filter(|name| !shards.contains_key(*name))
+                    .map(str::to_owned)
+                    .collect();
+                if !wanted.is_empty() {
+                    return Ok(Restored::Fetch { shards: wanted });
+                }
+                match head.assemble(&shards) {
+                    Ok(stored) => (stored, uids),
+                    Err(AssembleError::Missing(name)) => {
+                        return Ok(Restored::Fetch { shards: vec![name] });
+                    }
+                    Err(AssembleError::Store(error)) => return Err(error.into()),
+                }
+            }
+        };
         self.engine.replace(&stored.engine)?;
         self.engine
             .recommender()
@@ -684,11 +776,13 @@ impl Plugin {
             .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
         self.adapter = stored.adapter;
         self.version = Some(stored.version);
-        Ok(true)
+        self.shards = uids;
+        Ok(Restored::Changed(true))
     }
 
-    /// The ConfigMap (JSON) holding what the engine knows: to create when no knowledge base
-    /// was read, else to replace the version read or last written (optimistic concurrency).
+    /// The ConfigMaps (JSON, a [`Write`]) holding what the engine knows: to create when no
+    /// knowledge base was read, else to replace the version read or last written (optimistic
+    /// concurrency). Shards the head read last lists are reused, not written again.
     pub fn snapshot(&mut self) -> Result<Vec<u8>, Error> {
         let engine = self
             .engine
@@ -696,18 +790,61 @@ impl Plugin {
             .snapshot()
             .map_err(tandem_adapter_core::engine::failed("save"))?
             .to_vec();
-        let map = to_config_map(
+        let (head, shards, listed) = match encode(
             &self.config.knowledge_config_map,
             self.version.as_deref(),
             &engine,
             &self.adapter,
-        )?;
-        serde_json::to_vec(&map).map_err(|e| Error::Store(StoreError::Backend(Box::new(e))))
+        )? {
+            Encoded::Inline(head) => (*head, Vec::new(), BTreeMap::new()),
+            Encoded::Sharded(sharded) => {
+                let listed: BTreeMap<String, ()> = sharded
+                    .names()
+                    .iter()
+                    .map(|name| (name.clone(), ()))
+                    .collect();
+                let shards = sharded
+                    .shards()
+                    .into_iter()
+                    .filter(|shard| {
+                        shard
+                            .metadata
+                            .name
+                            .as_ref()
+                            .is_none_or(|name| !self.shards.contains_key(name))
+                    })
+                    .collect();
+                (sharded.head(), shards, listed)
+            }
+        };
+        let collect = self
+            .shards
+            .iter()
+            .filter(|(name, uid)| !listed.contains_key(*name) && !uid.is_empty())
+            .map(|(name, uid)| Collect {
+                name: name.clone(),
+                uid: uid.clone(),
+            })
+            .collect();
+        self.writing = listed
+            .into_keys()
+            .map(|name| {
+                let uid = self.shards.get(&name).cloned().unwrap_or_default();
+                (name, uid)
+            })
+            .collect();
+        serde_json::to_vec(&Write {
+            shards,
+            head,
+            collect,
+        })
+        .map_err(|e| Error::Store(StoreError::Backend(Box::new(e))))
     }
 
     /// Records the `resourceVersion` the API server gave the ConfigMap [`Plugin::snapshot`]
     /// produced, once written.
     pub fn stored(&mut self, version: &str) {
         self.version = Some(version.to_owned());
+        self.shards = std::mem::take(&mut self.writing);
     }
 }

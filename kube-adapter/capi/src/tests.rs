@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};
 
 use super::*;
@@ -450,7 +452,11 @@ fn the_knowledge_base_survives_a_restart_through_its_config_map() {
         unsafe { tandem_plugin_snapshot(first.plugin, out) }
     });
     assert_eq!(status, TANDEM_OK, "{snapshot}");
-    let mut map: Value = serde_json::from_str(&snapshot).unwrap();
+    let write: Value = serde_json::from_str(&snapshot).unwrap();
+    // A small knowledge base: whole in the head, no shard to create or collect.
+    assert_eq!(write["shards"], json!([]));
+    assert_eq!(write["collect"], json!([]));
+    let mut map = write["head"].clone();
     assert_eq!(map["data"]["format"], "tandem-kube-kb/1");
     // As the API server hands it back once written.
     map["metadata"]["resourceVersion"] = json!("42");
@@ -475,6 +481,93 @@ fn the_knowledge_base_survives_a_restart_through_its_config_map() {
             .contains("needs 20000 MiB"),
         "{prepared}"
     );
+}
+
+#[test]
+fn a_knowledge_base_past_one_config_map_is_written_and_read_in_shards() {
+    let first = fixture(json!({}));
+    // Past one ConfigMap's 1 MiB: about 8,500 profiles. Observed one by one the engine's
+    // saved copy is rewritten per profile, so they are added to its snapshot instead.
+    let (status, snapshot) = call(|out| {
+        // SAFETY: a live handle and a valid buffer.
+        unsafe { tandem_plugin_snapshot(first.plugin, out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{snapshot}");
+    let write: Value = serde_json::from_str(&snapshot).unwrap();
+    let small: ConfigMap = serde_json::from_value(write["head"].clone()).unwrap();
+    let mut engine: Value =
+        serde_json::from_slice(&small.binary_data.unwrap()["engine"].0).unwrap();
+    let profiles = engine["knowledge"]["profiles"].as_object_mut().unwrap();
+    for n in 0..10_000u32 {
+        profiles.insert(
+            format!("{n:032x}"),
+            json!({ "gpu_util_pct": 5 + n * 37 % 90, "mem_access_pct": 10.0,
+                    "mem_used_mib": 600 + n * 733 % 9_000, "gpu_model": "V100" }),
+        );
+    }
+    let big = json!({
+        "metadata": { "name": "tandem-knowledge", "resourceVersion": "1" },
+        "data": { "format": "tandem-kube-kb/1" },
+        "binaryData": { "engine": ByteString(serde_json::to_vec(&engine).unwrap()) },
+    });
+    let (status, text) = call(|out| {
+        let big = big.to_string();
+        // SAFETY: a live handle and valid pointers.
+        unsafe { tandem_plugin_restore(first.plugin, big.as_ptr(), big.len(), out) }
+    });
+    assert_eq!((status, text.as_str()), (TANDEM_OK, "true"));
+    let (status, snapshot) = call(|out| {
+        // SAFETY: a live handle and a valid buffer.
+        unsafe { tandem_plugin_snapshot(first.plugin, out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{snapshot}");
+    let write: Value = serde_json::from_str(&snapshot).unwrap();
+    let mut head = write["head"].clone();
+    assert_eq!(head["data"]["format"], "tandem-kube-kb/2");
+    let mut shards = write["shards"].as_array().unwrap().clone();
+    assert!(shards.len() >= 2, "{} shards", shards.len());
+    // As the API server hands them back once written.
+    for (n, shard) in shards.iter_mut().enumerate() {
+        assert_eq!(shard["immutable"], true);
+        shard["metadata"]["uid"] = json!(format!("uid-{n}"));
+    }
+    head["metadata"]["resourceVersion"] = json!("42");
+
+    let second = fixture(json!({}));
+    let restore = |knowledge: &Value| {
+        let knowledge = knowledge.to_string();
+        call(|out| {
+            // SAFETY: a live handle and valid pointers.
+            unsafe {
+                tandem_plugin_restore(second.plugin, knowledge.as_ptr(), knowledge.len(), out)
+            }
+        })
+    };
+    // The head alone: the plugin names the shards to fetch.
+    let (status, text) = restore(&head);
+    assert_eq!(status, TANDEM_OK, "{text}");
+    let wanted: Value = serde_json::from_str(&text).unwrap();
+    let names: Vec<&Value> = shards.iter().map(|s| &s["metadata"]["name"]).collect();
+    assert_eq!(
+        wanted["shards"].as_array().unwrap().len(),
+        names.len(),
+        "{text}"
+    );
+    let with_shards = json!({ "head": head, "shards": shards });
+    for expected in ["true", "false"] {
+        let (status, text) = restore(&with_shards);
+        assert_eq!((status, text.as_str()), (TANDEM_OK, expected));
+    }
+    // What it holds is what was written: its own write reuses every shard.
+    let (status, again) = call(|out| {
+        // SAFETY: a live handle and a valid buffer.
+        unsafe { tandem_plugin_snapshot(second.plugin, out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{again}");
+    let again: Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(again["head"]["data"], head["data"]);
+    assert_eq!(again["shards"], json!([]));
+    assert_eq!(again["collect"], json!([]));
 }
 
 fn misbehaving(deadline_ms: u64) -> Fixture {

@@ -315,19 +315,39 @@ func (e *engine) reserve(uid, node string) (*reserved, error) {
 	return &r, nil
 }
 
-// restore loads the knowledge base from its ConfigMap (JSON); whether it changed.
-func (e *engine) restore(configMap []byte) (bool, error) {
-	a, n := bytesArg(configMap)
+// restored is Rust's answer to restore: whether the engine's knowledge changed, or the shard
+// ConfigMaps to fetch and hand over with the head.
+type restored struct {
+	Changed bool
+	Shards  []string
+}
+
+// restore loads the knowledge base from its head ConfigMap and the shards it lists (JSON:
+// {"head": …, "shards": […]}).
+func (e *engine) restore(knowledge []byte) (restored, error) {
+	a, n := bytesArg(knowledge)
 	answer, err := call(func(out *C.TandemBuf) C.int32_t {
 		return C.tandem_plugin_restore(e.handle, a, n, out)
 	})
 	if err != nil {
-		return false, err
+		return restored{}, err
 	}
-	return string(answer) == "true", nil
+	switch string(answer) {
+	case "true":
+		return restored{Changed: true}, nil
+	case "false":
+		return restored{}, nil
+	}
+	var fetch struct {
+		Shards []string `json:"shards"`
+	}
+	if err := json.Unmarshal(answer, &fetch); err != nil || fetch.Shards == nil {
+		return restored{}, fmt.Errorf("cannot read Tandem's restore answer %q", answer)
+	}
+	return restored{Shards: fetch.Shards}, nil
 }
 
-// snapshot is the knowledge-base ConfigMap (JSON) to write.
+// snapshot is the knowledge-base ConfigMaps (JSON: shards, head, shards to collect) to write.
 func (e *engine) snapshot() ([]byte, error) {
 	return call(func(out *C.TandemBuf) C.int32_t { return C.tandem_plugin_snapshot(e.handle, out) })
 }
