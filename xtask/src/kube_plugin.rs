@@ -107,7 +107,7 @@ pub fn ensure_plugin_scheduler(
 pub fn ensure_plugin_scheduler_linking(root: &Path, library: &Path) -> Result<PathBuf> {
     let module = read_module(&root.join(MODULE_DIR))?;
     let library_bytes =
-        fs::read(&library).with_context(|| format!("could not read {}", library.display()))?;
+        fs::read(library).with_context(|| format!("could not read {}", library.display()))?;
     let mut parts: Vec<&[u8]> = vec![RECIPE.as_bytes()];
     for (path, contents) in &module {
         parts.push(path.as_bytes());
@@ -115,7 +115,7 @@ pub fn ensure_plugin_scheduler_linking(root: &Path, library: &Path) -> Result<Pa
     }
     parts.push(&library_bytes);
     let entry = kube_dir().join(format!("plugin-{}", hash_parts(&parts)));
-    ensure_in(&entry, &module, &library).with_context(|| {
+    ensure_in(&entry, &module, library).with_context(|| {
         format!(
             "could not build {BINARY} in {} (set TANDEM_KUBE_DIR to use another directory)",
             entry.display()

@@ -82,6 +82,13 @@ pub struct Config {
     /// Engine component to load instead of the one built into the scheduler.
     #[serde(default)]
     pub engine: Option<PathBuf>,
+    /// How many of the nodes Tandem ranks first PreFilter offers the framework, whose Filter
+    /// and Score plugins then run on those alone (the extender's `--filter-passes best`, with
+    /// room for the filters Tandem does not judge); `0` offers every node. Pods that constrain
+    /// their node (selectors, affinity, spread, volumes, host ports) are always offered every
+    /// node, and so is a pod that found no node among its candidates before.
+    #[serde(default = "default_candidate_nodes")]
+    pub candidate_nodes: u32,
     /// Directory where the compiled engine is kept between starts (see the extender's
     /// `--compiled-cache`); the default is the user's cache directory, `""` compiles at every
     /// start.
@@ -126,6 +133,9 @@ fn default_deadline_ms() -> u64 {
 }
 fn default_namespace() -> String {
     "kube-system".to_owned()
+}
+fn default_candidate_nodes() -> u32 {
+    16
 }
 fn default_configmap() -> String {
     "tandem-knowledge".to_owned()
@@ -209,6 +219,8 @@ pub struct Settings {
     pub namespace: String,
     /// Name of the knowledge-base ConfigMap.
     pub knowledge_config_map: String,
+    /// How many of the best-ranked nodes PreFilter offers (`0`: every node).
+    pub candidate_nodes: u32,
 }
 
 /// PreFilter's answer for one pod: everything Filter and Score need, so that they do not
@@ -471,6 +483,7 @@ impl Plugin {
         let settings = Settings {
             namespace: config.namespace.clone(),
             knowledge_config_map: config.knowledge_config_map.clone(),
+            candidate_nodes: config.candidate_nodes,
         };
         Ok((
             Self {

@@ -36,6 +36,7 @@ import (
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // Statuses of the C ABI.
@@ -58,6 +59,7 @@ type engine struct {
 type settings struct {
 	Namespace          string `json:"namespace"`
 	KnowledgeConfigMap string `json:"knowledgeConfigMap"`
+	CandidateNodes     int    `json:"candidateNodes"`
 }
 
 // nodeTable is the node table PreFilter's verdicts follow: Rust sends it again only when a
@@ -65,6 +67,7 @@ type settings struct {
 type nodeTable struct {
 	generation uint64
 	index      map[string]int
+	names      []string
 }
 
 // Kinds of a node's verdict, as Rust encodes them.
@@ -99,6 +102,26 @@ func (p *prepared) verdict(name string) (kind byte, score int64, reason string, 
 		}
 	}
 	return v[0], int64(v[1]), reason, true
+}
+
+// ranked calls visit with the nodes where the pod fits, best score first (the table's order
+// among equal scores), until visit returns false: one pass to bucket the nodes by score
+// (0..100), none to sort them.
+func (p *prepared) ranked(visit func(name string) bool) {
+	var buckets [fwk.MaxNodeScore + 1][]int32
+	for at := 0; 4*at+4 <= len(p.verdicts); at++ {
+		v := p.verdicts[4*at : 4*at+4]
+		if v[0] == verdictFits && int64(v[1]) <= fwk.MaxNodeScore {
+			buckets[v[1]] = append(buckets[v[1]], int32(at))
+		}
+	}
+	for score := fwk.MaxNodeScore; score >= 0; score-- {
+		for _, at := range buckets[score] {
+			if int(at) < len(p.table.names) && !visit(p.table.names[at]) {
+				return
+			}
+		}
+	}
 }
 
 // preparedFormat is the layout version Rust writes first.
@@ -147,9 +170,11 @@ func decodePrepared(b []byte, table *nodeTable) (*prepared, error) {
 	generation := binary.LittleEndian.Uint64(r.take(8))
 	if included := r.take(1); r.err == nil && included[0] == 1 {
 		names := r.u32()
-		table = &nodeTable{generation: generation, index: make(map[string]int, names)}
+		table = &nodeTable{generation: generation, index: make(map[string]int, names), names: make([]string, 0, names)}
 		for i := 0; i < names && r.err == nil; i++ {
-			table.index[r.text()] = i
+			name := r.text()
+			table.index[name] = i
+			table.names = append(table.names, name)
 		}
 	}
 	count := r.u32()
