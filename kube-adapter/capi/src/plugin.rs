@@ -388,8 +388,9 @@ enum Knowledge {
     /// The head and the shard ConfigMaps fetched for it.
     WithShards {
         head: ConfigMap,
+        /// `null` as well as missing: Go writes a nil slice as `null`.
         #[serde(default)]
-        shards: Vec<ConfigMap>,
+        shards: Option<Vec<ConfigMap>>,
     },
     /// The head alone (a knowledge base held whole in it).
     Head(ConfigMap),
@@ -746,7 +747,7 @@ impl Plugin {
     /// already holds that version. Answers whether it changed, or which shards to fetch.
     pub fn restore(&mut self, knowledge_json: &[u8]) -> Result<Restored, Error> {
         let (head, shards) = match input("ConfigMap", knowledge_json)? {
-            Knowledge::WithShards { head, shards } => (head, shards),
+            Knowledge::WithShards { head, shards } => (head, shards.unwrap_or_default()),
             Knowledge::Head(head) => (head, Vec::new()),
         };
         let version = head.metadata.resource_version.clone();

@@ -553,6 +553,9 @@ fn a_knowledge_base_past_one_config_map_is_written_and_read_in_shards() {
         names.len(),
         "{text}"
     );
+    // The same as Go sends it before any shard is fetched (a nil slice is `null`).
+    let (status, same) = restore(&json!({ "head": head, "shards": null }));
+    assert_eq!((status, &same), (TANDEM_OK, &text));
     let with_shards = json!({ "head": head, "shards": shards });
     for expected in ["true", "false"] {
         let (status, text) = restore(&with_shards);

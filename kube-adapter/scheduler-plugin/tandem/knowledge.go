@@ -78,7 +78,7 @@ func (k *knowledge) refresh(ctx context.Context) (bool, error) {
 		k.stored.Store(true)
 		input := struct {
 			Head   *v1.ConfigMap  `json:"head"`
-			Shards []v1.ConfigMap `json:"shards"`
+			Shards []v1.ConfigMap `json:"shards,omitempty"`
 		}{Head: cm}
 		gone := false
 		for !gone {
