@@ -23,7 +23,7 @@ use tandem_api::{
 use crate::Result;
 use crate::identity::workload_of;
 use crate::knowledge::{JobView, Knowledge};
-use crate::placement::{PairMemo, Planner, Residents, residents_time_saved};
+use crate::placement::{PairMemo, Planner, Residents, cap, residents_time_saved};
 
 /// A handle without a GPU.
 const NO_STATE: u32 = u32::MAX;
@@ -51,6 +51,8 @@ impl PartialEq for View {
 #[derive(Debug, Clone)]
 struct State {
     key: Vec<u64>,
+    /// Index of its GPU model in the view's models (the key's first word).
+    model: usize,
     /// One GPU of the state, judged for all of them.
     gpu: Gpu,
     /// Its residents as the predictor sees them on its model, in its residents' order.
@@ -140,12 +142,14 @@ impl View {
         let derived = self.derived(knowledge);
         let class = derived.judge_all(job, policy, knowledge, seed);
         let cells = &derived.answers[&class];
-        let mut scores = vec![0; handles];
-        for (handle, &state) in derived.state_of.iter().enumerate().take(handles) {
-            if state != NO_STATE {
-                scores[handle] = cells[state as usize];
-            }
-        }
+        // The one pass over every GPU: a lookup each, [`NO_STATE`] out of the cells' range.
+        let mut scores: Vec<u8> = derived
+            .state_of
+            .iter()
+            .take(handles)
+            .map(|&state| cells.get(state as usize).copied().unwrap_or(0))
+            .collect();
+        scores.resize(handles, 0);
         scores
     }
 
@@ -272,6 +276,7 @@ impl Derived {
             .map(|s| {
                 let state = &self.states[s];
                 let residents = Residents {
+                    model: state.model,
                     views: &state.residents,
                     time_saved: state.time_saved,
                 };
@@ -364,6 +369,7 @@ impl Derived {
             }
             None => {
                 let fresh = State {
+                    model: key[0] as usize,
                     key: key.clone(),
                     gpu: gpu.clone(),
                     time_saved: residents_time_saved(knowledge, &residents),
@@ -440,9 +446,25 @@ impl Derived {
         }
         let states = self.states.len();
         let known = self.answers.get(&class).map_or(&[][..], Vec::as_slice);
-        let missing: Vec<usize> = (0..states)
-            .filter(|&s| known.get(s).is_none_or(|&c| c == UNKNOWN) && self.states[s].gpus > 0)
+        // Most busy states of a cluster hold as many jobs as the policy lets a GPU hold: no
+        // class may join them (they score 0), so they are not judged.
+        let caps: Vec<usize> = self
+            .models
+            .iter()
+            .map(|(spec, _)| cap(policy, &spec.model))
             .collect();
+        let mut full = Vec::new();
+        let mut missing = Vec::new();
+        for (s, state) in self.states.iter().enumerate() {
+            if state.gpus == 0 || known.get(s).is_some_and(|&c| c != UNKNOWN) {
+                continue;
+            }
+            if state.residents.len() >= caps[state.model] {
+                full.push(s);
+            } else {
+                missing.push(s);
+            }
+        }
         let scores = if missing.is_empty() {
             Vec::new()
         } else {
@@ -453,6 +475,9 @@ impl Derived {
         cells.resize(states, UNKNOWN);
         for (s, score) in missing.into_iter().zip(scores) {
             cells[s] = score;
+        }
+        for s in full {
+            cells[s] = 0;
         }
         class
     }
@@ -611,6 +636,61 @@ mod tests {
                         // same state may hold another instance of its workload.
                         prop_assert_eq!(why.is_empty(), reasons[*h as usize].is_empty());
                     }
+                }
+            }
+        }
+    }
+
+    /// A recommender over 96 GPUs, two of three busy with up to three instances of eight
+    /// profiled workloads.
+    fn busy(policy: &Policy) -> Recommender {
+        let mut engine = Recommender::bootstrap(policy.clone(), 5).unwrap();
+        for w in 0..8u16 {
+            let profile = Profile {
+                gpu_util_pct: 10.0 + f32::from(w) * 9.0,
+                mem_access_pct: 5.0 + f32::from(w) * 4.0,
+                mem_used_mib: 1_000 + u32::from(w) * 600,
+                gpu_model: "V100".into(),
+            };
+            engine.observe_profile(&format!("w{w}"), profile).unwrap();
+        }
+        let changes: Vec<ClusterChange> = (0..96u32)
+            .map(|h| {
+                let residents = (0..h % 4)
+                    .map(|r| Job::new(format!("w{}~{h}-{r}", (h * 7 + r * 3) % 8)))
+                    .collect();
+                ClusterChange::SetGpu(ViewGpu {
+                    handle: h,
+                    gpu: gpu(h, (h / 4 % 3) as usize, residents),
+                })
+            })
+            .collect();
+        engine.update_cluster(&changes).unwrap();
+        engine
+    }
+
+    #[test]
+    fn a_class_gets_the_same_answer_cold_warm_and_after_other_classes() {
+        for objective in tandem_api::Objective::ALL {
+            for max_jobs_per_gpu in [1, 2, 3] {
+                let policy = Policy {
+                    objective,
+                    max_jobs_per_gpu,
+                    ..Policy::default()
+                };
+                // One recommender judges every class in turn (its caches fill); each class is
+                // also judged by a recommender that never saw another.
+                let mut shared = busy(&policy);
+                for i in 0..12u16 {
+                    let job = profiled(
+                        format!("j{i}"),
+                        5.0 + f32::from(i) * 8.0,
+                        500 + u32::from(i) * 700,
+                    );
+                    let cold = shared.score_all(&job).unwrap();
+                    assert_eq!(shared.score_all(&job).unwrap(), cold, "warm, {policy:?}");
+                    assert_eq!(busy(&policy).score_all(&job).unwrap(), cold, "{policy:?}");
+                    assert!(cold.iter().any(|&s| s > 0), "{policy:?}: {cold:?}");
                 }
             }
         }

@@ -84,6 +84,8 @@ impl PairMemo {
 /// does not predict every state's group again for each job it judges.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Residents<'r> {
+    /// Index of the GPU's model in the planner's models.
+    pub(crate) model: usize,
     /// Each resident as the predictor sees it on the GPU's model.
     pub(crate) views: &'r [JobView],
     /// What [`residents_time_saved`] gives for `views`.

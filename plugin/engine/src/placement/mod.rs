@@ -39,6 +39,7 @@ use smallvec::SmallVec;
 use tandem_api::{Fit, Gpu, GpuScore, GpuSpec, Job, Policy, Recommendation, Unplaced};
 
 pub(crate) use self::forecast::{PairMemo, Residents, residents_time_saved};
+pub(crate) use self::guard::cap;
 use self::objective::{Effect, Goal};
 use self::order::Entry;
 use self::resolve::Resolved;
@@ -75,10 +76,6 @@ pub(crate) struct Planner<'a> {
     gpus: Vec<GpuState<'a>>,
     /// The distinct GPU models offered, first spec of each name.
     models: Vec<&'a GpuSpec>,
-    /// Seconds until each GPU is free for a newcomer: its residents' longest run time left
-    /// (work over speed), plus what queued jobs waiting for it will take. `None` where
-    /// unknown.
-    free_in: Vec<Option<f64>>,
     /// Pair predictions made so far, when the planner judges many GPUs holding the same few
     /// workloads (the cluster view, which keeps them from one call to the next); `None`
     /// otherwise.
@@ -119,10 +116,15 @@ impl<'a> Planner<'a> {
         let gpus: Vec<GpuState<'a>> = gpus
             .into_iter()
             .map(|(gpu, resolved)| {
-                let model = models
-                    .iter()
-                    .position(|m| m.model == gpu.spec.model)
-                    .unwrap_or_default();
+                let model = resolved.map_or_else(
+                    || {
+                        models
+                            .iter()
+                            .position(|m| m.model == gpu.spec.model)
+                            .unwrap_or_default()
+                    },
+                    |r| r.model,
+                );
                 let mut state = GpuState {
                     gpu,
                     model,
@@ -131,10 +133,12 @@ impl<'a> Planner<'a> {
                     used_mib: 0,
                     unknown_memory: None,
                     time_saved: 0.0,
-                    cap: policy.max_jobs_on(&gpu.spec.model) as usize,
+                    cap: cap(policy, &gpu.spec.model),
                 };
                 match resolved {
-                    Some(Residents { views, time_saved }) => {
+                    Some(Residents {
+                        views, time_saved, ..
+                    }) => {
                         for (resident, view) in gpu.residents.iter().zip(views) {
                             state.add(&resident.id, *view);
                         }
@@ -154,15 +158,6 @@ impl<'a> Planner<'a> {
                 state
             })
             .collect();
-        let free_in = gpus
-            .iter()
-            .map(|state| {
-                state.gpu.residents.iter().try_fold(0.0_f64, |longest, r| {
-                    let speed = knowledge.speed(&r.id, &state.gpu.spec.model)?;
-                    Some(longest.max(r.work? / speed))
-                })
-            })
-            .collect();
         Self {
             policy,
             goal: objective::goal(policy.objective),
@@ -170,9 +165,23 @@ impl<'a> Planner<'a> {
             seed,
             gpus,
             models,
-            free_in,
             memo,
         }
+    }
+
+    /// Seconds until each GPU is free for a newcomer: its residents' longest run time left
+    /// (work over speed), `None` where unknown. Only a plan needs it (a job may wait for a
+    /// busy GPU), so scoring does not pay for it.
+    fn free_in(&self) -> Vec<Option<f64>> {
+        self.gpus
+            .iter()
+            .map(|state| {
+                state.gpu.residents.iter().try_fold(0.0_f64, |longest, r| {
+                    let speed = self.knowledge.speed(&r.id, &state.gpu.spec.model)?;
+                    Some(longest.max(r.work? / speed))
+                })
+            })
+            .collect()
     }
 
     /// `job` on every model of the request.
@@ -211,6 +220,8 @@ impl<'a> Planner<'a> {
             );
             idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
         }
+        // What queued jobs waiting for a GPU will take is booked on it as they wait.
+        let mut free_in = self.free_in();
         let mut jobs_left = order.len();
         let mut unplaced = Vec::new();
         // Jobs started alone on an idle GPU: once all are placed, they may trade GPUs.
@@ -230,7 +241,7 @@ impl<'a> Planner<'a> {
                 }
             };
             if self.gpus[best].is_idle()
-                && let Some(wait) = wait::for_faster(&self.gpus, &mut self.free_in, &resolved, best)
+                && let Some(wait) = wait::for_faster(&self.gpus, &mut free_in, &resolved, best)
             {
                 unplaced.push(Unplaced {
                     job: job.id.clone(),
