@@ -22,8 +22,8 @@ use tandem_api::{
 
 use crate::Result;
 use crate::identity::workload_of;
-use crate::knowledge::{JobView, Knowledge};
-use crate::placement::{PairMemo, Planner, Residents, cap, residents_time_saved};
+use crate::knowledge::{JobView, Knowledge, PartnerTerms};
+use crate::placement::{PairMemo, Planner, Residents, cap, residents_forecast};
 
 /// A handle without a GPU.
 const NO_STATE: u32 = u32::MAX;
@@ -57,7 +57,11 @@ struct State {
     gpu: Gpu,
     /// Its residents as the predictor sees them on its model, in its residents' order.
     residents: Vec<JobView>,
-    /// Time they save by sharing the GPU ([`residents_time_saved`]).
+    /// Each resident's kind ([`Kinds`]).
+    kinds: Vec<u32>,
+    /// Each resident's predicted terms from the others ([`residents_forecast`]).
+    terms: Vec<PartnerTerms>,
+    /// Time they save by sharing the GPU ([`residents_forecast`]).
     time_saved: f64,
     /// GPUs in the state; 0 for a free slot.
     gpus: u32,
@@ -80,9 +84,52 @@ struct Derived {
     answers: HashMap<String, Vec<u8>>,
     /// Classes by age, for eviction.
     classes: VecDeque<String>,
-    /// Pair predictions made while judging classes: a new class's judgement predicts its
-    /// pairs with the residents, not the residents' pairs again.
+    /// Pair predictions made while judging classes: a class judged again (states it has
+    /// not seen) predicts none of its pairs with the residents twice.
     memo: PairMemo,
+    kinds: Kinds,
+}
+
+/// Residents by kind: residents predicted alike (the same `JobView::prediction_key`, which
+/// includes the GPU model) share a small number, so judging a job predicts its pairs once per
+/// kind, looked up without hashing. A kind lives while a state holds a resident of it: the
+/// numbers stay as few as the kinds on the GPUs.
+#[derive(Debug, Clone, Default)]
+struct Kinds {
+    by_key: HashMap<[u64; 5], u32>,
+    /// Residents of each kind among the states (0 for a free number).
+    residents: Vec<u32>,
+    free: Vec<u32>,
+}
+
+impl Kinds {
+    /// The kind of a resident seen as `view`, counting one more resident of it.
+    fn enter(&mut self, view: &JobView) -> u32 {
+        let key = view.prediction_key();
+        let kind = match self.by_key.get(&key) {
+            Some(&kind) => kind,
+            None => {
+                let kind = self.free.pop().unwrap_or_else(|| {
+                    self.residents.push(0);
+                    self.residents.len() as u32 - 1
+                });
+                self.by_key.insert(key, kind);
+                kind
+            }
+        };
+        self.residents[kind as usize] += 1;
+        kind
+    }
+
+    /// Counts one resident of `kind`, seen as `view`, fewer.
+    fn leave(&mut self, kind: u32, view: &JobView) {
+        let count = &mut self.residents[kind as usize];
+        *count -= 1;
+        if *count == 0 {
+            self.by_key.remove(&view.prediction_key());
+            self.free.push(kind);
+        }
+    }
 }
 
 impl View {
@@ -278,6 +325,8 @@ impl Derived {
                 let residents = Residents {
                     model: state.model,
                     views: &state.residents,
+                    kinds: &state.kinds,
+                    terms: &state.terms,
                     time_saved: state.time_saved,
                 };
                 (&state.gpu, Some(residents))
@@ -355,6 +404,9 @@ impl Derived {
         }
         if entry.gpus == 0 {
             self.index.remove(&entry.key);
+            for (&kind, view) in entry.kinds.iter().zip(&entry.residents) {
+                self.kinds.leave(kind, view);
+            }
             self.free.push(state);
         }
     }
@@ -368,11 +420,14 @@ impl Derived {
                 state
             }
             None => {
+                let (terms, time_saved) = residents_forecast(knowledge, &residents);
                 let fresh = State {
                     model: key[0] as usize,
                     key: key.clone(),
                     gpu: gpu.clone(),
-                    time_saved: residents_time_saved(knowledge, &residents),
+                    kinds: residents.iter().map(|r| self.kinds.enter(r)).collect(),
+                    terms,
+                    time_saved,
                     residents,
                     gpus: 1,
                 };
@@ -694,6 +749,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn kinds_are_numbered_only_while_a_gpu_holds_one() {
+        let mut engine = Recommender::bootstrap(Policy::default(), 1).unwrap();
+        let set = ClusterChange::SetGpu(ViewGpu {
+            handle: 0,
+            gpu: gpu(0, 0, Vec::new()),
+        });
+        engine.update_cluster(&[set]).unwrap();
+        let probe = profiled("probe".into(), 30.0, 2_000);
+        for n in 0..50u16 {
+            // Each resident its own profile: a kind of its own.
+            let resident = profiled(format!("r{n}"), 10.0 + f32::from(n), 1_000);
+            let id = resident.id.clone();
+            let bind = ClusterChange::Bind(Binding {
+                gpu: 0,
+                job: resident,
+            });
+            engine.update_cluster(&[bind]).unwrap();
+            assert!(engine.score_all(&probe).unwrap()[0] > 0);
+            let unbind = ClusterChange::Unbind(Unbinding { gpu: 0, job: id });
+            engine.update_cluster(&[unbind]).unwrap();
+        }
+        let kinds = &engine.view.derived.as_ref().unwrap().kinds;
+        assert!(kinds.by_key.is_empty(), "{kinds:?}");
+        assert_eq!(kinds.residents, vec![0], "one number, used again");
     }
 
     #[test]

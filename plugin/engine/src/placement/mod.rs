@@ -38,12 +38,13 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use smallvec::SmallVec;
 use tandem_api::{Fit, Gpu, GpuScore, GpuSpec, Job, Policy, Recommendation, Unplaced};
 
-pub(crate) use self::forecast::{PairMemo, Residents, residents_time_saved};
+use self::forecast::NewcomerPairs;
+pub(crate) use self::forecast::{PairMemo, Residents, residents_forecast};
 pub(crate) use self::guard::cap;
 use self::objective::{Effect, Goal};
 use self::order::Entry;
 use self::resolve::Resolved;
-use self::state::GpuState;
+use self::state::{GpuState, Prepared};
 use crate::Result;
 use crate::knowledge::{JobView, Knowledge};
 
@@ -109,7 +110,7 @@ impl<'a> Planner<'a> {
         policy: &'a Policy,
         knowledge: &'a Knowledge,
         seed: u64,
-        gpus: Vec<(&'a Gpu, Option<Residents<'_>>)>,
+        gpus: Vec<(&'a Gpu, Option<Residents<'a>>)>,
         models: Vec<&'a GpuSpec>,
         memo: Option<&'a PairMemo>,
     ) -> Self {
@@ -134,15 +135,21 @@ impl<'a> Planner<'a> {
                     unknown_memory: None,
                     time_saved: 0.0,
                     cap: cap(policy, &gpu.spec.model),
+                    prepared: None,
                 };
                 match resolved {
                     Some(Residents {
-                        views, time_saved, ..
+                        views,
+                        kinds,
+                        terms,
+                        time_saved,
+                        ..
                     }) => {
                         for (resident, view) in gpu.residents.iter().zip(views) {
                             state.add(&resident.id, *view);
                         }
                         state.time_saved = time_saved;
+                        state.prepared = Some(Prepared { kinds, terms });
                     }
                     None => {
                         for resident in &gpu.residents {
@@ -378,6 +385,7 @@ impl<'a> Planner<'a> {
         resolved: &Resolved,
         keep: impl Fn(&GpuState<'_>) -> bool,
     ) -> Vec<Candidate> {
+        let mut pairs = NewcomerPairs::default();
         self.gpus
             .iter()
             .enumerate()
@@ -387,7 +395,7 @@ impl<'a> Planner<'a> {
             })
             .map(|(gpu, state)| {
                 let view = &resolved.views[state.model];
-                self.evaluate(gpu, state, view, resolved.slowness[state.model])
+                self.evaluate(gpu, state, view, resolved.slowness[state.model], &mut pairs)
             })
             .collect()
     }
@@ -409,15 +417,31 @@ impl<'a> Planner<'a> {
         least_harmful.filter(|_| candidates.is_empty())
     }
 
-    /// What the objective makes of the job seen as `view` joining `state`.
+    /// What the objective makes of the job seen as `view` joining `state`; `pairs` keeps the
+    /// job's pairs with the kinds of residents judged so far.
     fn evaluate(
         &self,
         gpu: usize,
         state: &GpuState<'_>,
         view: &JobView,
         slowness: f64,
+        pairs: &mut NewcomerPairs,
     ) -> Candidate {
-        let after = forecast::predict(self.knowledge, self.memo, &state.members, Some(view));
+        let after = match state.prepared {
+            // The residents alone (no job placed by this plan yet): their terms are kept.
+            Some(Prepared { kinds, terms }) if state.members.len() == state.residents => {
+                forecast::join(
+                    self.knowledge,
+                    self.memo,
+                    &state.members,
+                    terms,
+                    kinds,
+                    view,
+                    pairs,
+                )
+            }
+            _ => forecast::predict(self.knowledge, self.memo, &state.members, Some(view)),
+        };
         // A job of unknown memory fills the GPU as far as packing can tell.
         let left = view
             .memory_mib
