@@ -22,8 +22,8 @@ use tandem_api::{
 
 use crate::Result;
 use crate::identity::workload_of;
-use crate::knowledge::{JobView, Knowledge};
-use crate::placement::{PairMemo, Planner, Residents, residents_time_saved};
+use crate::knowledge::{JobView, Knowledge, PartnerTerms};
+use crate::placement::{PairMemo, Planner, Residents, cap, residents_forecast};
 
 /// A handle without a GPU.
 const NO_STATE: u32 = u32::MAX;
@@ -51,11 +51,17 @@ impl PartialEq for View {
 #[derive(Debug, Clone)]
 struct State {
     key: Vec<u64>,
+    /// Index of its GPU model in the view's models (the key's first word).
+    model: usize,
     /// One GPU of the state, judged for all of them.
     gpu: Gpu,
     /// Its residents as the predictor sees them on its model, in its residents' order.
     residents: Vec<JobView>,
-    /// Time they save by sharing the GPU ([`residents_time_saved`]).
+    /// Each resident's kind ([`Kinds`]).
+    kinds: Vec<u32>,
+    /// Each resident's predicted terms from the others ([`residents_forecast`]).
+    terms: Vec<PartnerTerms>,
+    /// Time they save by sharing the GPU ([`residents_forecast`]).
     time_saved: f64,
     /// GPUs in the state; 0 for a free slot.
     gpus: u32,
@@ -78,9 +84,52 @@ struct Derived {
     answers: HashMap<String, Vec<u8>>,
     /// Classes by age, for eviction.
     classes: VecDeque<String>,
-    /// Pair predictions made while judging classes: a new class's judgement predicts its
-    /// pairs with the residents, not the residents' pairs again.
+    /// Pair predictions made while judging classes: a class judged again (states it has
+    /// not seen) predicts none of its pairs with the residents twice.
     memo: PairMemo,
+    kinds: Kinds,
+}
+
+/// Residents by kind: residents predicted alike (the same `JobView::prediction_key`, which
+/// includes the GPU model) share a small number, so judging a job predicts its pairs once per
+/// kind, looked up without hashing. A kind lives while a state holds a resident of it: the
+/// numbers stay as few as the kinds on the GPUs.
+#[derive(Debug, Clone, Default)]
+struct Kinds {
+    by_key: HashMap<[u64; 5], u32>,
+    /// Residents of each kind among the states (0 for a free number).
+    residents: Vec<u32>,
+    free: Vec<u32>,
+}
+
+impl Kinds {
+    /// The kind of a resident seen as `view`, counting one more resident of it.
+    fn enter(&mut self, view: &JobView) -> u32 {
+        let key = view.prediction_key();
+        let kind = match self.by_key.get(&key) {
+            Some(&kind) => kind,
+            None => {
+                let kind = self.free.pop().unwrap_or_else(|| {
+                    self.residents.push(0);
+                    self.residents.len() as u32 - 1
+                });
+                self.by_key.insert(key, kind);
+                kind
+            }
+        };
+        self.residents[kind as usize] += 1;
+        kind
+    }
+
+    /// Counts one resident of `kind`, seen as `view`, fewer.
+    fn leave(&mut self, kind: u32, view: &JobView) {
+        let count = &mut self.residents[kind as usize];
+        *count -= 1;
+        if *count == 0 {
+            self.by_key.remove(&view.prediction_key());
+            self.free.push(kind);
+        }
+    }
 }
 
 impl View {
@@ -140,12 +189,14 @@ impl View {
         let derived = self.derived(knowledge);
         let class = derived.judge_all(job, policy, knowledge, seed);
         let cells = &derived.answers[&class];
-        let mut scores = vec![0; handles];
-        for (handle, &state) in derived.state_of.iter().enumerate().take(handles) {
-            if state != NO_STATE {
-                scores[handle] = cells[state as usize];
-            }
-        }
+        // The one pass over every GPU: a lookup each, [`NO_STATE`] out of the cells' range.
+        let mut scores: Vec<u8> = derived
+            .state_of
+            .iter()
+            .take(handles)
+            .map(|&state| cells.get(state as usize).copied().unwrap_or(0))
+            .collect();
+        scores.resize(handles, 0);
         scores
     }
 
@@ -272,7 +323,10 @@ impl Derived {
             .map(|s| {
                 let state = &self.states[s];
                 let residents = Residents {
+                    model: state.model,
                     views: &state.residents,
+                    kinds: &state.kinds,
+                    terms: &state.terms,
                     time_saved: state.time_saved,
                 };
                 (&state.gpu, Some(residents))
@@ -350,6 +404,9 @@ impl Derived {
         }
         if entry.gpus == 0 {
             self.index.remove(&entry.key);
+            for (&kind, view) in entry.kinds.iter().zip(&entry.residents) {
+                self.kinds.leave(kind, view);
+            }
             self.free.push(state);
         }
     }
@@ -363,10 +420,14 @@ impl Derived {
                 state
             }
             None => {
+                let (terms, time_saved) = residents_forecast(knowledge, &residents);
                 let fresh = State {
+                    model: key[0] as usize,
                     key: key.clone(),
                     gpu: gpu.clone(),
-                    time_saved: residents_time_saved(knowledge, &residents),
+                    kinds: residents.iter().map(|r| self.kinds.enter(r)).collect(),
+                    terms,
+                    time_saved,
                     residents,
                     gpus: 1,
                 };
@@ -440,9 +501,25 @@ impl Derived {
         }
         let states = self.states.len();
         let known = self.answers.get(&class).map_or(&[][..], Vec::as_slice);
-        let missing: Vec<usize> = (0..states)
-            .filter(|&s| known.get(s).is_none_or(|&c| c == UNKNOWN) && self.states[s].gpus > 0)
+        // Most busy states of a cluster hold as many jobs as the policy lets a GPU hold: no
+        // class may join them (they score 0), so they are not judged.
+        let caps: Vec<usize> = self
+            .models
+            .iter()
+            .map(|(spec, _)| cap(policy, &spec.model))
             .collect();
+        let mut full = Vec::new();
+        let mut missing = Vec::new();
+        for (s, state) in self.states.iter().enumerate() {
+            if state.gpus == 0 || known.get(s).is_some_and(|&c| c != UNKNOWN) {
+                continue;
+            }
+            if state.residents.len() >= caps[state.model] {
+                full.push(s);
+            } else {
+                missing.push(s);
+            }
+        }
         let scores = if missing.is_empty() {
             Vec::new()
         } else {
@@ -453,6 +530,9 @@ impl Derived {
         cells.resize(states, UNKNOWN);
         for (s, score) in missing.into_iter().zip(scores) {
             cells[s] = score;
+        }
+        for s in full {
+            cells[s] = 0;
         }
         class
     }
@@ -614,6 +694,88 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A recommender over 96 GPUs, two of three busy with up to three instances of eight
+    /// profiled workloads.
+    fn busy(policy: &Policy) -> Recommender {
+        let mut engine = Recommender::bootstrap(policy.clone(), 5).unwrap();
+        for w in 0..8u16 {
+            let profile = Profile {
+                gpu_util_pct: 10.0 + f32::from(w) * 9.0,
+                mem_access_pct: 5.0 + f32::from(w) * 4.0,
+                mem_used_mib: 1_000 + u32::from(w) * 600,
+                gpu_model: "V100".into(),
+            };
+            engine.observe_profile(&format!("w{w}"), profile).unwrap();
+        }
+        let changes: Vec<ClusterChange> = (0..96u32)
+            .map(|h| {
+                let residents = (0..h % 4)
+                    .map(|r| Job::new(format!("w{}~{h}-{r}", (h * 7 + r * 3) % 8)))
+                    .collect();
+                ClusterChange::SetGpu(ViewGpu {
+                    handle: h,
+                    gpu: gpu(h, (h / 4 % 3) as usize, residents),
+                })
+            })
+            .collect();
+        engine.update_cluster(&changes).unwrap();
+        engine
+    }
+
+    #[test]
+    fn a_class_gets_the_same_answer_cold_warm_and_after_other_classes() {
+        for objective in tandem_api::Objective::ALL {
+            for max_jobs_per_gpu in [1, 2, 3] {
+                let policy = Policy {
+                    objective,
+                    max_jobs_per_gpu,
+                    ..Policy::default()
+                };
+                // One recommender judges every class in turn (its caches fill); each class is
+                // also judged by a recommender that never saw another.
+                let mut shared = busy(&policy);
+                for i in 0..12u16 {
+                    let job = profiled(
+                        format!("j{i}"),
+                        5.0 + f32::from(i) * 8.0,
+                        500 + u32::from(i) * 700,
+                    );
+                    let cold = shared.score_all(&job).unwrap();
+                    assert_eq!(shared.score_all(&job).unwrap(), cold, "warm, {policy:?}");
+                    assert_eq!(busy(&policy).score_all(&job).unwrap(), cold, "{policy:?}");
+                    assert!(cold.iter().any(|&s| s > 0), "{policy:?}: {cold:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kinds_are_numbered_only_while_a_gpu_holds_one() {
+        let mut engine = Recommender::bootstrap(Policy::default(), 1).unwrap();
+        let set = ClusterChange::SetGpu(ViewGpu {
+            handle: 0,
+            gpu: gpu(0, 0, Vec::new()),
+        });
+        engine.update_cluster(&[set]).unwrap();
+        let probe = profiled("probe".into(), 30.0, 2_000);
+        for n in 0..50u16 {
+            // Each resident its own profile: a kind of its own.
+            let resident = profiled(format!("r{n}"), 10.0 + f32::from(n), 1_000);
+            let id = resident.id.clone();
+            let bind = ClusterChange::Bind(Binding {
+                gpu: 0,
+                job: resident,
+            });
+            engine.update_cluster(&[bind]).unwrap();
+            assert!(engine.score_all(&probe).unwrap()[0] > 0);
+            let unbind = ClusterChange::Unbind(Unbinding { gpu: 0, job: id });
+            engine.update_cluster(&[unbind]).unwrap();
+        }
+        let kinds = &engine.view.derived.as_ref().unwrap().kinds;
+        assert!(kinds.by_key.is_empty(), "{kinds:?}");
+        assert_eq!(kinds.residents, vec![0], "one number, used again");
     }
 
     #[test]

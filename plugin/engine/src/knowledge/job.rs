@@ -1,6 +1,7 @@
 //! A job as the predictor sees it.
 
 use crate::features::Features;
+use crate::learning::{PairBelief, UNCERTAINTY_LOG_STD};
 use crate::workloads::OnModel;
 
 /// Predicted slowdowns of a group's members; a GPU holds a few jobs, so they live on the stack.
@@ -16,6 +17,43 @@ pub(crate) struct GroupPrediction {
     pub(crate) uncertainty: f64,
     /// Whether any observed outcome informed the prediction.
     pub(crate) learned: bool,
+}
+
+impl GroupPrediction {
+    /// The prediction of a group whose members' terms are `terms`, in the group's order.
+    pub(crate) fn of(terms: &[PartnerTerms]) -> Self {
+        let uncertainty = terms
+            .iter()
+            .fold(0.0_f64, |u, t| u.max(t.var.sqrt() / UNCERTAINTY_LOG_STD));
+        Self {
+            slowdowns: terms.iter().map(|t| t.slowdown).collect(),
+            uncertainty: uncertainty.min(1.0),
+            learned: terms.iter().any(|t| t.learned),
+        }
+    }
+}
+
+/// What one member of a group is predicted to suffer from its partners, pair beliefs summed
+/// in the group's order: what a [`GroupPrediction`] is made of. A group's terms extend to a
+/// newcomer (each member's pair with it added last, as it comes last in the group) without
+/// predicting the members' pairs again.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct PartnerTerms {
+    /// Sum of the predicted slowdowns next to each partner (fractions).
+    pub(crate) slowdown: f64,
+    /// Sum of their predictive variances (log slowdown²).
+    pub(crate) var: f64,
+    /// Whether an observed outcome informed any of them.
+    pub(crate) learned: bool,
+}
+
+impl PartnerTerms {
+    /// Adds what is believed about the member next to one more partner.
+    pub(crate) fn add(&mut self, belief: PairBelief) {
+        self.slowdown += belief.slowdown();
+        self.var += belief.predictive_var();
+        self.learned |= belief.learned;
+    }
 }
 
 /// A job as the predictor sees it: its features and where it falls in the clustering when its

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tandem_api::{Assignment, EngineError, Outcome, Profile};
 
-pub(crate) use self::job::{GroupPrediction, JobView, Slowdowns};
+pub(crate) use self::job::{GroupPrediction, JobView, PartnerTerms, Slowdowns};
 use self::memory_cell::MemoryCell;
 use self::speeds::Speeds;
 use crate::Result;

@@ -1,15 +1,16 @@
 //! Predictions from what the knowledge base holds: how the predictor sees a job, and the
 //! slowdowns of jobs sharing a GPU.
 
+use smallvec::SmallVec;
 use tandem_api::{EngineError, GpuSpec, Job, ModelSummary, Prediction, Profile};
 
 use super::Knowledge;
-use super::job::{GroupPrediction, JobView};
+use super::job::{GroupPrediction, JobView, PartnerTerms};
 use crate::Result;
 use crate::features::{self, Features};
 use crate::identity::workload_of;
 use crate::interference;
-use crate::learning::{NOISE_STD, PAIR_SPREAD_STD, PairBelief, UNCERTAINTY_LOG_STD};
+use crate::learning::{NOISE_STD, PAIR_SPREAD_STD, PairBelief};
 use crate::memory;
 use crate::utilization::UtilizationModel;
 use crate::workloads::{OnModel, Workloads};
@@ -199,7 +200,7 @@ impl Knowledge {
     /// [`Knowledge::predict_pair`] does: a memo may stand in for it).
     pub(crate) fn predict_by(
         group: &[&JobView],
-        mut pair: impl FnMut(&JobView, &JobView) -> PairBelief,
+        pair: impl FnMut(&JobView, &JobView) -> PairBelief,
     ) -> GroupPrediction {
         if group.len() < 2 {
             return GroupPrediction {
@@ -208,30 +209,27 @@ impl Knowledge {
                 learned: false,
             };
         }
-        let mut uncertainty: f64 = 0.0;
-        let mut learned = false;
-        let slowdowns = group
+        GroupPrediction::of(&Self::partner_terms(group, pair))
+    }
+
+    /// Each member's [`PartnerTerms`] in `group`, each ordered pair predicted by `pair`.
+    pub(crate) fn partner_terms(
+        group: &[&JobView],
+        mut pair: impl FnMut(&JobView, &JobView) -> PairBelief,
+    ) -> SmallVec<[PartnerTerms; 4]> {
+        group
             .iter()
             .enumerate()
             .map(|(i, job)| {
-                let (mut mean, mut var) = (0.0, 0.0);
+                let mut terms = PartnerTerms::default();
                 for (j, partner) in group.iter().enumerate() {
                     if i != j {
-                        let belief = pair(job, partner);
-                        mean += belief.slowdown();
-                        var += belief.predictive_var();
-                        learned |= belief.learned;
+                        terms.add(pair(job, partner));
                     }
                 }
-                uncertainty = uncertainty.max(var.sqrt() / UNCERTAINTY_LOG_STD);
-                mean
+                terms
             })
-            .collect();
-        GroupPrediction {
-            slowdowns,
-            uncertainty: uncertainty.min(1.0),
-            learned,
-        }
+            .collect()
     }
 
     /// Predicted effect of running `group` together (see [`Knowledge::predict`]). A group

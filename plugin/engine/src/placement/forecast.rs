@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use super::state::Member;
 use crate::interference;
-use crate::knowledge::{GroupPrediction, JobView, Knowledge, Slowdowns};
+use crate::knowledge::{GroupPrediction, JobView, Knowledge, PartnerTerms, Slowdowns};
 use crate::learning::PairBelief;
 
 /// Pair predictions already made, by the two jobs as the predictor sees them: on a cluster
@@ -79,22 +79,98 @@ impl PairMemo {
 }
 
 /// A GPU's residents as its caller already resolved them on the planner's models (in the
-/// residents' order), with the time their group saves by sharing
-/// ([`residents_time_saved`]): the cluster view keeps both per state, so a planner over it
-/// does not predict every state's group again for each job it judges.
+/// residents' order), with what their group is predicted to do ([`residents_forecast`]): the
+/// cluster view keeps both per state, so a planner over it predicts only the newcomer's pairs
+/// with them for each job it judges.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Residents<'r> {
+    /// Index of the GPU's model in the planner's models.
+    pub(crate) model: usize,
     /// Each resident as the predictor sees it on the GPU's model.
     pub(crate) views: &'r [JobView],
-    /// What [`residents_time_saved`] gives for `views`.
+    /// Each resident's kind: residents of one kind are predicted alike (the same
+    /// `JobView::prediction_key` on the same model), so a newcomer's pairs with them are
+    /// predicted once per kind.
+    pub(crate) kinds: &'r [u32],
+    /// Each resident's terms from the others ([`residents_forecast`]).
+    pub(crate) terms: &'r [PartnerTerms],
+    /// Time the residents save by sharing ([`residents_forecast`]).
     pub(crate) time_saved: f64,
 }
 
-/// Time a GPU's residents, seen as `views`, save by sharing it (what a planner starts the
-/// GPU's state with).
-pub(crate) fn residents_time_saved(knowledge: &Knowledge, views: &[JobView]) -> f64 {
+/// What a GPU's residents, seen as `views`, are predicted to do sharing it: each one's terms
+/// from the others, and the time they save by sharing (what a planner starts the GPU's state
+/// with).
+pub(crate) fn residents_forecast(
+    knowledge: &Knowledge,
+    views: &[JobView],
+) -> (Vec<PartnerTerms>, f64) {
     let group: SmallVec<[&JobView; 4]> = views.iter().collect();
-    interference::time_saved(&knowledge.predict(&group).slowdowns)
+    let terms = Knowledge::partner_terms(&group, |a, b| knowledge.predict_pair(a, b));
+    let time_saved = interference::time_saved(&GroupPrediction::of(&terms).slowdowns);
+    (terms.into_vec(), time_saved)
+}
+
+/// A newcomer's pairs with each kind of resident ([`Residents::kinds`]), predicted once per
+/// call that judges one job: (the resident next to the newcomer, the newcomer next to it). A
+/// kind's key includes how the predictor sees the GPU model, and the job's view on that model
+/// is predicted alike wherever the kind is: the kind alone is the key.
+#[derive(Default)]
+pub(super) struct NewcomerPairs(Vec<Option<(PairBelief, PairBelief)>>);
+
+impl NewcomerPairs {
+    fn get(
+        &mut self,
+        kind: u32,
+        predict: impl FnOnce() -> (PairBelief, PairBelief),
+    ) -> (PairBelief, PairBelief) {
+        let slot = kind as usize;
+        if self.0.len() <= slot {
+            self.0.resize(slot + 1, None);
+        }
+        *self.0[slot].get_or_insert_with(predict)
+    }
+}
+
+/// What `residents` (with their `terms` from each other and their `kinds`) and `joining`
+/// are predicted to do sharing one GPU: [`predict`] with `joining` last, from the residents'
+/// terms and the newcomer's pairs with them (through `pairs`) alone.
+pub(super) fn join(
+    knowledge: &Knowledge,
+    memo: Option<&PairMemo>,
+    residents: &[Member<'_>],
+    terms: &[PartnerTerms],
+    kinds: &[u32],
+    joining: &JobView,
+    pairs: &mut NewcomerPairs,
+) -> GroupForecast {
+    let pair = |a: &JobView, b: &JobView| match memo {
+        Some(memo) => memo.pair(knowledge, a, b),
+        None => knowledge.predict_pair(a, b),
+    };
+    let mut all: SmallVec<[PartnerTerms; 4]> = SmallVec::with_capacity(terms.len() + 1);
+    let mut newcomer = PartnerTerms::default();
+    for ((member, &terms), &kind) in residents.iter().zip(terms).zip(kinds) {
+        let (beside, newcomer_beside) = pairs.get(kind, || {
+            (pair(&member.view, joining), pair(joining, &member.view))
+        });
+        let mut terms = terms;
+        terms.add(beside);
+        newcomer.add(newcomer_beside);
+        all.push(terms);
+    }
+    all.push(newcomer);
+    let GroupPrediction {
+        slowdowns,
+        uncertainty,
+        learned,
+    } = GroupPrediction::of(&all);
+    GroupForecast {
+        time_saved: interference::time_saved(&slowdowns),
+        slowdowns,
+        uncertainty,
+        learned,
+    }
 }
 
 /// The predicted effect of a group sharing one GPU.

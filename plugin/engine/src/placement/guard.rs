@@ -27,6 +27,12 @@ pub(super) enum Refusal {
     NoEvidence,
 }
 
+/// Most jobs a GPU of `model` may hold under `policy`: no job may join a GPU that holds as
+/// many ([`Refusal::Cap`], the first check of [`refusal`]), whatever the job.
+pub(crate) fn cap(policy: &Policy, model: &str) -> usize {
+    policy.max_jobs_on(model) as usize
+}
+
 /// Whether the job seen as `view` may join `state` now. Allocation-free: it runs for every
 /// job and GPU, and the reason is spelled out ([`Refusal::describe`]) only when someone
 /// reads it.

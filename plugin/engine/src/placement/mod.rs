@@ -38,11 +38,13 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use smallvec::SmallVec;
 use tandem_api::{Fit, Gpu, GpuScore, GpuSpec, Job, Policy, Recommendation, Unplaced};
 
-pub(crate) use self::forecast::{PairMemo, Residents, residents_time_saved};
+use self::forecast::NewcomerPairs;
+pub(crate) use self::forecast::{PairMemo, Residents, residents_forecast};
+pub(crate) use self::guard::cap;
 use self::objective::{Effect, Goal};
 use self::order::Entry;
 use self::resolve::Resolved;
-use self::state::GpuState;
+use self::state::{GpuState, Prepared};
 use crate::Result;
 use crate::knowledge::{JobView, Knowledge};
 
@@ -75,10 +77,6 @@ pub(crate) struct Planner<'a> {
     gpus: Vec<GpuState<'a>>,
     /// The distinct GPU models offered, first spec of each name.
     models: Vec<&'a GpuSpec>,
-    /// Seconds until each GPU is free for a newcomer: its residents' longest run time left
-    /// (work over speed), plus what queued jobs waiting for it will take. `None` where
-    /// unknown.
-    free_in: Vec<Option<f64>>,
     /// Pair predictions made so far, when the planner judges many GPUs holding the same few
     /// workloads (the cluster view, which keeps them from one call to the next); `None`
     /// otherwise.
@@ -112,17 +110,22 @@ impl<'a> Planner<'a> {
         policy: &'a Policy,
         knowledge: &'a Knowledge,
         seed: u64,
-        gpus: Vec<(&'a Gpu, Option<Residents<'_>>)>,
+        gpus: Vec<(&'a Gpu, Option<Residents<'a>>)>,
         models: Vec<&'a GpuSpec>,
         memo: Option<&'a PairMemo>,
     ) -> Self {
         let gpus: Vec<GpuState<'a>> = gpus
             .into_iter()
             .map(|(gpu, resolved)| {
-                let model = models
-                    .iter()
-                    .position(|m| m.model == gpu.spec.model)
-                    .unwrap_or_default();
+                let model = resolved.map_or_else(
+                    || {
+                        models
+                            .iter()
+                            .position(|m| m.model == gpu.spec.model)
+                            .unwrap_or_default()
+                    },
+                    |r| r.model,
+                );
                 let mut state = GpuState {
                     gpu,
                     model,
@@ -131,14 +134,22 @@ impl<'a> Planner<'a> {
                     used_mib: 0,
                     unknown_memory: None,
                     time_saved: 0.0,
-                    cap: policy.max_jobs_on(&gpu.spec.model) as usize,
+                    cap: cap(policy, &gpu.spec.model),
+                    prepared: None,
                 };
                 match resolved {
-                    Some(Residents { views, time_saved }) => {
+                    Some(Residents {
+                        views,
+                        kinds,
+                        terms,
+                        time_saved,
+                        ..
+                    }) => {
                         for (resident, view) in gpu.residents.iter().zip(views) {
                             state.add(&resident.id, *view);
                         }
                         state.time_saved = time_saved;
+                        state.prepared = Some(Prepared { kinds, terms });
                     }
                     None => {
                         for resident in &gpu.residents {
@@ -154,15 +165,6 @@ impl<'a> Planner<'a> {
                 state
             })
             .collect();
-        let free_in = gpus
-            .iter()
-            .map(|state| {
-                state.gpu.residents.iter().try_fold(0.0_f64, |longest, r| {
-                    let speed = knowledge.speed(&r.id, &state.gpu.spec.model)?;
-                    Some(longest.max(r.work? / speed))
-                })
-            })
-            .collect();
         Self {
             policy,
             goal: objective::goal(policy.objective),
@@ -170,9 +172,23 @@ impl<'a> Planner<'a> {
             seed,
             gpus,
             models,
-            free_in,
             memo,
         }
+    }
+
+    /// Seconds until each GPU is free for a newcomer: its residents' longest run time left
+    /// (work over speed), `None` where unknown. Only a plan needs it (a job may wait for a
+    /// busy GPU), so scoring does not pay for it.
+    fn free_in(&self) -> Vec<Option<f64>> {
+        self.gpus
+            .iter()
+            .map(|state| {
+                state.gpu.residents.iter().try_fold(0.0_f64, |longest, r| {
+                    let speed = self.knowledge.speed(&r.id, &state.gpu.spec.model)?;
+                    Some(longest.max(r.work? / speed))
+                })
+            })
+            .collect()
     }
 
     /// `job` on every model of the request.
@@ -211,6 +227,8 @@ impl<'a> Planner<'a> {
             );
             idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
         }
+        // What queued jobs waiting for a GPU will take is booked on it as they wait.
+        let mut free_in = self.free_in();
         let mut jobs_left = order.len();
         let mut unplaced = Vec::new();
         // Jobs started alone on an idle GPU: once all are placed, they may trade GPUs.
@@ -230,7 +248,7 @@ impl<'a> Planner<'a> {
                 }
             };
             if self.gpus[best].is_idle()
-                && let Some(wait) = wait::for_faster(&self.gpus, &mut self.free_in, &resolved, best)
+                && let Some(wait) = wait::for_faster(&self.gpus, &mut free_in, &resolved, best)
             {
                 unplaced.push(Unplaced {
                     job: job.id.clone(),
@@ -367,6 +385,7 @@ impl<'a> Planner<'a> {
         resolved: &Resolved,
         keep: impl Fn(&GpuState<'_>) -> bool,
     ) -> Vec<Candidate> {
+        let mut pairs = NewcomerPairs::default();
         self.gpus
             .iter()
             .enumerate()
@@ -376,7 +395,7 @@ impl<'a> Planner<'a> {
             })
             .map(|(gpu, state)| {
                 let view = &resolved.views[state.model];
-                self.evaluate(gpu, state, view, resolved.slowness[state.model])
+                self.evaluate(gpu, state, view, resolved.slowness[state.model], &mut pairs)
             })
             .collect()
     }
@@ -398,15 +417,31 @@ impl<'a> Planner<'a> {
         least_harmful.filter(|_| candidates.is_empty())
     }
 
-    /// What the objective makes of the job seen as `view` joining `state`.
+    /// What the objective makes of the job seen as `view` joining `state`; `pairs` keeps the
+    /// job's pairs with the kinds of residents judged so far.
     fn evaluate(
         &self,
         gpu: usize,
         state: &GpuState<'_>,
         view: &JobView,
         slowness: f64,
+        pairs: &mut NewcomerPairs,
     ) -> Candidate {
-        let after = forecast::predict(self.knowledge, self.memo, &state.members, Some(view));
+        let after = match state.prepared {
+            // The residents alone (no job placed by this plan yet): their terms are kept.
+            Some(Prepared { kinds, terms }) if state.members.len() == state.residents => {
+                forecast::join(
+                    self.knowledge,
+                    self.memo,
+                    &state.members,
+                    terms,
+                    kinds,
+                    view,
+                    pairs,
+                )
+            }
+            _ => forecast::predict(self.knowledge, self.memo, &state.members, Some(view)),
+        };
         // A job of unknown memory fills the GPU as far as packing can tell.
         let left = view
             .memory_mib

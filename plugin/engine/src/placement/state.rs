@@ -3,7 +3,7 @@
 use smallvec::SmallVec;
 use tandem_api::Gpu;
 
-use crate::knowledge::JobView;
+use crate::knowledge::{JobView, PartnerTerms};
 
 /// A job on a GPU, resident or placed by the plan.
 pub(super) struct Member<'a> {
@@ -28,6 +28,16 @@ pub(super) struct GpuState<'a> {
     pub(super) time_saved: f64,
     /// Most members it may hold: the policy's cap for its model.
     pub(super) cap: usize,
+    /// Its residents' kinds and terms from each other, when the caller kept them
+    /// ([`super::Residents`]): what its group predicts while it holds its residents alone.
+    pub(super) prepared: Option<Prepared<'a>>,
+}
+
+/// A GPU's residents as the cluster view keeps them (see [`super::Residents`]).
+#[derive(Clone, Copy)]
+pub(super) struct Prepared<'a> {
+    pub(super) kinds: &'a [u32],
+    pub(super) terms: &'a [PartnerTerms],
 }
 
 impl GpuState<'_> {
