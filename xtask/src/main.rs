@@ -77,12 +77,12 @@ enum Task {
     ///
     /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
     /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
-    /// tandem-kube-scheduler, the framework plugin), volcano (etcd, kube-apiserver and
+    /// tandem-kube-scheduler, the framework plugin), slurm (munged, slurmctld and slurmd from
+    /// Debian with the SPANK plugin and job_submit.lua), volcano (etcd, kube-apiserver and
     /// vc-scheduler with the Tandem extender), node (real nodes: containerd with NRI, runc and
     /// the kubelet with fake GPUs, tandem-node on each, pods placed by all three schedulers
-    /// that really run; needs root), slurm (munged, slurmctld and slurmd from Debian with the
-    /// SPANK plugin and job_submit.lua); `cargo xtask test` runs them all, in this order. A
-    /// plain `cargo test` runs none of them.
+    /// that really run; needs root); `cargo xtask test` runs them all, in this order. A plain
+    /// `cargo test` runs none of them.
     E2e {
         /// Tiers to run [default: all].
         #[arg(value_name = "TIER")]
@@ -108,7 +108,12 @@ enum Task {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
-    /// Run the CLI's recommendation on examples/queue.json.
+    /// Replay the built-in demo trace in the simulator under Tandem and every baseline: a table
+    /// of the results and tandem-report.html (plots).
+    ///
+    /// Built in the `demo` profile, which keeps the first build from empty caches short (no
+    /// debug information, Cranelift unoptimized); the engine component is the one the other
+    /// builds embed.
     Demo,
     /// Run the benchmarks: engine calls (component vs native), the simulator, the extender
     /// under load, and kube-scheduler's throughput with and without the extender.
