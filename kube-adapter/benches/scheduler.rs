@@ -25,7 +25,9 @@
 //! the scheduler's fallback), and how many annotations name a GPU of another node than the
 //! pod's; how long the scheduler took from its start to ready (`/readyz`: informers synced,
 //! and for the plugin the engine component loaded), and the peak resident memory (`VmHWM`) of
-//! the scheduler process and of the extender. Every configuration runs `TANDEM_BENCH_ROUNDS`
+//! the scheduler process and of the extender. Each run also prints the CPU time per pod bound
+//! of kube-apiserver, etcd, the scheduler and the extender while the pods were scheduled: on
+//! two busy cores a configuration's pods/s follows what it adds there. Every configuration runs `TANDEM_BENCH_ROUNDS`
 //! times (3), interleaved, and the ratios are of the median pods/s (the default scheduler's
 //! own rate moves by a fifth between runs on two shared cores). Sizes: `TANDEM_BENCH_NODES`,
 //! `TANDEM_BENCH_GPUS` (per node), `TANDEM_BENCH_PODS`; scheduler_perf's scale is
@@ -102,11 +104,33 @@ struct Run {
     scheduler_mib: Option<f64>,
     /// Peak resident memory of the extender process, MiB, where one ran through the run.
     extender_mib: Option<f64>,
+    /// CPU seconds each process spent while the pods were scheduled, in [`PROCESSES`] order
+    /// (`None` where the process did not run).
+    cpu: [Option<f64>; PROCESSES.len()],
 }
+
+/// The processes whose CPU time a run reports, in the order of [`Run::cpu`].
+const PROCESSES: [&str; 4] = ["apiserver", "etcd", "scheduler", "extender"];
 
 impl Run {
     fn pods_per_s(&self) -> f64 {
         self.pods as f64 / self.seconds
+    }
+
+    /// Milliseconds of CPU per pod bound, of each process that ran, and their sum: on a
+    /// machine whose cores are all busy, what a configuration adds where.
+    fn cpu_per_pod(&self) -> String {
+        let per_pod = |seconds: f64| 1_000.0 * seconds / self.pods.max(1) as f64;
+        let mut parts: Vec<String> = PROCESSES
+            .iter()
+            .zip(self.cpu)
+            .filter_map(|(name, cpu)| Some(format!("{name} {:.2} ms", per_pod(cpu?))))
+            .collect();
+        parts.push(format!(
+            "total {:.2} ms",
+            per_pod(self.cpu.iter().flatten().sum())
+        ));
+        parts.join(", ")
     }
 }
 
@@ -269,6 +293,7 @@ fn report(what: &str, run: &Run) {
         run.pods_per_s(),
         run.ready,
     );
+    println!("{:<34} CPU per pod: {}", "", run.cpu_per_pod());
 }
 
 /// The p99 of `scheduler_scheduling_attempt_duration_seconds` over every result and profile:
@@ -342,6 +367,18 @@ async fn scheduler_metrics(cluster: &Cluster) -> Result<String> {
         .error_for_status()?
         .text()
         .await?)
+}
+
+/// CPU seconds (user and system) process `pid` has spent so far (`/proc/<pid>/stat`).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; the fields after its closing parenthesis do not.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let user: f64 = fields.nth(11)?.parse().ok()?;
+    let system: f64 = fields.next()?.parse().ok()?;
+    // Linux reports them in USER_HZ, which is 100 on every architecture it runs on.
+    Some((user + system) / 100.0)
 }
 
 /// Peak resident memory of process `pid` (`VmHWM` in `/proc/<pid>/status`), MiB.
@@ -445,6 +482,8 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
             let binary = plugin_scheduler().await?;
             let secret = cluster.dir().join("id-secret");
             std::fs::write(&secret, SECRET_HEX)?;
+            // Building the binary, the first time, is not starting it.
+            starting = Instant::now();
             cluster
                 .start_scheduler_binary(&binary, &plugin_config(&secret))
                 .await?;
@@ -455,6 +494,13 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     // there, as kube-scheduler's own throughput figures do.
     let started = Instant::now();
     let ready = (started - starting).as_secs_f64();
+    let pids = [
+        cluster.pid(Component::ApiServer),
+        cluster.pid(Component::Etcd),
+        cluster.pid(Component::Scheduler),
+        adapter.as_ref().map(ChildProcess::id),
+    ];
+    let cpu_before = pids.map(|pid| pid.and_then(cpu_seconds));
     let profile = cpu_profile(&cluster, mode);
     let limit = RUN_LIMIT.max(Duration::from_millis(50 * pods as u64));
     let deadline = tokio::time::Instant::from_std(started + limit);
@@ -475,6 +521,13 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let mut cpu = [None; PROCESSES.len()];
+    for (i, pid) in pids.iter().enumerate() {
+        cpu[i] = pid
+            .and_then(cpu_seconds)
+            .zip(cpu_before[i])
+            .map(|(after, before)| after - before);
+    }
     if let Some(profile) = profile {
         profile.await??;
     }
@@ -540,6 +593,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         ready,
         scheduler_mib,
         extender_mib,
+        cpu,
     })
 }
 
