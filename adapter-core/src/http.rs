@@ -238,7 +238,7 @@ pub async fn timed<T: IntoResponse>(
     };
     if let Err(f) = &answer {
         // The message goes to the caller only: a rejected body may quote what it was sent,
-        // and logs must never carry names (DESIGN §6).
+        // and logs must never carry names (docs/RELIABILITY.md, "Privacy").
         tracing::warn!(verb, status = %f.status, "request failed");
     }
     core.metrics

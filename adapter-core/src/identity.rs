@@ -1,6 +1,6 @@
 //! Keying pod identities before they reach the engine.
 //!
-//! The engine must never learn what a job is called (DESIGN §6). A pod's job identity is
+//! The engine must never learn what a job is called (docs/RELIABILITY.md, "Privacy"). A pod's job identity is
 //! `<namespace>/<job>`, where `<job>` is the pod's [`JOB_LABEL`] (so every run of a recurring
 //! job shares what was learned about it) or, without the label, the pod's name. The engine sees
 //! only `HMAC-SHA256(secret, identity)`, truncated to 128 bits and written as 32 hex digits:

@@ -13,7 +13,7 @@ use crate::extender::FilterPasses;
 
 /// Tandem's kube-scheduler extender: decides which GPU pods share a GPU, and where.
 ///
-/// kube-scheduler calls it (see deploy/kube-scheduler-config.yaml) for pods that request the
+/// kube-scheduler calls it (see deploy/kube/20-scheduler-config.yaml) for pods that request the
 /// managed GPU resource. It watches nodes and pods, keeps the knowledge base in a ConfigMap
 /// and, when several replicas run, elects one writer with a Lease. Set RUST_LOG (for example
 /// `RUST_LOG=tandem_kube_adapter=debug`) for more detail.

@@ -1,6 +1,6 @@
 //! `tandem-profiler`: the node agent that feeds Tandem black-box telemetry.
 //!
-//! Everything Tandem decides starts from a job's profile (DESIGN §1, after PriRecT/JRS's job
+//! Everything Tandem decides starts from a job's profile (after PriRecT/JRS's job
 //! profiler, without its intrusion): the maximum SM utilization, the maximum memory-access
 //! utilization and the maximum device memory a job showed over a short window, and the GPU
 //! model it ran on. The profiler measures them on the node, from outside the job:

@@ -1,4 +1,4 @@
-//! Reducing a job's profiling window to its profile (DESIGN §1, PriRecT/JRS's job profiler):
+//! Reducing a job's profiling window to its profile (PriRecT/JRS's job profiler):
 //! the window's **maximum SM utilization**, **maximum memory-access utilization** and
 //! **maximum device memory used**, and the GPU model it ran on.
 //!

@@ -1,5 +1,5 @@
-//! The simulator's speed on the budget's case (DESIGN §5): a 15,000-job trace on a 100+ GPU
-//! cluster, under 5 s on 2 cores (30 s before issue 13).
+//! The simulator's speed on the budget's case (docs/BENCHMARKS.md): a 15,000-job trace on a 100+ GPU
+//! cluster, under 5 s on 2 cores.
 //!
 //! `cargo bench -p tandem-tests --bench simulate` (or `cargo xtask bench`) replays all 15 of
 //! Gavel's Philly-derived traces merged (15,264 jobs) on 192 GPUs (64 K80, 64 P100, 64 V100:
@@ -82,6 +82,6 @@ fn main() -> anyhow::Result<()> {
             report.ooms
         );
     }
-    println!("budget (DESIGN §5): under 5 s per replay on 2 cores");
+    println!("budget: under 5 s per replay on 2 cores");
     Ok(())
 }

@@ -311,7 +311,7 @@ fn a_declared_model_vouches_for_memory_and_predicts_interference_a_bare_id_does_
         ..Job::new(id)
     };
     // Both fit the GPU's memory many times over, and their declared models predict how they
-    // interfere (issue 15: proactive sharing before they are profiled).
+    // interfere (proactive sharing before they are profiled).
     let answer = engine.recommend(&[job("a"), job("b")], &gpus).unwrap();
     assert_eq!(answer.placements.len(), 1);
     assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");

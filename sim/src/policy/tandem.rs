@@ -265,7 +265,7 @@ impl Policy for Tandem {
                     continue;
                 };
                 // The world profiles a new type alone before it may share; the engine shares
-                // a declared job before it is profiled (issue 15), so such a placement
+                // a declared job before it is profiled, so such a placement
                 // starts only what the world allows, the rest stays queued.
                 if taken_alone.contains(&g) {
                     continue;

@@ -1,4 +1,4 @@
-//! The evidence layers of issue 15, for profiled jobs as for jobs without telemetry: a pair
+//! The evidence layers, for profiled jobs as for jobs without telemetry: a pair
 //! observed several times converges to its measured slowdown with shrinking uncertainty, and a
 //! pair never observed keeps a wide one.
 

@@ -142,7 +142,7 @@ impl Knowledge {
     }
 
     /// What is believed about `a`'s slowdown next to `b`, the most specific evidence last
-    /// (issue 15): the analytic prior from the two profiles, the cluster matrix and the
+    /// the analytic prior from the two profiles, the cluster matrix and the
     /// residual model over the profiles' features (the no-evidence prior for a job without a
     /// profile); then what the two recurring workloads taught; then the measurements of this
     /// very pair, on other GPU models as far as they transfer, then on `a`'s

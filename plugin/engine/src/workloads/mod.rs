@@ -403,7 +403,7 @@ impl Workloads {
             // The fit's own error on pairs it never saw, widened where either side is thin.
             // The widening scales with that error, not with the no-evidence prior: on catalogs of
             // mild interference a fixed prior term made 90% intervals cover every held-out pair
-            // (issue 15's evaluation).
+            // (the evaluation of the layered predictions).
             let thin =
                 1.0 / (1.0 + f64::from(seen_as_job)) + 1.0 / (1.0 + f64::from(seen_as_partner));
             let var = fit.misfit_var * (1.0 + thin);
