@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tandem_xtask::fuzz;
 use tandem_xtask::tasks::{self, Workspace};
+use tandem_xtask::{fuzz, images};
 
 /// Build orchestration for Tandem: the wasm32 toolchain, the engine component, the Kubernetes
 /// binaries of the end-to-end tests, the CI gate.
@@ -115,6 +115,22 @@ enum Task {
     /// debug information, Cranelift unoptimized); the engine component is the one the other
     /// builds embed.
     Demo,
+    /// Build a container image of every program Tandem runs in a cluster, without a registry.
+    ///
+    /// Images: tandem-kube-adapter (the extender), tandem-kube-scheduler (the framework
+    /// plugin), tandem-volcano-adapter, tandem-profiler, tandem-node. Each holds its release
+    /// binary, the shared libraries it links and the loader, runs as user 65532, and is
+    /// labelled with its `--version`; each is checked by running `--version` inside it (as
+    /// root, under chroot). Written as OCI archives (`ctr images import`, `podman load`,
+    /// `skopeo copy oci-archive:...`) named localhost/<image>:<Tandem's version>, into --out, else
+    /// $TANDEM_IMAGES_DIR, else $XDG_CACHE_HOME/tandem/images, else ~/.cache/tandem/images.
+    Images {
+        /// Images to build [default: all].
+        images: Vec<String>,
+        /// Directory to write the archives into.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Run the benchmarks: engine calls (component vs native), the simulator, the extender
     /// under load, and kube-scheduler's throughput with and without the extender.
     Bench,
@@ -197,6 +213,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .collect::<anyhow::Result<_>>()?
             };
             fuzz::fuzz(workspace.root(), &targets, seconds)?;
+        }
+        Task::Images { images, out } => {
+            let programs = if images.is_empty() {
+                images::PROGRAMS.to_vec()
+            } else {
+                images
+                    .iter()
+                    .map(|name| images::Program::named(name))
+                    .collect::<anyhow::Result<_>>()?
+            };
+            let out = out.unwrap_or_else(images::images_dir);
+            for built in images::build_images(&workspace, &programs, &out)? {
+                println!(
+                    "{} {} ({:.1} MiB; {})",
+                    built.name,
+                    built.archive.path.display(),
+                    built.archive.size as f64 / (1024.0 * 1024.0),
+                    built.checked
+                );
+            }
         }
         Task::Demo => tasks::demo(&workspace)?,
         Task::Bench => tasks::bench(&workspace)?,
