@@ -122,7 +122,7 @@ enum Task {
     /// binary, the shared libraries it links and the loader, runs as user 65532, and is
     /// labelled with its `--version`; each is checked by running `--version` inside it (as
     /// root, under chroot). Written as OCI archives (`ctr images import`, `podman load`,
-    /// `skopeo copy oci-archive:...`) named localhost/<image>:<Tandem's version>, into --out, else
+    /// `skopeo copy oci-archive:...`) named localhost/IMAGE:VERSION (Tandem's version), into --out, else
     /// $TANDEM_IMAGES_DIR, else $XDG_CACHE_HOME/tandem/images, else ~/.cache/tandem/images.
     Images {
         /// Images to build [default: all].
