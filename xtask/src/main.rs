@@ -192,37 +192,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Task::E2eBins => tasks::e2e_bins(&workspace)?,
         Task::Test => tasks::test(&workspace)?,
         Task::E2e { tiers } => {
-            let tiers = if tiers.is_empty() {
-                tasks::TIERS.to_vec()
-            } else {
-                tiers
-                    .iter()
-                    .map(|name| tasks::Tier::named(name))
-                    .collect::<anyhow::Result<_>>()?
-            };
+            let tiers = named_or_all(&tiers, tasks::TIERS, tasks::Tier::named)?;
             tasks::e2e(&workspace, &tiers)?;
         }
         Task::Cycles => tasks::cycles(&workspace)?,
         Task::Fuzz { targets, seconds } => {
-            let targets = if targets.is_empty() {
-                fuzz::TARGETS.to_vec()
-            } else {
-                targets
-                    .iter()
-                    .map(|name| fuzz::Target::named(name))
-                    .collect::<anyhow::Result<_>>()?
-            };
+            let targets = named_or_all(&targets, fuzz::TARGETS, fuzz::Target::named)?;
             fuzz::fuzz(workspace.root(), &targets, seconds)?;
         }
         Task::Images { images, out } => {
-            let programs = if images.is_empty() {
-                images::PROGRAMS.to_vec()
-            } else {
-                images
-                    .iter()
-                    .map(|name| images::Program::named(name))
-                    .collect::<anyhow::Result<_>>()?
-            };
+            let programs = named_or_all(&images, &images::PROGRAMS, images::Program::named)?;
             let out = out.unwrap_or_else(images::images_dir);
             for built in images::build_images(&workspace, &programs, &out)? {
                 println!(
@@ -238,6 +217,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Task::Bench => tasks::bench(&workspace)?,
     }
     Ok(())
+}
+
+/// The items `names` name (each through `named`, which says what a wrong name should be), or
+/// every one of `all` when no name is given.
+fn named_or_all<T: Clone>(
+    names: &[String],
+    all: &[T],
+    named: impl Fn(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<T>> {
+    if names.is_empty() {
+        Ok(all.to_vec())
+    } else {
+        names.iter().map(|name| named(name)).collect()
+    }
 }
 
 /// The workspace root: this crate lives at `<root>/xtask`. `cargo run` says where at run time;
