@@ -44,6 +44,7 @@ pub fn router<F: Frontend>(core: Arc<Core>, frontend: Arc<F>) -> Router {
         max_body_bytes: limits.max_body_bytes,
         metrics: Arc::clone(&core.metrics),
     });
+    core.metrics.expect_verbs(F::VERBS);
     let ready = Arc::clone(&frontend);
     let readiness = Arc::clone(&core);
     let auth_core = Arc::clone(&core);
@@ -482,16 +483,21 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                 }
             })
             .collect();
+        let peaks_count = peaks.len();
         let learned = core2
             .observe_off_thread(move |fresh, lessons| {
-                let skipped = learning::learn_peaks(fresh, lessons, &peaks)
+                let learned = learning::learn_peaks(fresh, lessons, &peaks)
                     .map_err(failed("observe-memory"))?;
-                for why in &skipped {
+                for why in &learned.skipped {
                     tracing::info!(why, "a measured peak was not learned");
                 }
-                Ok(peaks.len() - skipped.len())
+                Ok(learned)
             })
             .await?;
+        for (model, lesson) in &learned.lessons {
+            core2.metrics.peak(model, lesson);
+        }
+        let learned = peaks_count - learned.skipped.len();
         core2.metrics.peaks_learned.inc_by(learned as u64);
         tracing::info!(peaks = learned, "the memory model learned measured peaks");
         Ok(axum::Json(ProfilesAnswer {

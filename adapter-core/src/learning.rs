@@ -319,22 +319,31 @@ pub fn predicted(
     Some((estimate.peak_mem_mib?, estimate.reserved_mib?))
 }
 
+/// What [`learn_peaks`] made of a batch of peaks.
+#[derive(Debug, Default)]
+pub struct PeaksLearned {
+    /// Why each peak the engine refused was skipped.
+    pub skipped: Vec<String>,
+    /// Each peak learned, by GPU model, with the memory model's figures before and after.
+    pub lessons: Vec<(String, PeakLesson)>,
+}
+
 /// Learns `peaks` on `recommender` (the off-thread instance), recording in `lessons` what the
 /// memory model made of each. A peak the engine refuses (a GPU whose characteristics it does
-/// not know) is skipped and returned; anything else the host says is a failure (of
+/// not know) is skipped and its reason returned; anything else the host says is a failure (of
 /// `observe-memory`, which the caller names).
 pub fn learn_peaks(
     recommender: &mut tandem_host::Recommender,
     lessons: &mut Lessons,
     peaks: &[PeakReport],
-) -> Result<Vec<String>, tandem_host::Error> {
-    let mut skipped = Vec::new();
+) -> Result<PeaksLearned, tandem_host::Error> {
+    let mut learned = PeaksLearned::default();
     for peak in peaks {
         let before = predicted(recommender, &peak.declared, &peak.gpu);
         match recommender.observe_memory(&peak.job, &peak.declared, &peak.gpu, peak.peak_mib) {
             Ok(()) => {}
             Err(tandem_host::Error::Engine(refused)) => {
-                skipped.push(refused.to_string());
+                learned.skipped.push(refused.to_string());
                 continue;
             }
             Err(error) => return Err(error),
@@ -345,19 +354,18 @@ pub fn learn_peaks(
             Some((predicted_after, reserved_after)),
         ) = (before, after)
         {
-            lessons.peak(
-                &peak.gpu.model,
-                PeakLesson {
-                    measured_mib: peak.peak_mib,
-                    predicted_before_mib: predicted_before,
-                    reserved_before_mib: reserved_before,
-                    predicted_after_mib: predicted_after,
-                    reserved_after_mib: reserved_after,
-                },
-            );
+            let lesson = PeakLesson {
+                measured_mib: peak.peak_mib,
+                predicted_before_mib: predicted_before,
+                reserved_before_mib: reserved_before,
+                predicted_after_mib: predicted_after,
+                reserved_after_mib: reserved_after,
+            };
+            lessons.peak(&peak.gpu.model, lesson);
+            learned.lessons.push((peak.gpu.model.clone(), lesson));
         }
     }
-    Ok(skipped)
+    Ok(learned)
 }
 
 /// Asks a fresh instance the questions that train its models (the memory model, bundled or

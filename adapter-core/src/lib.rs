@@ -63,6 +63,12 @@ pub trait Frontend: Send + Sync + 'static {
     /// The scheduler it speaks to, for logs (for example `kube-scheduler extender`).
     const TYPE: &'static str;
 
+    /// The scheduler's verbs as the metrics label them (the paths of [`Frontend::routes`]
+    /// without their first `/`): their fail-open and unauthorized counters are exported at
+    /// zero from the start, so that a dashboard or an alert sees the series before the first
+    /// event.
+    const VERBS: &'static [&'static str];
+
     /// The scheduler's verbs, served beside the core's endpoints.
     fn routes(self: Arc<Self>) -> Router;
 
@@ -393,9 +399,7 @@ impl Core {
             Ok(written) => {
                 *version = Some(written);
                 self.metrics.store_writes.inc();
-                self.metrics
-                    .store_bytes
-                    .set(i64::try_from(size).unwrap_or(i64::MAX));
+                self.metrics.stored(size);
                 Ok(answer)
             }
             Err(error) => {
@@ -449,9 +453,7 @@ impl Core {
             .adapter
             .check_key(&store.name(), &self.keys.fingerprint())?;
         let size = store::stored_size(&stored.engine, &stored.adapter);
-        self.metrics
-            .store_bytes
-            .set(i64::try_from(size).unwrap_or(i64::MAX));
+        self.metrics.stored(size);
         // Loading retrains the memory model when the knowledge base holds reported peaks:
         // done off the engine thread, which only swaps the instance in.
         let fresh = self.build_off_thread(stored.engine, |_| Ok(())).await?.1;
@@ -541,9 +543,7 @@ impl Core {
                 Ok(written) => {
                     *version = Some(written);
                     self.metrics.store_writes.inc();
-                    self.metrics
-                        .store_bytes
-                        .set(i64::try_from(size).unwrap_or(i64::MAX));
+                    self.metrics.stored(size);
                 }
                 Err(error) => {
                     self.metrics.store_errors.inc();
@@ -633,7 +633,7 @@ impl Core {
                                     return Err(error);
                                 }
                                 // The engine will never take it: counted, not retried.
-                                taught = Learned::Skipped("refused by the engine");
+                                taught = Learned::Skipped(outcomes::Skip::RefusedByEngine);
                             }
                         }
                     }
@@ -687,8 +687,8 @@ impl Core {
                     self.metrics.runs_learned.inc();
                     tracing::debug!("recorded a solo run");
                 }
-                Learned::Skipped("already counted") => {}
-                Learned::Skipped(reason) => self.skipped(reason),
+                Learned::Skipped(outcomes::Skip::AlreadyCounted) => {}
+                Learned::Skipped(reason) => self.skipped(reason.label()),
             }
         }
         taught

@@ -7,6 +7,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::learning::PeakLesson;
 
 /// Labels of a verb.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +47,13 @@ pub struct Reason {
 pub struct Field {
     /// The field refused: `priority`, `work`, `model` or `batch-size`.
     pub field: String,
+}
+
+/// Labels of a GPU model.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Model {
+    /// The short model name (`V100`, `T4`, ...).
+    pub gpu_model: String,
 }
 
 /// Every metric the adapter exports.
@@ -102,6 +113,14 @@ pub struct Metrics {
     pub retrain_seconds: Histogram,
     /// Peaks of declared jobs the memory model learned.
     pub peaks_learned: Counter,
+    /// How far the memory model's prediction was from a measured peak, before learning it:
+    /// `|measured - predicted| / measured`, per GPU model.
+    pub memory_error: Family<Model, Histogram>,
+    /// Measured peaks above what the guard had reserved for them, per GPU model: sharing
+    /// decided on that reservation could have run out of memory.
+    pub peaks_over_reservation: Family<Model, Counter>,
+    /// When the knowledge base was last written or loaded, in seconds since the Unix epoch.
+    pub store_changed: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -117,6 +136,13 @@ impl Default for Metrics {
         let outcomes_learned = Counter::default();
         let runs_learned = Counter::default();
         let outcomes_skipped = Family::<Reason, Counter>::default();
+        for skip in crate::outcomes::Skip::ALL {
+            outcomes_skipped
+                .get_or_create(&Reason {
+                    reason: skip.label().to_owned(),
+                })
+                .inc_by(0);
+        }
         let leader = Gauge::default();
         let store_errors = Counter::default();
         let store_writes = Counter::default();
@@ -136,6 +162,20 @@ impl Default for Metrics {
         let binds_late = Counter::default();
         let binds_without_tandem = Counter::default();
         let declarations_refused = Family::<Field, Counter>::default();
+        // Every field at zero from the start: a refusal is then an increase an alert sees.
+        for field in crate::declaration::Field::ALL {
+            declarations_refused
+                .get_or_create(&Field {
+                    field: field.key().to_owned(),
+                })
+                .inc_by(0);
+        }
+        let memory_error = Family::<Model, Histogram>::new_with_constructor(|| {
+            // 1% .. ~160%.
+            Histogram::new(exponential_buckets(0.01, 2.0, 8))
+        });
+        let peaks_over_reservation = Family::<Model, Counter>::default();
+        let store_changed = Gauge::<f64, AtomicU64>::default();
         // 10 ms .. ~40 s.
         let retrain_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 13));
         let peaks_learned = Counter::default();
@@ -260,6 +300,21 @@ impl Default for Metrics {
             "Pods seen bound without Tandem's record of their GPU (fail-open or another scheduler)",
             binds_without_tandem.clone(),
         );
+        registry.register(
+            "memory_prediction_error_ratio",
+            "How far the memory model's prediction was from a measured peak before learning it, |measured - predicted| / measured, per GPU model",
+            memory_error.clone(),
+        );
+        registry.register(
+            "peaks_over_reservation",
+            "Measured peaks above what the memory guard had reserved for them, per GPU model",
+            peaks_over_reservation.clone(),
+        );
+        registry.register(
+            "store_changed_timestamp_seconds",
+            "When the knowledge base was last written or loaded (Unix time)",
+            store_changed.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -287,11 +342,50 @@ impl Default for Metrics {
             declarations_refused,
             retrain_seconds,
             peaks_learned,
+            memory_error,
+            peaks_over_reservation,
+            store_changed,
         }
     }
 }
 
 impl Metrics {
+    /// Records what the memory model made of a peak measured on `model`.
+    pub fn peak(&self, model: &str, lesson: &PeakLesson) {
+        let labels = Model {
+            gpu_model: model.to_owned(),
+        };
+        let measured = f64::from(lesson.measured_mib.max(1));
+        let predicted = f64::from(lesson.predicted_before_mib);
+        self.memory_error
+            .get_or_create(&labels)
+            .observe((measured - predicted).abs() / measured);
+        if lesson.measured_mib > lesson.reserved_before_mib {
+            self.peaks_over_reservation.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Exports the fail-open and unauthorized counters of `verbs` at zero.
+    pub fn expect_verbs(&self, verbs: &[&str]) {
+        for verb in verbs {
+            let labels = Verb {
+                verb: (*verb).to_owned(),
+            };
+            self.fail_opens.get_or_create(&labels).inc_by(0);
+            self.unauthorized.get_or_create(&labels).inc_by(0);
+        }
+    }
+
+    /// Records that the knowledge base of `bytes` was just written or loaded.
+    pub fn stored(&self, bytes: usize) {
+        self.store_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64());
+        self.store_changed.set(now);
+    }
+
     /// Counts one answer of `verb` that took `seconds`.
     pub fn record(&self, verb: &str, result: &str, seconds: f64) {
         self.decisions

@@ -80,8 +80,65 @@ pub enum Learned {
     Solo,
     /// The run completed a pair: an outcome for the engine.
     Outcome(Outcome),
-    /// Nothing, for this reason (a metric label).
-    Skipped(&'static str),
+    /// Nothing, for this reason.
+    Skipped(Skip),
+}
+
+/// Why a finished run taught nothing (`tandem_outcomes_skipped_total`, by [`Skip::label`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// The run has not finished.
+    StillRunning,
+    /// The run was learned from before.
+    AlreadyCounted,
+    /// The pod carries no start or end time.
+    NoRunTime,
+    /// The job it shared a GPU with has not finished: the pair is learned when it does.
+    PartnerStillRunning,
+    /// The job it shared a GPU with was counted before.
+    PartnerAlreadyCounted,
+    /// The two ran together too briefly to tell a slowdown.
+    OverlapTooShort,
+    /// A job of the pair never ran alone: there is nothing to compare with.
+    NoSoloHistory,
+    /// Both runs were of one job.
+    TwoRunsOfOneJob,
+    /// More than two jobs shared the GPU: outcomes are pairs.
+    MoreThanTwo,
+    /// The engine refused what the run taught (a GPU model it does not know, say).
+    RefusedByEngine,
+}
+
+impl Skip {
+    /// Every reason: each is exported from the start, at zero.
+    pub const ALL: [Skip; 10] = [
+        Skip::StillRunning,
+        Skip::AlreadyCounted,
+        Skip::NoRunTime,
+        Skip::PartnerStillRunning,
+        Skip::PartnerAlreadyCounted,
+        Skip::OverlapTooShort,
+        Skip::NoSoloHistory,
+        Skip::TwoRunsOfOneJob,
+        Skip::MoreThanTwo,
+        Skip::RefusedByEngine,
+    ];
+
+    /// The reason as the metric labels it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Skip::StillRunning => "still running",
+            Skip::AlreadyCounted => "already counted",
+            Skip::NoRunTime => "no run time",
+            Skip::PartnerStillRunning => "partner still running",
+            Skip::PartnerAlreadyCounted => "partner already counted",
+            Skip::OverlapTooShort => "overlap too short",
+            Skip::NoSoloHistory => "no solo history",
+            Skip::TwoRunsOfOneJob => "two runs of one job",
+            Skip::MoreThanTwo => "more than two jobs shared the GPU",
+            Skip::RefusedByEngine => "refused by the engine",
+        }
+    }
 }
 
 /// What the adapter remembers to estimate outcomes: solo history and processed runs. It is
@@ -168,7 +225,7 @@ impl Ledger {
     /// `now` stands in for the end of runs still going.
     pub fn learn(&mut self, finished: &Run, same_gpu: &[Run], now: f64) -> Learned {
         let Some(end) = finished.end else {
-            return Learned::Skipped("still running");
+            return Learned::Skipped(Skip::StillRunning);
         };
         if !self.processed.is_empty() {
             // A ledger of raw UIDs: what it counted cannot be matched any more.
@@ -176,11 +233,11 @@ impl Ledger {
             self.horizon = Some(self.horizon.map_or(now, |h| h.max(now)));
         }
         if self.is_processed(&finished.uid) || self.horizon.is_some_and(|h| end <= h) {
-            return Learned::Skipped("already counted");
+            return Learned::Skipped(Skip::AlreadyCounted);
         }
         if end <= finished.start {
             self.mark(&finished.uid, end);
-            return Learned::Skipped("no run time");
+            return Learned::Skipped(Skip::NoRunTime);
         }
         let partners: Vec<&Run> = same_gpu
             .iter()
@@ -198,12 +255,12 @@ impl Ledger {
             [partner] => {
                 let Some(partner_end) = partner.end else {
                     // The partner's finish will complete the pair.
-                    return Learned::Skipped("partner still running");
+                    return Learned::Skipped(Skip::PartnerStillRunning);
                 };
                 if self.is_processed(&partner.uid) {
                     // Counted with another run (or alone) already: this one completes nothing.
                     self.mark(&finished.uid, end);
-                    return Learned::Skipped("partner already counted");
+                    return Learned::Skipped(Skip::PartnerAlreadyCounted);
                 }
                 self.mark(&finished.uid, end);
                 self.mark(&partner.uid, partner_end);
@@ -211,16 +268,16 @@ impl Ledger {
                 if shared < MIN_OVERLAP * finished.duration(now)
                     || shared < MIN_OVERLAP * partner.duration(now)
                 {
-                    return Learned::Skipped("overlap too short");
+                    return Learned::Skipped(Skip::OverlapTooShort);
                 }
                 let (Some(solo_a), Some(solo_b)) = (
                     self.solo(&finished.job, &finished.model),
                     self.solo(&partner.job, &partner.model),
                 ) else {
-                    return Learned::Skipped("no solo history");
+                    return Learned::Skipped(Skip::NoSoloHistory);
                 };
                 if finished.job == partner.job {
-                    return Learned::Skipped("two runs of one job");
+                    return Learned::Skipped(Skip::TwoRunsOfOneJob);
                 }
                 Learned::Outcome(Outcome {
                     gpu_model: finished.model.clone(),
@@ -231,7 +288,7 @@ impl Ledger {
             }
             _ => {
                 self.mark(&finished.uid, end);
-                Learned::Skipped("more than two jobs shared the GPU")
+                Learned::Skipped(Skip::MoreThanTwo)
             }
         }
     }
@@ -272,7 +329,7 @@ mod tests {
         let b_running = run("p2", "b", 1000.0, None);
         assert_eq!(
             ledger.learn(&a, std::slice::from_ref(&b_running), 1140.0),
-            Learned::Skipped("partner still running")
+            Learned::Skipped(Skip::PartnerStillRunning)
         );
         let b = run("p2", "b", 1000.0, Some(1140.0));
         let Learned::Outcome(outcome) = ledger.learn(&b, std::slice::from_ref(&a), 1200.0) else {
@@ -283,7 +340,7 @@ mod tests {
         assert_eq!(outcome.colocated_s, [140.0, 150.0]);
         assert_eq!(
             ledger.learn(&a, &[b], 1200.0),
-            Learned::Skipped("already counted")
+            Learned::Skipped(Skip::AlreadyCounted)
         );
     }
 
@@ -294,13 +351,13 @@ mod tests {
         let b = run("p2", "b", 90.0, Some(200.0));
         assert_eq!(
             ledger.learn(&b, &[a], 300.0),
-            Learned::Skipped("overlap too short")
+            Learned::Skipped(Skip::OverlapTooShort)
         );
         let c = run("p3", "c", 0.0, Some(100.0));
         let d = run("p4", "d", 0.0, Some(100.0));
         assert_eq!(
             ledger.learn(&d, &[c], 300.0),
-            Learned::Skipped("no solo history")
+            Learned::Skipped(Skip::NoSoloHistory)
         );
     }
 
@@ -320,7 +377,7 @@ mod tests {
         assert!(!ledger.is_processed("u0"));
         assert_eq!(
             ledger.learn(&first, &[], 1e9),
-            Learned::Skipped("already counted")
+            Learned::Skipped(Skip::AlreadyCounted)
         );
         // The least recently updated solo histories went first.
         assert_eq!(ledger.solo("job0", "V100"), None);
@@ -339,7 +396,7 @@ mod tests {
         let before = run("k1", "a", 0.0, Some(50.0));
         assert_eq!(
             ledger.learn(&before, &[], 100.0),
-            Learned::Skipped("already counted")
+            Learned::Skipped(Skip::AlreadyCounted)
         );
         let after = run("k2", "a", 0.0, Some(150.0));
         assert_eq!(ledger.learn(&after, &[], 200.0), Learned::Solo);

@@ -29,6 +29,8 @@ use crate::extender::{
 impl tandem_adapter_core::Frontend for App {
     const TYPE: &'static str = "kube-scheduler extender";
 
+    const VERBS: &'static [&'static str] = &["filter", "prioritize", "bind"];
+
     fn routes(self: Arc<Self>) -> Router {
         routes(self)
     }

@@ -33,6 +33,13 @@ use crate::identity::check_name;
 impl Frontend for App {
     const TYPE: &'static str = "Slurm job_submit hook and SPANK plugin";
 
+    const VERBS: &'static [&'static str] = &[
+        "v1/slurm/submit",
+        "v1/slurm/start",
+        "v1/slurm/finish",
+        "v1/slurm/placements",
+    ];
+
     fn routes(self: Arc<Self>) -> Router {
         Router::new()
             .route("/v1/slurm/submit", post(submit))

@@ -33,6 +33,15 @@ use crate::wire::{
 impl tandem_adapter_core::Frontend for Volcano {
     const TYPE: &'static str = "vc-scheduler extender";
 
+    const VERBS: &'static [&'static str] = &[
+        "onSessionOpen",
+        "onSessionClose",
+        "predicate",
+        "prioritize",
+        "allocate",
+        "deallocate",
+    ];
+
     fn routes(self: Arc<Self>) -> Router {
         routes(self)
     }
@@ -42,7 +51,7 @@ impl tandem_adapter_core::Frontend for Volcano {
     }
 }
 
-/// The verbs' routes, named as in deploy/volcano/volcano-scheduler.conf.
+/// The verbs' routes, named as in deploy/helm/tandem/files/volcano-scheduler.conf.
 pub fn routes(volcano: Arc<Volcano>) -> Router {
     Router::new()
         .route("/onSessionOpen", post(session_open))
