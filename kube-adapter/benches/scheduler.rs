@@ -7,7 +7,7 @@
 //!
 //! 1. the default kube-scheduler, no extender;
 //! 2. kube-scheduler with the Tandem extender (`tandem-kube-adapter` on loopback with its
-//!    default options, the extender configuration of `deploy/kube/20-scheduler-config.yaml`:
+//!    default options, the extender configuration of `deploy/helm/tandem/templates/extender-scheduler.yaml`:
 //!    filter, prioritize, bind, `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS
 //!    500 / burst 1,000), whose `filter` passes only the node Tandem ranks first;
 //! 3. the same with `--filter-passes fitting`: every node where the pod fits passes, and the
@@ -16,7 +16,7 @@
 //!    scheduler's fallback; the adapter is then started and must account for each of them
 //!    (`tandem_binds_without_tandem_total`);
 //! 5. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
-//!    (`deploy/kube/40-plugin-scheduler.yaml`'s profile), pods with its `schedulerName`.
+//!    (`deploy/helm/tandem/templates/plugin.yaml`'s profile), pods with its `schedulerName`.
 //!
 //! It prints pods/s of each, the p99 of the scheduler's own scheduling-attempt latency
 //! (`scheduler_scheduling_attempt_duration_seconds`, read from its `/metrics` at the end, to

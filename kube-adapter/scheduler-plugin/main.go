@@ -1,6 +1,6 @@
 // Command tandem-kube-scheduler is kube-scheduler with the Tandem framework plugin
 // registered: enable `Tandem` in a profile of its KubeSchedulerConfiguration (see
-// deploy/kube/40-plugin-scheduler.yaml).
+// deploy/helm/tandem/templates/plugin.yaml).
 package main
 
 import (

@@ -13,8 +13,8 @@ use crate::extender::FilterPasses;
 
 /// Tandem's kube-scheduler extender: decides which GPU pods share a GPU, and where.
 ///
-/// kube-scheduler calls it (see deploy/kube/20-scheduler-config.yaml) for pods that request the
-/// managed GPU resource. It watches nodes and pods, keeps the knowledge base in a ConfigMap
+/// kube-scheduler calls it for pods that request the managed GPU resource (the Helm chart's
+/// mode `extender` installs both; see deploy/helm/tandem/templates/extender-scheduler.yaml). It watches nodes and pods, keeps the knowledge base in a ConfigMap
 /// and, when several replicas run, elects one writer with a Lease. Set RUST_LOG (for example
 /// `RUST_LOG=tandem_kube_adapter=debug`) for more detail.
 #[derive(Debug, Clone, Parser)]

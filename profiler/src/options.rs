@@ -33,7 +33,7 @@ pub struct Options {
     pub adapter: Option<String>,
 
     /// CA certificate(s) (PEM) of the adapter's HTTPS certificate, when a cluster's own CA
-    /// signed it (as deploy/kube/10-adapter.yaml's does).
+    /// signed it (as deploy/helm/tandem/templates/extender.yaml's does).
     #[arg(long, env = "TANDEM_ADAPTER_CA_FILE", value_name = "PEM")]
     pub adapter_ca: Option<PathBuf>,
 

@@ -11,7 +11,7 @@
 //! 2. **vc-scheduler's time to schedule N tasks** with and without the adapter: etcd and
 //!    kube-apiserver (the e2e suite's build), Volcano's CRDs, `TANDEM_BENCH_NODES` (default
 //!    100) GPU nodes and `TANDEM_BENCH_TASKS` (default 200) one-GPU tasks, each in a PodGroup of
-//!    its own, created first; then vc-scheduler (deploy/volcano/volcano-scheduler.conf, with and
+//!    its own, created first; then vc-scheduler (deploy/helm/tandem/files/volcano-scheduler.conf, with and
 //!    without the `extender` plugin) is started and the clock runs until every pod is bound.
 //!    Each configuration gets a fresh control plane. Skipped with `TANDEM_BENCH_SKIP_VOLCANO`.
 //!
@@ -328,7 +328,7 @@ async fn schedule(
             .await?;
     }
     let adapter_port = free_port()?;
-    let mut conf = include_str!("../../deploy/volcano/volcano-scheduler.conf").replace(
+    let mut conf = include_str!("../../deploy/helm/tandem/files/volcano-scheduler.conf").replace(
         "http://tandem-volcano-adapter.tandem-system.svc:8888",
         &format!("http://127.0.0.1:{adapter_port}"),
     );

@@ -20,7 +20,7 @@
 //! - [`extender`]: the front-end's state (session, caches, placements) and decisions.
 //! - [`http`]: the verbs as routes.
 //!
-//! **Failing open.** With `extender.ignorable: true` (deploy/volcano/volcano-scheduler.conf)
+//! **Failing open.** With `extender.ignorable: true` (deploy/helm/tandem/files/volcano-scheduler.conf)
 //! vc-scheduler passes every node and ignores scores while the adapter is unreachable; the
 //! adapter itself fails open when its engine fails or is late (see [`http`]). Either way tasks
 //! keep being scheduled, without Tandem's GPU record (counted as

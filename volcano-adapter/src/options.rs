@@ -4,7 +4,7 @@ use clap::Parser;
 
 /// Tandem as Volcano's extender: decides which GPU tasks share a GPU, and where.
 ///
-/// vc-scheduler's `extender` plugin calls it (see deploy/volcano/volcano-scheduler.conf) for
+/// vc-scheduler's `extender` plugin calls it (see deploy/helm/tandem/files/volcano-scheduler.conf) for
 /// tasks that request the managed GPU resource: `predicate` (the engine's OOM guard and
 /// sharing cap, once per task and node), `prioritize` (the engine's interference-aware score),
 /// `allocate`/`deallocate` (the chosen GPU recorded at once and written on the pod as

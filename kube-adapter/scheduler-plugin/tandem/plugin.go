@@ -400,7 +400,7 @@ func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 // write (a PreBind patch would double the API writes per pod, and the watch events they
 // cause). Pods Tandem did not place are skipped for the next bind plugin (DefaultBinder).
 // The profile must list Tandem under `bind` so it runs before DefaultBinder (see
-// deploy/kube/40-plugin-scheduler.yaml).
+// deploy/helm/tandem/templates/plugin.yaml).
 func (p *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
 	v, ok := read(state)
 	if !ok || v.reserved == nil {

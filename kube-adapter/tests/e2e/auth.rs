@@ -1,5 +1,5 @@
 //! Only the scheduler may call the verbs: kube-scheduler reaches the adapter over mutual TLS
-//! (the extender's `tlsConfig` with a client certificate, as `deploy/kube/` configures it) and
+//! (the extender's `tlsConfig` with a client certificate, as the Helm chart (`deploy/helm/tandem`) configures it) and
 //! binds pods through it, while a client without the scheduler's credential that tries to bind
 //! another scheduler's Pending pod gets `401`/`403` and the pod stays unbound. The adapter's
 //! certificate is replaced on disk and served without a restart.

@@ -42,7 +42,7 @@ pub const TOKEN: &str = "tandem-e2e-token";
 pub const KUBECONFIG_PLACEHOLDER: &str = "{{KUBECONFIG}}";
 
 /// A `KubeSchedulerConfiguration` for [`Cluster::start`]: the scheduler's client limits of
-/// `deploy/kube/20-scheduler-config.yaml`, no leader election, and, with `extender_port`, the
+/// `deploy/helm/tandem/templates/extender-scheduler.yaml`, no leader election, and, with `extender_port`, the
 /// Tandem extender on that port configured as the deploy files configure it.
 pub fn scheduler_config(extender_port: Option<u16>) -> String {
     let mut config = format!(
@@ -116,6 +116,24 @@ impl fmt::Display for Component {
     }
 }
 
+/// How the apiserver authorizes requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Authorization {
+    /// Everything authenticated is allowed: the tests need no roles.
+    AlwaysAllow,
+    /// Roles and bindings decide (the apiserver bootstraps the default ClusterRoles).
+    Rbac,
+}
+
+impl Authorization {
+    fn mode(self) -> &'static str {
+        match self {
+            Self::AlwaysAllow => "AlwaysAllow",
+            Self::Rbac => "RBAC",
+        }
+    }
+}
+
 /// A running control plane. Dropping it stops its processes (scheduler, apiserver, etcd: the
 /// reverse of the start order) and removes its directory, unless `TANDEM_E2E_KEEP` is set (then
 /// the directory's path is printed, for reading the logs).
@@ -155,6 +173,20 @@ impl Cluster {
     /// pod logs come through it as `kubectl logs` gets them, and nothing dials a non-loopback
     /// address. The host's `/etc/hosts` is untouched.
     pub async fn start_control_plane_for_nodes(nodes: &[&str]) -> Result<Self> {
+        Self::start_control_plane_with(nodes, Authorization::AlwaysAllow).await
+    }
+
+    /// [`Cluster::start_control_plane`] with the apiserver authorizing by RBAC, as a real
+    /// cluster does: the tests' own user is in `system:masters`, anyone else (a service
+    /// account's token, say) gets what its roles grant.
+    pub async fn start_control_plane_with_rbac() -> Result<Self> {
+        Self::start_control_plane_with(&[], Authorization::Rbac).await
+    }
+
+    async fn start_control_plane_with(
+        nodes: &[&str],
+        authorization: Authorization,
+    ) -> Result<Self> {
         let binaries = binaries().await?;
         let dir = tempfile::Builder::new()
             .prefix("tandem-e2e-")
@@ -168,7 +200,9 @@ impl Cluster {
             dir,
         };
         let etcd_url = cluster.start_etcd(&binaries).await?;
-        cluster.start_apiserver(&binaries, &etcd_url, nodes).await?;
+        cluster
+            .start_apiserver(&binaries, &etcd_url, nodes, authorization)
+            .await?;
         Ok(cluster)
     }
 
@@ -208,6 +242,7 @@ impl Cluster {
         binaries: &KubeBinaries,
         etcd_url: &str,
         nodes: &[&str],
+        authorization: Authorization,
     ) -> Result<()> {
         let dir = self.dir().to_path_buf();
 
@@ -249,7 +284,7 @@ impl Cluster {
             ))
             .arg("--service-cluster-ip-range=10.0.0.0/24")
             // AlwaysAllow turns anonymous requests off, hence the token.
-            .arg("--authorization-mode=AlwaysAllow")
+            .arg(format!("--authorization-mode={}", authorization.mode()))
             .arg(format!("--token-auth-file={}", tokens.display()))
             // Each of these waits for a kube-controller-manager controller (the service-account
             // token controller; node lifecycle, which removes the not-ready taint; priority
@@ -433,6 +468,12 @@ impl Cluster {
     /// The apiserver's URL, `https://127.0.0.1:<port>`.
     pub fn server_url(&self) -> &str {
         &self.server_url
+    }
+
+    /// The apiserver's self-signed serving certificate and the CA that signed it (PEM, both in
+    /// one file, as the apiserver writes them): what a pod's `ca.crt` would hold.
+    pub fn serving_certificates(&self) -> PathBuf {
+        self.dir().join("pki").join("apiserver.crt")
     }
 
     /// The bearer token the apiserver accepts ([`TOKEN`]).

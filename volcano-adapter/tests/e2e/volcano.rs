@@ -1,7 +1,7 @@
 //! Tandem inside a real vc-scheduler: the acceptance scenarios of the Volcano adapter.
 //!
 //! One control plane with Volcano's CRDs, vc-scheduler configured as
-//! deploy/volcano/volcano-scheduler.conf configures it (the extender `ignorable`), and the
+//! deploy/helm/tandem/files/volcano-scheduler.conf configures it (the extender `ignorable`), and the
 //! adapter as a separate process; then, in order, each scenario on nodes of its own (pods
 //! select them by label):
 //!
@@ -45,9 +45,9 @@ pub(crate) const TOKEN: &str = "e2e-intake-token";
 pub(crate) const SECRET_HEX: &str =
     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
-/// deploy/volcano/volcano-scheduler.conf, with the adapter's URL for this test.
+/// deploy/helm/tandem/files/volcano-scheduler.conf, with the adapter's URL for this test.
 pub(crate) fn scheduler_conf(adapter_port: u16) -> String {
-    let deployed = include_str!("../../../deploy/volcano/volcano-scheduler.conf");
+    let deployed = include_str!("../../../deploy/helm/tandem/files/volcano-scheduler.conf");
     deployed.replace(
         "http://tandem-volcano-adapter.tandem-system.svc:8888",
         &format!("http://127.0.0.1:{adapter_port}"),

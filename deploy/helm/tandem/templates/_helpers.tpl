@@ -1,0 +1,130 @@
+{{/* The prefix of every object's name: the release name, with "tandem" added unless it has it. */}}
+{{- define "tandem.fullname" -}}
+{{- if contains "tandem" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-tandem" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name of one component's objects: "<fullname>-<component>". */}}
+{{- define "tandem.name" -}}
+{{- printf "%s-%s" (include "tandem.fullname" .root) .component -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "tandem.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/part-of: tandem
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* The labels that select one component's pods. */}}
+{{- define "tandem.selector" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* An image of Tandem's: "<registry>/<name>:<tag>". */}}
+{{- define "tandem.image" -}}
+{{- $tag := .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- if .root.Values.image.registry -}}
+{{- printf "%s/%s:%s" .root.Values.image.registry .name $tag -}}
+{{- else -}}
+{{- printf "%s:%s" .name $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The scheduler name pods opt in with. */}}
+{{- define "tandem.schedulerName" -}}
+{{- if .Values.schedulerName -}}
+{{- .Values.schedulerName -}}
+{{- else if eq .Values.mode "plugin" -}}
+tandem-plugin-scheduler
+{{- else -}}
+tandem-scheduler
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding id-secret and intake-token. */}}
+{{- define "tandem.idsSecret" -}}
+{{- .Values.ids.existingSecret | default (include "tandem.name" (dict "root" . "component" "ids")) -}}
+{{- end -}}
+
+{{/* The adapter every profiler posts to: the extender (extender mode) or Volcano's. */}}
+{{- define "tandem.adapter" -}}
+{{- if eq .Values.mode "volcano" -}}
+{{- include "tandem.name" (dict "root" . "component" "volcano-adapter") -}}
+{{- else -}}
+{{- include "tandem.name" (dict "root" . "component" "kube-adapter") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The engine's options as the adapters take them on their command line. */}}
+{{- define "tandem.engineArgs" -}}
+- --objective={{ .Values.engine.objective }}
+- --max-jobs-per-gpu={{ .Values.engine.maxJobsPerGpu }}
+- --resource={{ .Values.engine.resource }}
+- --knowledge-configmap={{ .Values.knowledge.configMap }}
+- --lease={{ include "tandem.name" (dict "root" . "component" "knowledge-writer") }}
+{{- range $model, $cap := .Values.engine.modelCaps }}
+- --model-cap={{ $model }}={{ $cap }}
+{{- end }}
+{{- range $model, $price := .Values.engine.gpuPrices }}
+- --gpu-price={{ $model }}={{ $price }}
+{{- end }}
+{{- range $model, $watts := .Values.engine.gpuPowers }}
+- --gpu-power={{ $model }}={{ $watts }}
+{{- end }}
+{{- if .Values.compiledCache }}
+- --compiled-cache=/var/cache/tandem/compiled
+{{- else }}
+- --compiled-cache=
+{{- end }}
+{{- end -}}
+
+{{/* What every Tandem container runs with: no privilege, a read-only root. */}}
+{{- define "tandem.securityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities: {drop: ["ALL"]}
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{/* Scheduling constraints for the control-side pods (not the DaemonSets). */}}
+{{- define "tandem.placement" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Refuses values that cannot work, naming them. */}}
+{{- define "tandem.validate" -}}
+{{- if not (has .Values.mode (list "plugin" "extender" "volcano")) -}}
+{{- fail (printf "mode: %q is not one of plugin, extender, volcano" .Values.mode) -}}
+{{- end -}}
+{{- if not (has .Values.engine.objective (list "balanced" "min-slowdown" "max-packing")) -}}
+{{- fail (printf "engine.objective: %q is not one of balanced, min-slowdown, max-packing" .Values.engine.objective) -}}
+{{- end -}}
+{{- if and .Values.profiler.enabled (eq .Values.mode "plugin") -}}
+{{- fail "profiler.enabled: the profiler posts to an adapter's intake, which mode plugin does not run; use mode extender or volcano" -}}
+{{- end -}}
+{{- end -}}
