@@ -182,6 +182,17 @@ fn write_image(program: Program, binary: &Path, out: &Path) -> Result<Built> {
     })
 }
 
+/// Unpacks into `root` the files the image of `binary` (as `name`) would hold: the program at
+/// `/usr/local/bin/<name>`, its shared libraries and the loader. A test that runs a program as
+/// its container would (chrooted there, as the image's user) starts from this root, without
+/// writing an archive first.
+pub fn unpack_root(binary: &Path, name: &str, root: &Path) -> Result<()> {
+    let entries = entries(binary, name)?;
+    tar::Archive::new(oci::layer(&entries)?.as_slice())
+        .unpack(root)
+        .with_context(|| format!("cannot unpack the image's files into {}", root.display()))
+}
+
 /// The first line `binary --version` prints.
 fn version_of(binary: &Path) -> Result<String> {
     let output = Command::new(binary)

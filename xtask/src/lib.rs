@@ -47,6 +47,7 @@ mod build_script;
 pub mod cycles;
 pub mod fuzz;
 mod guest;
+pub mod helm;
 pub mod images;
 pub mod kube;
 pub mod kube_plugin;

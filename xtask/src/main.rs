@@ -52,6 +52,12 @@ enum Task {
     /// $XDG_CACHE_HOME/tandem/node, else ~/.cache/tandem/node; runc, the CNI plugins and
     /// busybox are installed from Debian's packages (apt-get, as root) when missing.
     NodeBins,
+    /// Build helm (v3, from its Go module) for the chart's tier and print its path.
+    ///
+    /// `go install helm.sh/helm/v3/cmd/helm@VERSION` into the kube-bins cache
+    /// ($TANDEM_KUBE_DIR, else ~/.cache/tandem/kube), directory helm-VERSION; nothing is
+    /// rebuilt when it is there.
+    Helm,
     /// Build Volcano's vc-scheduler for the volcano end-to-end tier and print its path.
     ///
     /// From $TANDEM_VOLCANO_SRC, else ../shared/vendor/volcano-v1.15.1 beside the repository,
@@ -60,7 +66,7 @@ enum Task {
     /// $TANDEM_VOLCANO_DIR, else ~/.cache/tandem/volcano (one directory per source).
     VcScheduler,
     /// Build (if missing) every program of another project the end-to-end tiers start, and
-    /// print where: kube-bins, vc-scheduler and node-bins in one.
+    /// print where: kube-bins, helm, vc-scheduler and node-bins in one.
     ///
     /// Not tandem-kube-scheduler, which links this workspace's library (kube-scheduler-plugin).
     E2eBins,
@@ -77,7 +83,10 @@ enum Task {
     ///
     /// Tiers: kube (etcd, kube-apiserver and kube-scheduler with the Tandem extender; the
     /// binaries are built from Go on first use), kube-plugin (etcd, kube-apiserver and
-    /// tandem-kube-scheduler, the framework plugin), slurm (munged, slurmctld and slurmd from
+    /// tandem-kube-scheduler, the framework plugin), helm (the chart: helm lint and template
+    /// of every mode, a server-side dry run and RBAC reviews against an apiserver with RBAC,
+    /// `helm install` running tandem-kube-scheduler as its pod; helm is built from its Go
+    /// module on first use), slurm (munged, slurmctld and slurmd from
     /// Debian with the SPANK plugin and job_submit.lua), volcano (etcd, kube-apiserver and
     /// vc-scheduler with the Tandem extender), node (real nodes: containerd with NRI, runc and
     /// the kubelet with fake GPUs, tandem-node on each, pods placed by all three schedulers
@@ -185,6 +194,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{} ({} bytes)", image.path.display(), image.size);
             }
         }
+        Task::Helm => println!("{}", tandem_xtask::helm::ensure_helm()?.display()),
         Task::VcScheduler => {
             let build = tasks::vc_scheduler(&workspace)?;
             println!("{}", build.scheduler.display());

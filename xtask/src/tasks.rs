@@ -124,8 +124,8 @@ pub fn node_bins() -> Result<NodeBins> {
 }
 
 /// `cargo xtask e2e-bins`: builds (if missing) every program of another project the
-/// end-to-end tiers start: Kubernetes' control plane and kubelet, containerd (with the node's
-/// Debian packages and test images) and vc-scheduler. `tandem-kube-scheduler` is not among
+/// end-to-end tiers start: Kubernetes' control plane and kubelet, helm, containerd (with the
+/// node's Debian packages and test images) and vc-scheduler. `tandem-kube-scheduler` is not among
 /// them: it links this workspace's library, which cargo builds.
 ///
 /// Each is tried even when one before it failed (they are independent); the error names every
@@ -138,6 +138,10 @@ pub fn e2e_bins(workspace: &Workspace) -> Result<()> {
             kube.dir().display()
         ),
         Err(error) => failed.push(("kube-bins", error)),
+    }
+    match crate::helm::ensure_helm() {
+        Ok(helm) => eprintln!("helm: {}", helm.display()),
+        Err(error) => failed.push(("helm", error)),
     }
     match vc_scheduler(workspace) {
         Ok(volcano) => eprintln!("vc-scheduler: {}", volcano.scheduler.display()),
@@ -376,7 +380,7 @@ pub const TIERS: &[Tier] = &[
         runs: &[Run {
             package: "tandem-kube-adapter",
             only: None,
-            skip: &["plugin::", "node::"],
+            skip: &["plugin::", "node::", "helm::"],
         }],
     },
     Tier {
@@ -385,6 +389,17 @@ pub const TIERS: &[Tier] = &[
         runs: &[Run {
             package: "tandem-kube-adapter",
             only: Some("plugin::"),
+            skip: &[],
+        }],
+    },
+    Tier {
+        name: "helm",
+        what: "the Helm chart: helm lint and template of every mode, a server-side dry run and \
+               RBAC reviews against kube-apiserver with RBAC, helm install running \
+               tandem-kube-scheduler as its pod, the dashboard's metrics",
+        runs: &[Run {
+            package: "tandem-kube-adapter",
+            only: Some("helm::"),
             skip: &[],
         }],
     },
@@ -513,7 +528,12 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             );
             env.push((KUBE_BIN_DIR_VAR, dir.to_path_buf()));
         }
-        if matches!(tier.name, "kube-plugin" | "node") {
+        if tier.name == "helm" {
+            let helm = crate::helm::ensure_helm()?;
+            eprintln!("==> helm: {}", helm.display());
+            env.push((crate::helm::HELM_BIN_VAR, helm));
+        }
+        if matches!(tier.name, "kube-plugin" | "node" | "helm") {
             let binary = match &built.capi_library {
                 Some(library) => ensure_plugin_scheduler_linking(workspace.root(), library)?,
                 None => ensure_plugin_scheduler(
@@ -717,9 +737,10 @@ mod tests {
             runs("kube"),
             [(
                 "tandem-kube-adapter",
-                "--skip plugin:: --skip node::".to_owned()
+                "--skip plugin:: --skip node:: --skip helm::".to_owned()
             )]
         );
+        assert_eq!(runs("helm"), [("tandem-kube-adapter", "helm::".to_owned())]);
         assert_eq!(
             runs("kube-plugin"),
             [("tandem-kube-adapter", "plugin::".to_owned())]

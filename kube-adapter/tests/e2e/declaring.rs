@@ -334,6 +334,26 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     println!("(learning) GET /v1/knowledge, T4: {t4}");
     ensure!(t4["memory"]["peaks"] == 1 && t4["memory"]["beyond_reservation"] == 1);
     ensure!(t4["memory"]["last"]["predicted_after_mib"].as_u64() == Some(peak_after));
+    // The same in the metrics, which the chart's alert on memory peaks reads.
+    let over = metric(
+        &http,
+        &adapter,
+        r#"tandem_peaks_over_reservation_total{gpu_model="T4"}"#,
+    )
+    .await?;
+    ensure!(
+        over == 1.0,
+        "tandem_peaks_over_reservation_total on T4 is {over}"
+    );
+    // By now the adapter has decided, refused a declaration and learned a peak: every metric
+    // the chart's dashboard and alerts query is in its /metrics.
+    let scrape = http
+        .get(format!("{}/metrics", adapter.url))
+        .send()
+        .await?
+        .text()
+        .await?;
+    crate::helm::check_dashboard_queries(&scrape)?;
     // The next pod of that model is not put on a T4, where it would risk running out.
     pods.create(
         &params,

@@ -7,6 +7,7 @@ mod backlog;
 mod declaring;
 mod extender;
 mod failover;
+mod helm;
 mod knowledge;
 mod load;
 mod node;

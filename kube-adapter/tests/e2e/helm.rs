@@ -1,0 +1,760 @@
+//! The Helm chart (`deploy/helm/tandem`), checked the way an operator meets it: `helm lint`
+//! and `helm template` of every mode, the rendered objects sent to a real kube-apiserver that
+//! authorizes by RBAC, and `helm install` into that cluster followed by a GPU pod.
+//!
+//! - Every mode (plugin, extender, volcano; the profiler, the node component and the dashboard
+//!   on) lints with `--strict` and renders secure by default: the extender's verbs ask for the
+//!   scheduler's client certificate, Volcano's for a token, both generated; `openVerbs` is the
+//!   only way to open them.
+//! - Each mode's objects pass a server-side dry run (the ServiceMonitor and PrometheusRule
+//!   excepted: this apiserver has no Prometheus operator CRDs). Installed for real, each service
+//!   account may do what its program needs and is refused what it does not (asked of the
+//!   apiserver's RBAC authorizer with SubjectAccessReviews).
+//! - `helm install` in plugin mode, then the scheduler's pod runs as the kubelet would run it:
+//!   its image's files (`tandem-kube-scheduler`, its libraries, the loader) unpacked into a
+//!   root, the Deployment's volumes written at their mount paths from the installed ConfigMap
+//!   and Secret, its service account's token (TokenRequest) and the apiserver's CA at
+//!   `/var/run/secrets/kubernetes.io/serviceaccount`, chrooted as the image's user with the
+//!   container's command and environment. There is no kubelet in this tier (the node tier has
+//!   kubelets; its scenarios run the adapters as processes): the test plays its part for that
+//!   one pod. The scheduler then places a GPU pod, which carries Tandem's annotation, with no
+//!   permission but those the chart granted.
+//! - Every metric the dashboard and the alerts query is one the extender's `/metrics` shows
+//!   ([`check_dashboard_queries`], called by the declaring scenario of the kube tier).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
+use kube::discovery::{Discovery, Scope};
+use serde_json::Value;
+use tandem_xtask::helm::{self, CHART_DIR, MODES};
+
+use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, spawn_logged};
+use crate::extender::{NAMESPACE, annotation};
+
+/// The release and namespace the tests install into.
+const RELEASE: &str = "tandem";
+const RELEASE_NAMESPACE: &str = "tandem-system";
+
+/// What each mode's checks also turn on: every optional part the mode takes.
+fn everything(mode: &str) -> Vec<String> {
+    let mut values = vec![
+        format!("mode={mode}"),
+        "node.enabled=true".to_owned(),
+        "metrics.serviceMonitor.enabled=true".to_owned(),
+        "metrics.prometheusRule.enabled=true".to_owned(),
+    ];
+    if mode != "plugin" {
+        values.push("profiler.enabled=true".to_owned());
+    }
+    values
+}
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the crate is in the repository")
+        .to_path_buf()
+}
+
+/// `helm`, built (or found through `TANDEM_HELM_BIN`) off the runtime's threads.
+async fn helm_binary() -> Result<PathBuf> {
+    tokio::task::spawn_blocking(helm::helm_from_env)
+        .await
+        .context("the task building helm panicked")?
+}
+
+/// The objects `helm template` renders with `values`, as JSON.
+fn render(helm: &Path, values: &[String]) -> Result<Vec<Value>> {
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    let yaml = helm::template(
+        helm,
+        &repository_root(),
+        RELEASE,
+        RELEASE_NAMESPACE,
+        &values,
+    )?;
+    let documents: Vec<Option<Value>> =
+        serde_saphyr::from_multiple(&yaml).context("helm template printed YAML we cannot read")?;
+    Ok(documents.into_iter().flatten().collect())
+}
+
+fn named<'a>(objects: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .with_context(|| format!("the chart renders no {kind} {name}"))
+}
+
+/// The first container's args (or command) of `workload`.
+fn args_of(workload: &Value) -> Vec<String> {
+    let container = &workload["spec"]["template"]["spec"]["containers"][0];
+    let list = if container["args"].is_array() {
+        &container["args"]
+    } else {
+        &container["command"]
+    };
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()> {
+    let helm = helm_binary().await?;
+    let root = repository_root();
+    for mode in MODES {
+        let values = everything(mode);
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        helm::lint(&helm, &root, &values).with_context(|| format!("mode {mode}"))?;
+    }
+    // A value that cannot work is refused, naming it.
+    let wrong = helm::template(&helm, &root, RELEASE, RELEASE_NAMESPACE, &["mode=yarn"]);
+    let message = format!("{:#}", wrong.err().context("mode=yarn rendered")?);
+    ensure!(message.contains("mode: \"yarn\""), "{message}");
+
+    // Extender: mutual TLS between the scheduler and the extender, from one generated CA.
+    let objects = render(&helm, &everything("extender"))?;
+    let adapter = named(&objects, "Deployment", "tandem-kube-adapter")?;
+    let args = args_of(adapter);
+    for wanted in [
+        "--client-ca=/etc/tandem/tls/ca.crt",
+        "--tls-cert=/etc/tandem/tls/tls.crt",
+    ] {
+        ensure!(args.iter().any(|a| a == wanted), "no {wanted} in {args:?}");
+    }
+    for secret in ["tandem-kube-adapter-tls", "tandem-scheduler-tls"] {
+        let data = &named(&objects, "Secret", secret)?["data"];
+        for key in ["tls.crt", "tls.key", "ca.crt"] {
+            ensure!(
+                data[key].as_str().is_some_and(|v| v.len() > 100),
+                "{secret} has no {key}"
+            );
+        }
+    }
+    let config = named(&objects, "ConfigMap", "tandem-scheduler-config")?["data"]["config.yaml"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(
+        config.contains("urlPrefix: https://tandem-kube-adapter.tandem-system.svc:8888/")
+            && config.contains("certFile: /etc/tandem-scheduler/tls/tls.crt"),
+        "the scheduler does not call the extender over mutual TLS:\n{config}"
+    );
+    let ids = &named(&objects, "Secret", "tandem-ids")?["data"];
+    for key in ["id-secret", "intake-token"] {
+        ensure!(
+            ids[key].as_str().is_some_and(|v| v.len() > 40),
+            "tandem-ids has no {key}"
+        );
+    }
+    let opened = render(
+        &helm,
+        &["mode=extender".into(), "extender.openVerbs=true".into()],
+    )?;
+    let args = args_of(named(&opened, "Deployment", "tandem-kube-adapter")?);
+    ensure!(
+        !args.iter().any(|a| a.starts_with("--client-ca")),
+        "openVerbs=true still asks for a certificate: {args:?}"
+    );
+
+    // Volcano: a token, presented by vc-scheduler as the password of the URL it calls.
+    let objects = render(&helm, &everything("volcano"))?;
+    let args = args_of(named(&objects, "Deployment", "tandem-volcano-adapter")?);
+    ensure!(
+        args.iter()
+            .any(|a| a == "--scheduler-token-file=/etc/tandem/scheduler/token"),
+        "{args:?}"
+    );
+    let conf = named(&objects, "Secret", "tandem-volcano-adapter-scheduler-conf")?["stringData"]
+        ["volcano-scheduler.conf"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(
+        conf.contains("extender.urlPrefix: http://tandem:")
+            && conf.contains("@tandem-volcano-adapter.tandem-system.svc:8888"),
+        "vc-scheduler's conf carries no token:\n{conf}"
+    );
+
+    // Plugin: the engine's values reach the plugin's args.
+    let objects = render(
+        &helm,
+        &[
+            "mode=plugin".into(),
+            "engine.objective=max-packing".into(),
+            "engine.modelCaps.K80=1".into(),
+        ],
+    )?;
+    let config =
+        named(&objects, "ConfigMap", "tandem-plugin-scheduler-config")?["data"]["config.yaml"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+    ensure!(
+        config.contains("objective: max-packing")
+            && config.contains("{gpuModel: \"K80\", maxJobs: 1}"),
+        "{config}"
+    );
+    Ok(())
+}
+
+/// Sends `objects` to the apiserver: a server-side dry run, or (`create`) for real. Kinds the
+/// apiserver does not serve are returned, not sent.
+async fn send(
+    client: &kube::Client,
+    discovery: &Discovery,
+    objects: &[Value],
+    create: bool,
+) -> Result<Vec<String>> {
+    let mut unserved = Vec::new();
+    for object in objects {
+        let object: DynamicObject = serde_json::from_value(object.clone())?;
+        let types = object.types.clone().context("an object without a kind")?;
+        let gvk = GroupVersionKind::try_from(&types)?;
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let Some((resource, capabilities)) = discovery.resolve_gvk(&gvk) else {
+            unserved.push(format!("{} {name}", gvk.kind));
+            continue;
+        };
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                object
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .unwrap_or(RELEASE_NAMESPACE),
+                &resource,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        let params = PostParams {
+            dry_run: !create,
+            ..PostParams::default()
+        };
+        api.create(&params, &object)
+            .await
+            .with_context(|| format!("the apiserver refused {} {name}", gvk.kind))?;
+    }
+    Ok(unserved)
+}
+
+/// Whether the apiserver's RBAC lets service account `account` of the release do `verb` on
+/// `resource` (`group/resource` or `resource`, with `/subresource`) in `namespace`.
+async fn may(
+    client: &kube::Client,
+    account: &str,
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> Result<bool> {
+    let (group, resource) = resource.split_once(':').unwrap_or(("", resource));
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((resource, sub)) => (resource, Some(sub.to_owned())),
+        None => (resource, None),
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{RELEASE_NAMESPACE}:{account}"
+            )),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{RELEASE_NAMESPACE}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.to_owned()),
+                resource: Some(resource.to_owned()),
+                subresource,
+                verb: Some(verb.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = reviews.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|status| status.allowed))
+}
+
+#[tokio::test]
+async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() -> Result<()> {
+    let helm = helm_binary().await?;
+    let cluster = Cluster::start_control_plane_with_rbac().await?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, RELEASE_NAMESPACE).await?;
+    let discovery = Discovery::new(client.clone()).run().await?;
+
+    let mut rbac = BTreeMap::new();
+    for mode in MODES {
+        let objects = render(&helm, &everything(mode))?;
+        let unserved = send(&client, &discovery, &objects, false)
+            .await
+            .with_context(|| format!("mode {mode}"))?;
+        let expected: BTreeSet<&str> = [
+            "PrometheusRule tandem",
+            "ServiceMonitor tandem-kube-adapter",
+            "ServiceMonitor tandem-volcano-adapter",
+        ]
+        .into();
+        for kind in &unserved {
+            ensure!(
+                expected.contains(kind.as_str()),
+                "mode {mode}: {kind} is not served"
+            );
+        }
+        // Kept to be created for real: the roles and bindings, which the reviews below ask
+        // about (those of the profiler and the node component come with several modes).
+        for object in objects {
+            if object["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("rbac.authorization.k8s.io/"))
+            {
+                let key = format!(
+                    "{} {} {}",
+                    object["kind"], object["metadata"]["namespace"], object["metadata"]["name"]
+                );
+                rbac.insert(key, object);
+            }
+        }
+    }
+    let rbac: Vec<Value> = rbac.into_values().collect();
+    send(&client, &discovery, &rbac, true).await?;
+
+    let system = Some(RELEASE_NAMESPACE);
+    let elsewhere = Some("default");
+    // (account, verb, resource, namespace, allowed)
+    #[rustfmt::skip]
+    let cases: &[(&str, &str, &str, Option<&str>, bool)] = &[
+        // The extender: reads nodes and pods, annotates and binds pods, keeps the knowledge
+        // base and its Lease at home.
+        ("tandem-kube-adapter", "watch", "pods", None, true),
+        ("tandem-kube-adapter", "patch", "pods", elsewhere, true),
+        ("tandem-kube-adapter", "create", "pods/binding", elsewhere, true),
+        ("tandem-kube-adapter", "update", "configmaps", system, true),
+        (
+            "tandem-kube-adapter",
+            "update",
+            "coordination.k8s.io:leases",
+            system,
+            true,
+        ),
+        ("tandem-kube-adapter", "get", "secrets", system, false),
+        ("tandem-kube-adapter", "update", "configmaps", elsewhere, false),
+        ("tandem-kube-adapter", "delete", "pods", elsewhere, false),
+        ("tandem-kube-adapter", "create", "pods", elsewhere, false),
+        ("tandem-kube-adapter", "patch", "nodes", None, false),
+        // The Volcano extender: the same, but vc-scheduler binds.
+        ("tandem-volcano-adapter", "patch", "pods", elsewhere, true),
+        ("tandem-volcano-adapter", "create", "pods/binding", elsewhere, false),
+        ("tandem-volcano-adapter", "list", "secrets", None, false),
+        // The plugin's scheduler: a scheduler's roles (system:kube-scheduler, which deletes pods
+        // to preempt them), the knowledge base by name only.
+        ("tandem-plugin-scheduler", "create", "pods/binding", elsewhere, true),
+        ("tandem-plugin-scheduler", "update", "configmaps", system, true),
+        ("tandem-plugin-scheduler", "list", "configmaps", system, false),
+        ("tandem-plugin-scheduler", "get", "secrets", system, false),
+        ("tandem-plugin-scheduler", "patch", "nodes", None, false),
+        ("tandem-plugin-scheduler", "create", "pods", elsewhere, false),
+        // The extender's scheduler: a scheduler's roles, no knowledge base.
+        ("tandem-scheduler", "create", "pods/binding", elsewhere, true),
+        ("tandem-scheduler", "update", "coordination.k8s.io:leases", system, true),
+        ("tandem-scheduler", "update", "configmaps", system, false),
+        // The profiler: reads pods, nothing else.
+        ("tandem-profiler", "list", "pods", None, true),
+        ("tandem-profiler", "watch", "pods", None, false),
+        ("tandem-profiler", "patch", "pods", elsewhere, false),
+        ("tandem-profiler", "get", "secrets", system, false),
+        ("tandem-profiler", "get", "nodes", None, false),
+        // The node component: gets a pod, nothing else.
+        ("tandem-node", "get", "pods", elsewhere, true),
+        ("tandem-node", "list", "pods", None, false),
+        ("tandem-node", "get", "configmaps", system, false),
+    ];
+    let mut wrong = Vec::new();
+    for &(account, verb, resource, namespace, allowed) in cases {
+        let answer = may(&client, account, verb, resource, namespace).await?;
+        if answer != allowed {
+            wrong.push(format!(
+                "{account} {} {verb} {resource} in {}",
+                if answer { "may" } else { "may not" },
+                namespace.unwrap_or("every namespace")
+            ));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "RBAC is not what the programs need:\n{}",
+        wrong.join("\n")
+    );
+    Ok(())
+}
+
+/// The data of the Secret or ConfigMap a volume names, restricted to its `items`.
+async fn volume_files(
+    client: &kube::Client,
+    volume: &Value,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>> {
+    let (data, items) = if let Some(source) = volume.get("configMap") {
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+        let map = maps
+            .get(source["name"].as_str().unwrap_or_default())
+            .await?;
+        let data: BTreeMap<String, Vec<u8>> = map
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
+        (data, &source["items"])
+    } else if let Some(source) = volume.get("secret") {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+        let secret = secrets
+            .get(source["secretName"].as_str().unwrap_or_default())
+            .await?;
+        let data: BTreeMap<String, Vec<u8>> = secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        (data, &source["items"])
+    } else if volume.get("emptyDir").is_some() {
+        return Ok(None);
+    } else {
+        bail!("the test cannot mount volume {volume}");
+    };
+    let Some(items) = items.as_array() else {
+        return Ok(Some(data));
+    };
+    let mut picked = BTreeMap::new();
+    for item in items {
+        let key = item["key"].as_str().unwrap_or_default();
+        let path = item["path"].as_str().unwrap_or(key);
+        let value = data
+            .get(key)
+            .with_context(|| format!("no key {key} in {volume}"))?;
+        picked.insert(path.to_owned(), value.clone());
+    }
+    Ok(Some(picked))
+}
+
+/// Lays out what the kubelet would give the first container of `deployment` under `root`: its
+/// volumes at their mount paths and the service account's token and CA.
+async fn lay_out_pod(
+    cluster: &Cluster,
+    client: &kube::Client,
+    deployment: &Value,
+    root: &Path,
+) -> Result<()> {
+    let spec = &deployment["spec"]["template"]["spec"];
+    let container = &spec["containers"][0];
+    let volumes = spec["volumes"].as_array().context("no volumes")?;
+    for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+        let name = mount["name"].as_str().unwrap_or_default();
+        let volume = volumes
+            .iter()
+            .find(|v| v["name"] == name)
+            .with_context(|| format!("no volume {name}"))?;
+        let dir = root.join(
+            mount["mountPath"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_start_matches('/'),
+        );
+        fs::create_dir_all(&dir)?;
+        match volume_files(client, volume).await? {
+            Some(files) => {
+                for (file, bytes) in files {
+                    fs::write(dir.join(file), bytes)?;
+                }
+                fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))?;
+            }
+            // An emptyDir: writable by the container's user.
+            None => fs::set_permissions(&dir, fs::Permissions::from_mode(0o777))?,
+        }
+    }
+    let account = spec["serviceAccountName"]
+        .as_str()
+        .context("no service account")?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+    let token = accounts
+        .create_token_request(
+            account,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec!["https://kubernetes.default.svc.cluster.local".into()],
+                    expiration_seconds: Some(3600),
+                    ..TokenRequestSpec::default()
+                },
+                ..TokenRequest::default()
+            },
+        )
+        .await?
+        .status
+        .context("TokenRequest answered no token")?
+        .token;
+    let secrets = root.join("var/run/secrets/kubernetes.io/serviceaccount");
+    fs::create_dir_all(&secrets)?;
+    fs::write(secrets.join("token"), token)?;
+    fs::copy(cluster.serving_certificates(), secrets.join("ca.crt"))?;
+    fs::write(secrets.join("namespace"), RELEASE_NAMESPACE)?;
+    for dir in [
+        "tmp",
+        "var/run",
+        "var/run/secrets",
+        "var/run/secrets/kubernetes.io",
+    ] {
+        let dir = root.join(dir);
+        fs::create_dir_all(&dir)?;
+        let mode = if dir.ends_with("tmp") { 0o1777 } else { 0o755 };
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode))?;
+    }
+    fs::set_permissions(&secrets, fs::Permissions::from_mode(0o755))?;
+    fs::set_permissions(secrets.join("token"), fs::Permissions::from_mode(0o644))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Result<()> {
+    ensure!(
+        Command::new("id")
+            .arg("-u")
+            .output()?
+            .stdout
+            .starts_with(b"0"),
+        "this scenario chroots the scheduler as its image's user: it needs root"
+    );
+    let helm = helm_binary().await?;
+    let scheduler = crate::plugin::plugin_scheduler().await?;
+    let cluster = Cluster::start_control_plane_with_rbac().await?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    for node in ["gpu-a", "gpu-b"] {
+        create_gpu_node(&client, node, 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
+    }
+
+    let mut install = Command::new(&helm);
+    install
+        .current_dir(repository_root())
+        .args([
+            "install",
+            RELEASE,
+            CHART_DIR,
+            "--namespace",
+            RELEASE_NAMESPACE,
+        ])
+        .args(["--create-namespace", "--kubeconfig"])
+        .arg(cluster.kubeconfig_path())
+        // One replica, no election: the scheduler starts scheduling at once.
+        .args(["--set", "mode=plugin", "--set", "replicas=1"])
+        .args(["--set", "leaderElection=false"]);
+    let installed = install.output()?;
+    ensure!(
+        installed.status.success(),
+        "helm install failed: {}{}",
+        String::from_utf8_lossy(&installed.stdout),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let notes = String::from_utf8_lossy(&installed.stdout);
+    ensure!(
+        notes.contains("spec.schedulerName: tandem-plugin-scheduler"),
+        "{notes}"
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+    let deployment = serde_json::to_value(deployments.get("tandem-plugin-scheduler").await?)?;
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let root = cluster.dir().join("scheduler-root");
+    tandem_xtask::images::unpack_root(&scheduler, "tandem-kube-scheduler", &root)?;
+    lay_out_pod(&cluster, &client, &deployment, &root).await?;
+
+    let port = url::port_of(cluster.server_url())?;
+    let user = format!(
+        "{}:{}",
+        container["securityContext"]["runAsUser"], container["securityContext"]["runAsGroup"]
+    );
+    // The scheduler gets the container's environment only, so no PATH to find chroot with.
+    let chroot = ["/usr/sbin/chroot", "/usr/bin/chroot", "/sbin/chroot"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+        .context("chroot (Debian's coreutils) is not installed")?;
+    let mut run = Command::new(chroot);
+    run.arg(format!("--userspec={user}")).arg(&root);
+    for part in container["command"].as_array().context("no command")? {
+        run.arg(part.as_str().unwrap_or_default());
+    }
+    run.env_clear()
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", port.to_string());
+    for variable in container["env"].as_array().into_iter().flatten() {
+        if let Some(value) = variable["value"].as_str() {
+            run.env(variable["name"].as_str().unwrap_or_default(), value);
+        }
+    }
+    let mut process = spawn_logged(run, &cluster.dir().join("installed-scheduler.log"))?;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut pod = crate::extender::job_pod("installed-0", "job-a", None)?;
+    pod.spec
+        .as_mut()
+        .context("a pod has a spec")?
+        .scheduler_name = Some("tandem-plugin-scheduler".into());
+    pods.create(&PostParams::default(), &pod).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        ensure!(
+            process.is_running(),
+            "the installed scheduler exited:\n{}",
+            process.log_tail(40)
+        );
+        let pod = pods.get("installed-0").await?;
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            let gpu = annotation(&pod).with_context(|| {
+                format!("installed-0 was bound to {node} without Tandem's annotation")
+            })?;
+            ensure!(gpu.starts_with(&format!("{node}/")), "{node} vs {gpu}");
+            eprintln!("installed-0: {gpu}");
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the installed scheduler bound nothing in 120 s:\n{}",
+            process.log_tail(60)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // It ran with the chart's permissions only: the log shows no refusal of its own requests.
+    let log = fs::read_to_string(process.log_path())?;
+    ensure!(
+        !log.contains("is forbidden"),
+        "the installed scheduler was refused something:\n{}",
+        process.log_tail(60)
+    );
+    process.terminate(Duration::from_secs(5));
+    Ok(())
+}
+
+/// Reading the apiserver's port out of its URL.
+mod url {
+    use anyhow::{Context as _, Result};
+
+    pub(super) fn port_of(url: &str) -> Result<u16> {
+        url.rsplit_once(':')
+            .and_then(|(_, port)| port.trim_end_matches('/').parse().ok())
+            .with_context(|| format!("no port in {url}"))
+    }
+}
+
+/// The metric names a query uses: every `tandem_...` identifier in it.
+fn metrics_in(query: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = query;
+    while let Some(at) = rest.find("tandem_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        names.insert(name);
+    }
+    names
+}
+
+/// The sample names a Prometheus exposition declares: a counter `x` has `x_total`, a histogram
+/// `x_bucket`, `x_sum` and `x_count`, a gauge `x` (from its `# TYPE` line, whether or not a
+/// labelled family has a sample yet).
+fn exported(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        match kind {
+            "counter" => {
+                names.insert(format!("{}_total", name.trim_end_matches("_total")));
+            }
+            "histogram" => {
+                for suffix in ["bucket", "sum", "count"] {
+                    names.insert(format!("{name}_{suffix}"));
+                }
+            }
+            _ => {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// Checks that every metric the dashboard and the alerts query is one `scrape` (an adapter's
+/// `/metrics`) declares. The declaring scenario calls it once its adapter has decided, refused
+/// and learned a memory peak, so that the labelled families have their first series.
+pub(crate) fn check_dashboard_queries(scrape: &str) -> Result<()> {
+    let root = repository_root().join(CHART_DIR);
+    let dashboard: Value =
+        serde_json::from_str(&fs::read_to_string(root.join("files/dashboard.json"))?)?;
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().context("no panels")? {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            queries.push((
+                format!("panel {}", panel["title"]),
+                target["expr"].as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+    }
+    let rules = fs::read_to_string(root.join("templates/monitoring.yaml"))?;
+    for line in rules.lines() {
+        if let Some(expr) = line.trim().strip_prefix("expr: ") {
+            queries.push(("alert".into(), expr.to_owned()));
+        }
+    }
+    ensure!(queries.len() > 20, "only {} queries found", queries.len());
+    let exported = exported(scrape);
+    let mut missing = Vec::new();
+    for (source, query) in &queries {
+        let names = metrics_in(query);
+        ensure!(
+            !names.is_empty(),
+            "{source} queries no tandem metric: {query}"
+        );
+        for name in names {
+            if !exported.contains(&name) {
+                missing.push(format!("{source}: {name}"));
+            }
+        }
+    }
+    ensure!(
+        missing.is_empty(),
+        "queried but not exported by the extender:\n{}\n(exported: {exported:?})",
+        missing.join("\n")
+    );
+    println!(
+        "(dashboard) {} queries of the dashboard and the alerts, every metric exported",
+        queries.len()
+    );
+    Ok(())
+}
