@@ -122,10 +122,18 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
         helm::lint(&helm, &root, &values).with_context(|| format!("mode {mode}"))?;
     }
-    // A value that cannot work is refused, naming it.
-    let wrong = helm::template(&helm, &root, RELEASE, RELEASE_NAMESPACE, &["mode=yarn"]);
-    let message = format!("{:#}", wrong.err().context("mode=yarn rendered")?);
-    ensure!(message.contains("mode: \"yarn\""), "{message}");
+    // A value that cannot work, or a misspelt one, is refused, naming it (values.schema.json).
+    for (wrong, named) in [
+        ("mode=yarn", "at '/mode'"),
+        ("engine.maxJobPerGpu=3", "'maxJobPerGpu' not allowed"),
+    ] {
+        let refused = helm::template(&helm, &root, RELEASE, RELEASE_NAMESPACE, &[wrong]);
+        let message = format!(
+            "{:#}",
+            refused.err().with_context(|| format!("{wrong} rendered"))?
+        );
+        ensure!(message.contains(named), "{wrong}: {message}");
+    }
 
     // Extender: mutual TLS between the scheduler and the extender, from one generated CA.
     let objects = render(&helm, &everything("extender"))?;
