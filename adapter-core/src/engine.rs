@@ -317,6 +317,16 @@ impl EngineState {
         self.recommender.cluster().iter().map(|(_, gpu)| &gpu.spec)
     }
 
+    /// The GPU of model `model` as the view describes it (its memory), or the model's known
+    /// figures when no GPU of the view has it.
+    pub fn gpu_spec(&self, model: &str) -> GpuSpec {
+        let in_view = self.gpu_models().find(|spec| spec.model == model).cloned();
+        in_view.unwrap_or_else(|| {
+            let memory = crate::gpu_models::gpu_model(model).1.unwrap_or(1);
+            GpuSpec::new(model, memory)
+        })
+    }
+
     /// Whether `model` is a GPU model the engine knows or one of the view's.
     pub fn knows_model(&self, model: &str) -> bool {
         crate::gpu_models::is_known(model) || self.gpu_models().any(|spec| spec.model == model)

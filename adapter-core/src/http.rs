@@ -458,7 +458,7 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                         state.lessons.profile(&r.profile.gpu_model);
                         // The peak's GPU as the cluster view describes it (the instance that
                         // learns is built without one).
-                        specs.push(spec_of(state, &r.profile.gpu_model));
+                        specs.push(state.gpu_spec(&r.profile.gpu_model));
                         Ok(assignment)
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -508,16 +508,6 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
     .await
 }
 
-/// The GPU of model `model` as the cluster view describes it (its memory), or the model's
-/// name with the memory a well-known model has.
-fn spec_of(state: &crate::EngineState, model: &str) -> GpuSpec {
-    let in_view = state.gpu_models().find(|spec| spec.model == model).cloned();
-    in_view.unwrap_or_else(|| {
-        let memory = crate::gpu_models::gpu_model(model).1.unwrap_or(1);
-        GpuSpec::new(model, memory)
-    })
-}
-
 /// Body of `POST /v1/outcomes`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -539,22 +529,29 @@ async fn outcomes(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                 .map(move |(j, id)| (format!("outcomes[{i}].jobs[{j}]"), id.as_str()))
         }))?;
         let count = request.outcomes.len();
-        core2
+        let lessons = core2
             .observe(move |state| {
-                request.outcomes.iter().enumerate().try_for_each(|(i, o)| {
+                let mut lessons = Vec::new();
+                for (i, o) in request.outcomes.iter().enumerate() {
                     check_model(
                         state,
                         &format!("outcomes[{i}].gpu_model"),
                         &o.gpu_model,
                         "observe-outcome",
                     )?;
+                    let gpu = state.gpu_spec(&o.gpu_model);
+                    lessons.extend(learning::slowdown_before(state.recommender(), o, &gpu));
                     state
                         .recommender()
                         .observe_outcome(o)
-                        .map_err(failed("observe-outcome"))
-                })
+                        .map_err(failed("observe-outcome"))?;
+                }
+                Ok(lessons)
             })
             .await?;
+        for lesson in &lessons {
+            core2.metrics.slowdown(lesson);
+        }
         Ok(axum::Json(serde_json::json!({ "observed": count })))
     })
     .await

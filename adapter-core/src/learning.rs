@@ -319,6 +319,46 @@ pub fn predicted(
     Some((estimate.peak_mem_mib?, estimate.reserved_mib?))
 }
 
+/// What the engine predicted of a pair's slowdowns before it learned their outcome, and what
+/// was observed: how far the interference model is from the truth, per GPU model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlowdownLesson {
+    /// The GPU model they shared.
+    pub gpu_model: String,
+    /// Each job's predicted slowdown, as a fraction (0.25: 25% longer than alone).
+    pub predicted: Vec<f64>,
+    /// Each job's observed slowdown, `(co-located - solo) / solo`.
+    pub observed: Vec<f64>,
+}
+
+/// Asks `recommender`, before it learns `outcome`, what it predicted of that group on `gpu`.
+/// `None` when the engine cannot predict it (a job it has no profile of) or the outcome has
+/// no solo time to compare with.
+pub fn slowdown_before(
+    recommender: &mut tandem_host::Recommender,
+    outcome: &tandem_api::Outcome,
+    gpu: &GpuSpec,
+) -> Option<SlowdownLesson> {
+    let observed: Vec<f64> = outcome
+        .solo_s
+        .iter()
+        .zip(&outcome.colocated_s)
+        .map(|(solo, colocated)| (*solo > 0.0).then(|| (colocated - solo) / solo))
+        .collect::<Option<_>>()?;
+    let group: Vec<Job> = outcome.jobs.iter().map(|id| Job::new(id.clone())).collect();
+    let prediction = recommender.predict(&group, gpu).ok()?;
+    let predicted: Vec<f64> = prediction
+        .slowdown_pct
+        .iter()
+        .map(|pct| f64::from(*pct) / 100.0)
+        .collect();
+    (predicted.len() == observed.len()).then(|| SlowdownLesson {
+        gpu_model: outcome.gpu_model.clone(),
+        predicted,
+        observed,
+    })
+}
+
 /// What [`learn_peaks`] made of a batch of peaks.
 #[derive(Debug, Default)]
 pub struct PeaksLearned {

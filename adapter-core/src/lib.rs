@@ -622,11 +622,17 @@ impl Core {
         let result = self
             .observe_changes(move |state| {
                 let mut learned = Vec::with_capacity(runs.len());
+                let mut lessons = Vec::new();
                 for (run, others) in &runs {
                     let mut taught = state.ledger.learn(run, others, now);
                     if let Learned::Outcome(outcome) = &taught {
+                        let gpu = state.gpu_spec(&outcome.gpu_model);
+                        let lesson = learning::slowdown_before(state.recommender(), outcome, &gpu);
                         match state.recommender().observe_outcome(outcome) {
-                            Ok(()) => state.lessons.outcome(&outcome.gpu_model),
+                            Ok(()) => {
+                                state.lessons.outcome(&outcome.gpu_model);
+                                lessons.extend(lesson);
+                            }
                             Err(error) => {
                                 let error = engine::failed("observe-outcome")(error);
                                 if !error.is_refusal() {
@@ -659,11 +665,16 @@ impl Core {
                 let changed = learned
                     .iter()
                     .any(|l| matches!(l, Learned::Solo | Learned::Outcome(_)));
-                Ok((learned, changed))
+                Ok(((learned, lessons), changed))
             })
             .await;
         let learned = match result {
-            Ok(learned) => learned,
+            Ok((learned, lessons)) => {
+                for lesson in &lessons {
+                    self.metrics.slowdown(lesson);
+                }
+                learned
+            }
             Err(error) => {
                 // Not acknowledged, so not marked: the next catch-up tries these runs again.
                 tracing::warn!(%error, "could not record finished runs");

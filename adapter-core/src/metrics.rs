@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::learning::PeakLesson;
+use crate::learning::{PeakLesson, SlowdownLesson};
 
 /// Labels of a verb.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -121,6 +121,11 @@ pub struct Metrics {
     pub peaks_over_reservation: Family<Model, Counter>,
     /// When the knowledge base was last written or loaded, in seconds since the Unix epoch.
     pub store_changed: Gauge<f64, AtomicU64>,
+    /// Slowdowns the engine predicted for the jobs of each outcome, before learning it, per
+    /// GPU model (a fraction: 0.25 is 25% longer than alone).
+    pub slowdown_predicted: Family<Model, Histogram>,
+    /// Slowdowns observed in those outcomes, per GPU model.
+    pub slowdown_observed: Family<Model, Histogram>,
 }
 
 impl Default for Metrics {
@@ -176,6 +181,12 @@ impl Default for Metrics {
         });
         let peaks_over_reservation = Family::<Model, Counter>::default();
         let store_changed = Gauge::<f64, AtomicU64>::default();
+        let slowdown = || {
+            // 1% .. ~256%.
+            Histogram::new(exponential_buckets(0.01, 2.0, 9))
+        };
+        let slowdown_predicted = Family::<Model, Histogram>::new_with_constructor(slowdown);
+        let slowdown_observed = Family::<Model, Histogram>::new_with_constructor(slowdown);
         // 10 ms .. ~40 s.
         let retrain_seconds = Histogram::new(exponential_buckets(0.01, 2.0, 13));
         let peaks_learned = Counter::default();
@@ -315,6 +326,16 @@ impl Default for Metrics {
             "When the knowledge base was last written or loaded (Unix time)",
             store_changed.clone(),
         );
+        registry.register(
+            "slowdown_predicted",
+            "Slowdowns the engine predicted for the jobs of each learned outcome, before learning it, per GPU model (a fraction)",
+            slowdown_predicted.clone(),
+        );
+        registry.register(
+            "slowdown_observed",
+            "Slowdowns observed in the learned outcomes, (co-located - solo) / solo, per GPU model",
+            slowdown_observed.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -345,6 +366,8 @@ impl Default for Metrics {
             memory_error,
             peaks_over_reservation,
             store_changed,
+            slowdown_predicted,
+            slowdown_observed,
         }
     }
 }
@@ -362,6 +385,21 @@ impl Metrics {
             .observe((measured - predicted).abs() / measured);
         if lesson.measured_mib > lesson.reserved_before_mib {
             self.peaks_over_reservation.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Records what the engine predicted of an outcome's slowdowns against what was observed.
+    pub fn slowdown(&self, lesson: &SlowdownLesson) {
+        let labels = Model {
+            gpu_model: lesson.gpu_model.clone(),
+        };
+        let predicted = self.slowdown_predicted.get_or_create(&labels);
+        for slowdown in &lesson.predicted {
+            predicted.observe(slowdown.max(0.0));
+        }
+        let observed = self.slowdown_observed.get_or_create(&labels);
+        for slowdown in &lesson.observed {
+            observed.observe(slowdown.max(0.0));
         }
     }
 

@@ -345,8 +345,36 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         over == 1.0,
         "tandem_peaks_over_reservation_total on T4 is {over}"
     );
-    // By now the adapter has decided, refused a declaration and learned a peak: every metric
-    // the chart's dashboard and alerts query is in its /metrics.
+    // A measured pair through the intake: the engine's prediction for it, before learning it,
+    // and what was observed, land in the slowdown histograms.
+    post(
+        &http,
+        &format!("{}/v1/profiles", adapter.url),
+        json!({ "profiles": [
+            { "job": key("pair-a"), "profile": crate::extender::profile(40.0, 15.0, 3_000) },
+            { "job": key("pair-b"), "profile": crate::extender::profile(80.0, 60.0, 3_000) },
+        ]}),
+    )
+    .await?;
+    post(
+        &http,
+        &format!("{}/v1/outcomes", adapter.url),
+        json!({ "outcomes": [{ "gpu_model": "V100", "jobs": [key("pair-a"), key("pair-b")],
+            "solo_s": [100.0, 100.0], "colocated_s": [130.0, 115.0] }] }),
+    )
+    .await?;
+    let observed = metric(
+        &http,
+        &adapter,
+        r#"tandem_slowdown_observed_count{gpu_model="V100"}"#,
+    )
+    .await?;
+    ensure!(
+        observed == 2.0,
+        "{observed} observed slowdowns on V100, not 2"
+    );
+    // By now the adapter has decided, refused a declaration, learned a peak and an outcome:
+    // every metric the chart's dashboard and alerts query is in its /metrics.
     let scrape = http
         .get(format!("{}/metrics", adapter.url))
         .send()
