@@ -471,3 +471,71 @@ impl Metrics {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(text: &str, name: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .and_then(|value| value.trim().parse().ok())
+    }
+
+    #[test]
+    fn series_with_known_labels_exist_at_zero_before_any_event() {
+        let metrics = Metrics::default();
+        metrics.expect_verbs(&["filter"]);
+        let text = metrics.encode();
+        for name in [
+            r#"tandem_fail_opens_total{verb="filter"}"#,
+            r#"tandem_unauthorized_total{verb="filter"}"#,
+            r#"tandem_declarations_refused_total{field="batch-size"}"#,
+            r#"tandem_outcomes_skipped_total{reason="no solo history"}"#,
+        ] {
+            assert_eq!(sample(&text, name), Some(0.0), "{name} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_peak_over_its_reservation_is_counted_and_its_error_observed_per_model() {
+        let metrics = Metrics::default();
+        let lesson = |measured, predicted, reserved| PeakLesson {
+            measured_mib: measured,
+            predicted_before_mib: predicted,
+            reserved_before_mib: reserved,
+            predicted_after_mib: measured,
+            reserved_after_mib: measured,
+        };
+        metrics.peak("T4", &lesson(10_000, 8_000, 9_000));
+        metrics.peak("T4", &lesson(10_000, 10_000, 12_000));
+        let text = metrics.encode();
+        let over = r#"tandem_peaks_over_reservation_total{gpu_model="T4"}"#;
+        assert_eq!(sample(&text, over), Some(1.0));
+        let count = r#"tandem_memory_prediction_error_ratio_count{gpu_model="T4"}"#;
+        assert_eq!(sample(&text, count), Some(2.0));
+        // |10000 - 8000| / 10000 + 0.
+        let sum = r#"tandem_memory_prediction_error_ratio_sum{gpu_model="T4"}"#;
+        assert!((sample(&text, sum).unwrap() - 0.2).abs() < 1e-9, "{text}");
+    }
+
+    #[test]
+    fn predicted_and_observed_slowdowns_are_observed_per_model() {
+        let metrics = Metrics::default();
+        metrics.slowdown(&SlowdownLesson {
+            gpu_model: "V100".into(),
+            predicted: vec![0.1, 0.2],
+            observed: vec![0.3, -0.01],
+        });
+        let text = metrics.encode();
+        let predicted = r#"tandem_slowdown_predicted_sum{gpu_model="V100"}"#;
+        assert!((sample(&text, predicted).unwrap() - 0.3).abs() < 1e-9);
+        // A job that ran faster beside its partner counts as no slowdown.
+        let observed = r#"tandem_slowdown_observed_sum{gpu_model="V100"}"#;
+        assert!((sample(&text, observed).unwrap() - 0.3).abs() < 1e-9);
+        let stored = "tandem_store_changed_timestamp_seconds";
+        assert_eq!(sample(&text, stored), Some(0.0));
+        metrics.stored(1_000);
+        assert!(sample(&metrics.encode(), stored).unwrap() > 1.7e9);
+    }
+}
