@@ -70,7 +70,8 @@ enum Task {
     ///
     /// Not tandem-kube-scheduler, which links this workspace's library (kube-scheduler-plugin).
     E2eBins,
-    /// Run the whole gate, stopping at the first failure: fmt, import cycles, clippy, docs,
+    /// Run the whole gate, stopping at the first failure: fmt, import cycles, the
+    /// documentation's references (`cargo xtask docs`), clippy, docs,
     /// the unit and integration tests (`cargo test --workspace`, which replays every fuzz
     /// target's seeds and kept corpus), then every end-to-end tier.
     ///
@@ -100,6 +101,10 @@ enum Task {
     /// Check every crate for modules that import each other in a circle (directly or through
     /// other modules, at any level of the module tree); fails if one does.
     Cycles,
+    /// Check that every relative link and repository path in the README, the Markdown docs and
+    /// the `--help` sources names a file or folder that exists; fails naming each that does
+    /// not. No network: links to other sites are not followed.
+    Docs,
     /// Fuzz the parsers (coverage-guided, libFuzzer) for a fixed time per target.
     ///
     /// Builds the `tandem-fuzz` targets with stable rustc's coverage instrumentation into
@@ -194,6 +199,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{} ({} bytes)", image.path.display(), image.size);
             }
         }
+        Task::Docs => tasks::docs(&workspace)?,
         Task::Helm => println!("{}", tandem_xtask::helm::ensure_helm()?.display()),
         Task::VcScheduler => {
             let build = tasks::vc_scheduler(&workspace)?;
@@ -254,4 +260,50 @@ fn workspace_root() -> PathBuf {
     manifest_dir
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The commands of the README's code blocks that start with `prefix`, as words (a line
+    /// continued with `\` joined to the next; a `#` comment dropped).
+    fn readme_commands(prefix: &str) -> Vec<Vec<String>> {
+        let readme = include_str!("../../README.md");
+        let mut commands = Vec::new();
+        let mut in_block = false;
+        let mut pending = String::new();
+        for line in readme.lines() {
+            if line.trim_start().starts_with("```") {
+                in_block = !in_block;
+                continue;
+            }
+            if !in_block {
+                continue;
+            }
+            let code = line.split(" #").next().unwrap_or_default().trim_end();
+            pending.push_str(code.trim_end_matches('\\'));
+            pending.push(' ');
+            if code.ends_with('\\') {
+                continue;
+            }
+            let command = std::mem::take(&mut pending);
+            if command.trim_start().starts_with(prefix) {
+                commands.push(command.split_whitespace().map(str::to_owned).collect());
+            }
+        }
+        commands
+    }
+
+    #[test]
+    fn every_cargo_xtask_command_of_the_readme_parses() {
+        let commands = readme_commands("cargo xtask");
+        assert!(commands.len() > 5, "{commands:?}");
+        for words in commands {
+            let parsed = Cli::try_parse_from(
+                std::iter::once("cargo xtask".to_owned()).chain(words[2..].iter().cloned()),
+            );
+            assert!(parsed.is_ok(), "`{}`: {parsed:?}", words.join(" "));
+        }
+    }
 }

@@ -482,6 +482,8 @@ pub fn test(workspace: &Workspace) -> Result<()> {
         if index == 1 {
             eprintln!("==> import cycles between modules");
             cycles(workspace)?;
+            eprintln!("==> references in the documentation");
+            docs(workspace)?;
         }
         let mut cargo = workspace.cargo(step.args);
         let mut shown = String::new();
@@ -588,6 +590,23 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
 
 /// The variable the node tier's scenarios find `tandem-node` through.
 pub const NODE_BIN_VAR: &str = "TANDEM_NODE_BIN";
+
+/// `cargo xtask docs`: checks that every relative link and repository path in the README, the
+/// Markdown docs and the `--help` sources names something that exists ([`crate::docs`]).
+pub fn docs(workspace: &Workspace) -> Result<()> {
+    let files = crate::docs::documents(workspace.root())?.len();
+    let broken = crate::docs::check(workspace.root())?;
+    for reference in &broken {
+        eprintln!("{reference}");
+    }
+    anyhow::ensure!(
+        broken.is_empty(),
+        "{} reference(s) in the documentation name nothing (listed above)",
+        broken.len()
+    );
+    eprintln!("every link and repository path in {files} documents exists");
+    Ok(())
+}
 
 /// `cargo xtask cycles`: checks every crate of the workspace for modules that import each
 /// other in a circle; prints what it checked, and each cycle found.

@@ -4,6 +4,7 @@ mod errors;
 mod eval;
 mod kb;
 mod predict;
+mod readme;
 mod simulate;
 mod synthesize;
 mod utilization;
