@@ -1,11 +1,11 @@
 //! Embedding Tandem's engine in a program of your own.
 //!
-//! The engine is a WebAssembly component (`wit/tandem.wit`); `tandem-host` runs it in a
-//! wasmtime sandbox with a memory cap and a deadline per call. This program does what every
-//! scheduler integration of Tandem does, in forty lines:
+//! The engine is a WebAssembly component (its interface: `wit/current/engine.wit`);
+//! `tandem-host` runs it in a wasmtime sandbox with a memory cap and a deadline per call. This
+//! program does what every scheduler integration of Tandem does, in a few dozen lines:
 //!
 //! 1. load the component (here the one embedded at build time, see `build.rs`);
-//! 2. tell the engine what the profiler measured of two jobs (black-box telemetry only);
+//! 2. tell the engine what the profiler measured of three jobs (black-box telemetry only);
 //! 3. describe a cluster — two V100s, one already running a job — and ask where a queue of two
 //!    jobs should go;
 //! 4. report how a pair actually ran together, and ask again.
