@@ -23,6 +23,7 @@
 //! nothing else.
 
 pub mod declaration;
+mod duration;
 pub mod engine;
 pub mod gpu_models;
 pub mod http;
@@ -48,6 +49,8 @@ pub use leadership::Leadership;
 use learning::{DeclaredModels, Lessons};
 use metrics::{Metrics, Reason};
 use outcomes::{Learned, Run};
+
+pub use duration::parse_duration;
 use store::{AdapterState, KnowledgeStore, StoreError};
 
 /// Longest one engine call may run off the decision path, where the core retrains the memory

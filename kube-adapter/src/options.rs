@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use tandem_adapter_core::gpu_models::{GpuCosts, parse_model_number};
+use tandem_adapter_core::parse_duration;
 use tandem_api::{ModelCap, Objective};
 use tandem_host::HostConfig;
 
@@ -187,30 +188,9 @@ fn parse_model_cap(text: &str) -> Result<ModelCap, String> {
     })
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((text, "s"), |i| text.split_at(i));
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 4s or 500ms"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        _ => Err(format!("`{text}`: the unit must be s or ms")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_and_bad_ones_are_named() {
-        assert_eq!(parse_duration("4s"), Ok(Duration::from_secs(4)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("4h").unwrap_err().contains("4h"));
-    }
 
     #[test]
     fn model_caps_parse_and_bad_ones_are_named() {

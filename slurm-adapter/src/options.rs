@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use tandem_adapter_core::parse_duration;
 use tandem_api::Objective;
 use tandem_host::HostConfig;
 
@@ -119,31 +120,12 @@ fn parse_type_memory(text: &str) -> Result<(String, u32), String> {
     Ok((kind.trim().to_ascii_lowercase(), mib))
 }
 
-/// A duration like `30s`, `200ms` or `10m`.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((text, "s"), |i| text.split_at(i));
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 30s, 200ms or 10m"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("`{text}`: the unit must be ms, s or m")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_memories_parse_and_bad_ones_are_named() {
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
-        assert!(parse_duration("1h").unwrap_err().contains("1h"));
+    fn memories_parse_and_bad_ones_are_named() {
         assert_eq!(
             parse_type_memory("RTX8000=49152"),
             Ok(("rtx8000".into(), 49_152))
