@@ -2,7 +2,7 @@
 //!
 //! Tandem's engine runs as a WebAssembly component built for `wasm32-unknown-unknown`. The
 //! machines this project runs on have no wasm32 standard library in rustup and cannot download
-//! one, so this crate knows two ways to build a guest (the README's "The wasm32 toolchain"):
+//! one, so this crate knows two ways to build a guest (docs/DEVELOPING.md, "The wasm32 toolchain"):
 //!
 //! - [`WasmToolchain::Rustup`]: rustup's toolchain already has the wasm32 target; a plain
 //!   `cargo rustc --target wasm32-unknown-unknown` builds the guest.
