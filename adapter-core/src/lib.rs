@@ -32,6 +32,7 @@ mod leadership;
 pub mod learning;
 pub mod metrics;
 pub mod outcomes;
+pub mod program;
 pub mod serve;
 pub mod store;
 

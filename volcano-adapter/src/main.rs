@@ -1,22 +1,5 @@
 //! `tandem-volcano-adapter`: Tandem as vc-scheduler's extender. See the library documentation.
 
-use clap::Parser as _;
-use tracing_subscriber::EnvFilter;
-
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let options = tandem_volcano_adapter::Options::parse();
-    match tandem_volcano_adapter::run(options).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("tandem-volcano-adapter: {error:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    tandem_adapter_core::program::main("tandem-volcano-adapter", tandem_volcano_adapter::run)
 }
