@@ -396,7 +396,7 @@ pub const TIERS: &[Tier] = &[
         name: "helm",
         what: "the Helm chart: helm lint and template of every mode, a server-side dry run and \
                RBAC reviews against kube-apiserver with RBAC, helm install running \
-               tandem-kube-scheduler as its pod, the dashboard's metrics",
+               tandem-kube-scheduler as its pod",
         runs: &[Run {
             package: "tandem-kube-adapter",
             only: Some("helm::"),
