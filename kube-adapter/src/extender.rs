@@ -36,7 +36,8 @@ pub struct NodeList {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ExtenderArgs {
-    /// The pod being scheduled.
+    /// The pod being scheduled, decoded lean ([`crate::lean`]).
+    #[serde(deserialize_with = "crate::lean::pod")]
     pub pod: Pod,
     /// Candidate nodes, in full (when the extender is not `nodeCacheCapable`).
     #[serde(default)]

@@ -14,7 +14,8 @@
 //! - [`app`]: the front-end's state — cluster view, bind assumptions, scores kept for
 //!   `prioritize` — and its [`tandem_adapter_core::Frontend`] implementation.
 //! - [`cluster`]: nodes and pods to the engine's GPUs and residents (pure).
-//! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
+//! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods; [`lean`]
+//!   decodes their pods (and the extender's) with only the fields Tandem reads.
 //! - [`store`] and [`leader`]: the knowledge base in a ConfigMap, written by the Lease holder.
 //!
 //! [scheduler extender]: https://github.com/kubernetes/design-proposals-archive/blob/main/scheduling/scheduler_extender.md
@@ -24,6 +25,7 @@ pub mod cluster;
 pub mod extender;
 pub mod http;
 pub mod leader;
+pub mod lean;
 pub mod store;
 pub mod watch;
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -21,6 +21,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tandem_adapter_core::Shutdown;
 
 use crate::app::App;
+use crate::lean::LeanPod;
 
 /// Stores the watchers fill, and their writers.
 pub struct Stores {
@@ -74,9 +75,10 @@ pub fn spawn(
     });
 
     let pod_app = Arc::clone(&app);
+    // Pods are decoded lean (`crate::lean`): the watch carries every pod of the cluster.
     let pod_events = reflector::reflector(
         pod_writer,
-        watcher(Api::<Pod>::all(client), watcher::Config::default()),
+        watcher(Api::<LeanPod>::all(client), watcher::Config::default()).map_ok(full_pods),
     )
     .default_backoff();
     spawn_until(shutdown.clone(), async move {
@@ -123,6 +125,18 @@ pub fn spawn(
             );
         }
     });
+}
+
+/// The watcher's event of a lean pod, as the event of the [`Pod`] it holds.
+fn full_pods(event: watcher::Event<LeanPod>) -> watcher::Event<Pod> {
+    use watcher::Event;
+    match event {
+        Event::Apply(pod) => Event::Apply(pod.0),
+        Event::Delete(pod) => Event::Delete(pod.0),
+        Event::Init => Event::Init,
+        Event::InitApply(pod) => Event::InitApply(pod.0),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// Runs `work` until it ends or `shutdown` fires.

@@ -26,6 +26,7 @@ use tandem_adapter_core::{EngineFailure, EngineState};
 use tandem_api::Job;
 use tandem_kube_adapter::app::{App, MODEL_NOT_READ};
 use tandem_kube_adapter::cluster::{ClusterView, GpuPod};
+use tandem_kube_adapter::lean::LeanPod;
 
 use crate::wire::{PredicateResponse, TaskInfo, UNRESOLVABLE, UNSCHEDULABLE};
 
@@ -155,7 +156,9 @@ impl Volcano {
         if let Some(known) = lock(&self.tasks).get(&info.uid) {
             return Ok(known.clone());
         }
-        let mut pod: Pod = serde_json::from_str(info.pod.get()).map_err(|e| e.to_string())?;
+        let mut pod: Pod = serde_json::from_str::<LeanPod>(info.pod.get())
+            .map_err(|e| e.to_string())?
+            .0;
         let (gang, declares) = {
             let jobs = self
                 .jobs

@@ -26,6 +26,7 @@ use tandem_kube_adapter::cluster::{
     ClusterView, GpuPod, gpu_model, gpu_pod, placement_annotations,
 };
 use tandem_kube_adapter::extender::{self, Verdict};
+use tandem_kube_adapter::lean::LeanPod;
 use tandem_kube_adapter::store::{AssembleError, Encoded, Head, encode, read_head};
 
 /// Why a call into the plugin failed. Every message is meant for a person reading the
@@ -544,7 +545,7 @@ impl Plugin {
     /// pod started or stopped holding GPUs, or moved; the echo of Tandem's own choice (the
     /// pod bound where Reserve put it) changes nothing.
     pub fn set_pod(&mut self, json: &[u8]) -> Result<(), Error> {
-        let pod: Pod = input("Pod", json)?;
+        let pod = input::<LeanPod>("Pod", json)?.0;
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let Some(now) = gpu_pod(&pod, &self.keys, &self.config.resource) else {
             self.delete_pod(&uid);
@@ -632,7 +633,7 @@ impl Plugin {
     /// PreFilter: judges the pod (JSON) on every node Tandem knows, with one engine call for
     /// the scores (and one more for the reasons when no node fits).
     pub fn prefilter(&mut self, json: &[u8]) -> Result<Prepared, Error> {
-        let pod: Pod = input("Pod", json)?;
+        let pod = input::<LeanPod>("Pod", json)?.0;
         let pod = gpu_pod(&pod, &self.keys, &self.config.resource);
         self.judge(pod)
     }
