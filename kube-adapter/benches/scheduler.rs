@@ -107,6 +107,8 @@ struct Run {
     /// CPU seconds each process spent while the pods were scheduled, in [`PROCESSES`] order
     /// (`None` where the process did not run).
     cpu: [Option<f64>; PROCESSES.len()],
+    /// The extender's own account of its verbs, where one ran through the run.
+    extender_latency: Option<String>,
 }
 
 /// The processes whose CPU time a run reports, in the order of [`Run::cpu`].
@@ -294,6 +296,51 @@ fn report(what: &str, run: &Run) {
         run.ready,
     );
     println!("{:<34} CPU per pod: {}", "", run.cpu_per_pod());
+    if let Some(latency) = &run.extender_latency {
+        println!("{:<34} extender: {latency}", "");
+    }
+}
+
+/// The mean of histogram `name` whose labels are exactly `labels`, from Prometheus text.
+fn histogram_mean(metrics: &str, name: &str, labels: &str) -> Option<f64> {
+    let value = |suffix: &str| -> Option<f64> {
+        let prefix = format!("{name}_{suffix}{{{labels}}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let (sum, count) = (value("sum")?, value("count")?);
+    (count > 0.0).then(|| sum / count)
+}
+
+/// The extender's mean time per verb as it answered them, and inside its engine calls: where
+/// its share of each scheduling cycle goes.
+fn extender_latency(metrics: &str) -> String {
+    let ms =
+        |mean: Option<f64>| mean.map_or_else(|| "-".to_owned(), |s| format!("{:.3} ms", s * 1e3));
+    let verb = |verb: &str| {
+        histogram_mean(
+            metrics,
+            "tandem_request_latency_seconds",
+            &format!("verb=\"{verb}\""),
+        )
+    };
+    let call = |call: &str| {
+        histogram_mean(
+            metrics,
+            "tandem_engine_call_seconds",
+            &format!("call=\"{call}\""),
+        )
+    };
+    format!(
+        "mean filter {} (engine {}), prioritize {}, bind {} (engine {})",
+        ms(verb("filter")),
+        ms(call("filter")),
+        ms(verb("prioritize")),
+        ms(verb("bind")),
+        ms(call("bind")),
+    )
 }
 
 /// The p99 of `scheduler_scheduling_attempt_duration_seconds` over every result and profile:
@@ -533,6 +580,16 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     }
     let scheduler_mib = cluster.pid(Component::Scheduler).and_then(peak_rss_mib);
     let extender_mib = adapter.as_ref().and_then(|a| peak_rss_mib(a.id()));
+    let extender_latency = match &adapter {
+        Some(_) => {
+            let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+                .await?
+                .text()
+                .await?;
+            Some(extender_latency(&text))
+        }
+        None => None,
+    };
     let metrics = scheduler_metrics(&cluster).await?;
     let attempt_p99 = attempt_p99(&metrics);
     if attempt_p99.is_none() {
@@ -594,6 +651,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         scheduler_mib,
         extender_mib,
         cpu,
+        extender_latency,
     })
 }
 
