@@ -10,8 +10,9 @@
 //!   exists, relative to the repository root.
 //!
 //! Placeholders (`<image>`, `*`, `{...}`, `...`) and paths under `target/` are not checked. No
-//! network: links to other sites are left alone. The commands in the README's code blocks are
-//! checked by the tests of the programs that parse them (`cargo xtask` and `tandem`).
+//! network: links to other sites are left alone. The commands in the README's code blocks
+//! ([`shell_commands`]) are checked by the tests of the programs that parse them (`cargo xtask`
+//! and `tandem`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -101,6 +102,39 @@ pub fn check(root: &Path) -> Result<Vec<Broken>> {
 
 /// The repository's top-level folders (not hidden, not `target`): a word starting with one of
 /// them and a `/` is taken for a repository path.
+/// The shell commands of a Markdown text's code blocks, each as its words: a line continued
+/// with `\` is joined to the next, and a ` #` comment is dropped. The tests of the programs the
+/// README shows read their own commands from it with this, so the README cannot show a
+/// subcommand or a flag a program no longer has.
+pub fn shell_commands(markdown: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        let code = line.split(" #").next().unwrap_or_default().trim_end();
+        pending.push_str(code.trim_end_matches('\\'));
+        pending.push(' ');
+        if code.ends_with('\\') {
+            continue;
+        }
+        let words: Vec<String> = std::mem::take(&mut pending)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if !words.is_empty() {
+            commands.push(words);
+        }
+    }
+    commands
+}
+
 fn top_level_folders(root: &Path) -> Result<Vec<String>> {
     let mut folders = Vec::new();
     for entry in fs::read_dir(root).with_context(|| format!("cannot list {}", root.display()))? {
@@ -199,6 +233,18 @@ fn repository_path<'a>(word: &'a str, folders: &[String]) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_commands_join_continued_lines_and_drop_comments() {
+        let markdown = "Run:\n\n```bash\ncargo xtask demo   # the demo\ntandem eval pairs \\\n  --objective balanced\n\n```\n\n`tandem outside` a block\n";
+        assert_eq!(
+            shell_commands(markdown),
+            [
+                vec!["cargo", "xtask", "demo"],
+                vec!["tandem", "eval", "pairs", "--objective", "balanced"],
+            ]
+        );
+    }
 
     fn repository() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -266,38 +266,12 @@ fn workspace_root() -> PathBuf {
 mod tests {
     use super::*;
 
-    /// The commands of the README's code blocks that start with `prefix`, as words (a line
-    /// continued with `\` joined to the next; a `#` comment dropped).
-    fn readme_commands(prefix: &str) -> Vec<Vec<String>> {
-        let readme = include_str!("../../README.md");
-        let mut commands = Vec::new();
-        let mut in_block = false;
-        let mut pending = String::new();
-        for line in readme.lines() {
-            if line.trim_start().starts_with("```") {
-                in_block = !in_block;
-                continue;
-            }
-            if !in_block {
-                continue;
-            }
-            let code = line.split(" #").next().unwrap_or_default().trim_end();
-            pending.push_str(code.trim_end_matches('\\'));
-            pending.push(' ');
-            if code.ends_with('\\') {
-                continue;
-            }
-            let command = std::mem::take(&mut pending);
-            if command.trim_start().starts_with(prefix) {
-                commands.push(command.split_whitespace().map(str::to_owned).collect());
-            }
-        }
-        commands
-    }
-
     #[test]
     fn every_cargo_xtask_command_of_the_readme_parses() {
-        let commands = readme_commands("cargo xtask");
+        let commands: Vec<_> = tandem_xtask::docs::shell_commands(include_str!("../../README.md"))
+            .into_iter()
+            .filter(|words| words.starts_with(&["cargo".to_owned(), "xtask".to_owned()]))
+            .collect();
         assert!(commands.len() > 5, "{commands:?}");
         for words in commands {
             let parsed = Cli::try_parse_from(

@@ -5,39 +5,23 @@ use clap::Parser as _;
 use tandem_cli::Cli;
 
 /// The `tandem` commands of the README's code blocks, as words: `tandem ...` lines and the
-/// arguments after `--` of `cargo run ... -p tandem-cli -- ...` (a line continued with `\`
-/// joined to the next; a `#` comment dropped).
+/// arguments after `--` of `cargo run ... -p tandem-cli -- ...`.
 fn readme_commands() -> Vec<Vec<String>> {
-    let readme = include_str!("../../../README.md");
-    let mut commands = Vec::new();
-    let mut in_block = false;
-    let mut pending = String::new();
-    for line in readme.lines() {
-        if line.trim_start().starts_with("```") {
-            in_block = !in_block;
-            continue;
-        }
-        if !in_block {
-            continue;
-        }
-        let code = line.split(" #").next().unwrap_or_default().trim_end();
-        pending.push_str(code.trim_end_matches('\\'));
-        pending.push(' ');
-        if code.ends_with('\\') {
-            continue;
-        }
-        let command = std::mem::take(&mut pending);
-        let words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
-        if words.first().is_some_and(|w| w == "tandem") {
-            commands.push(words[1..].to_vec());
-        } else if words.starts_with(&["cargo".to_owned(), "run".to_owned()])
-            && words.iter().any(|w| w == "tandem-cli")
-            && let Some(at) = words.iter().position(|w| w == "--")
-        {
-            commands.push(words[at + 1..].to_vec());
-        }
-    }
-    commands
+    tandem_xtask::docs::shell_commands(include_str!("../../../README.md"))
+        .into_iter()
+        .filter_map(|words| {
+            if words.first().is_some_and(|w| w == "tandem") {
+                Some(words[1..].to_vec())
+            } else if words.starts_with(&["cargo".to_owned(), "run".to_owned()])
+                && words.iter().any(|w| w == "tandem-cli")
+            {
+                let at = words.iter().position(|w| w == "--")?;
+                Some(words[at + 1..].to_vec())
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 #[test]
