@@ -8,7 +8,8 @@
 //! per *job class* — what a job's answer depends on: its id's workload, its profile, its
 //! declared model and its priority — and per state: a change moves a GPU from one state to
 //! another (leaving every other answer valid), and only states no class has seen yet are
-//! judged on the next call. What the engine knows (an observation, the policy) changes every
+//! judged on the next call. A reason is judged per state too, but worded per GPU: it may name
+//! a resident, and the GPUs of one state hold different jobs. What the engine knows (an observation, the policy) changes every
 //! answer, so it drops them all and re-derives the states.
 //!
 //! A mostly busy cluster costs what an idle one does once its states were judged for a class:
@@ -209,32 +210,39 @@ impl View {
         knowledge: &Knowledge,
         seed: u64,
     ) -> Result<Vec<String>> {
-        for (i, &handle) in handles.iter().enumerate() {
-            if self.table.get(handle).is_none() {
-                return Err(EngineError::InvalidInput(format!(
-                    "gpus[{i}]: no GPU has handle {handle}"
-                )));
-            }
-        }
-        let derived = self.derived(knowledge);
+        let table = &self.table;
+        let gpus = handles
+            .iter()
+            .enumerate()
+            .map(|(i, &handle)| {
+                table.get(handle).ok_or_else(|| {
+                    EngineError::InvalidInput(format!("gpus[{i}]: no GPU has handle {handle}"))
+                })
+            })
+            .collect::<Result<Vec<&Gpu>>>()?;
+        let derived = self
+            .derived
+            .get_or_insert_with(|| Derived::build(table, knowledge));
         let mut states: Vec<u32> = handles
             .iter()
             .map(|&h| derived.state_of[h as usize])
             .collect();
         states.sort_unstable();
         states.dedup();
+        // Each state is judged once, but worded for each GPU: a reason may name a resident,
+        // and the GPUs of one state hold different jobs.
+        let on: Vec<(usize, &Gpu)> = handles
+            .iter()
+            .zip(gpus)
+            .map(|(&h, gpu)| {
+                let state = derived.state_of[h as usize];
+                (states.partition_point(|&s| s < state), gpu)
+            })
+            .collect();
         let reasons = derived
             .planner(states.iter().map(|&s| s as usize), policy, knowledge, seed)
-            .refusals(job);
-        let by_state: HashMap<u32, Option<String>> = states.into_iter().zip(reasons).collect();
-        Ok(handles
-            .iter()
-            .map(|&h| {
-                by_state[&derived.state_of[h as usize]]
-                    .clone()
-                    .unwrap_or_default()
-            })
-            .collect())
+            .refusals_on(job, &on);
+        Ok(reasons.into_iter().map(Option::unwrap_or_default).collect())
     }
 
     /// The best GPU of `node` for the job (ties to the lowest handle), or why none fits.
@@ -687,9 +695,9 @@ mod tests {
                     let handles: Vec<u32> = table.iter().map(|(h, _)| h).collect();
                     let explained = engine.explain(probe, &handles).unwrap();
                     for (h, why) in handles.iter().zip(explained) {
-                        // Reasons may name a resident of unknown memory: another GPU of the
-                        // same state may hold another instance of its workload.
-                        prop_assert_eq!(why.is_empty(), reasons[*h as usize].is_empty());
+                        // Word for word: a reason names its own GPU's residents, whichever
+                        // GPU of its state was judged.
+                        prop_assert_eq!(&why, &reasons[*h as usize]);
                     }
                 }
             }
@@ -749,6 +757,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn each_gpu_of_a_state_is_explained_by_its_own_residents() {
+        let mut engine = Recommender::bootstrap(Policy::default(), 1).unwrap();
+        // Two GPUs of one model, each running a different job of unknown memory: the engine
+        // sees the residents alike, so the GPUs share one state.
+        let changes: Vec<ClusterChange> = ["alpha", "beta"]
+            .into_iter()
+            .enumerate()
+            .map(|(h, resident)| {
+                let h = h as u32;
+                ClusterChange::SetGpu(ViewGpu {
+                    handle: h,
+                    gpu: gpu(h, 0, vec![Job::new(resident)]),
+                })
+            })
+            .collect();
+        assert_eq!(engine.update_cluster(&changes).unwrap().states, 1);
+        let newcomer = Job::new("gamma");
+        // Whichever GPU of the state is asked about first, each reason names its own resident.
+        for handles in [[0, 1], [1, 0]] {
+            let reasons = engine.explain(&newcomer, &handles).unwrap();
+            for (handle, why) in handles.iter().zip(&reasons) {
+                let (own, other) = if *handle == 0 {
+                    ("`alpha`", "beta")
+                } else {
+                    ("`beta`", "alpha")
+                };
+                assert!(
+                    why.contains(own) && !why.contains(other),
+                    "GPU {handle}: {why}"
+                );
+            }
+        }
+        let choice = engine.choose_gpu(&newcomer, "n0").unwrap();
+        assert_eq!(choice.gpu, None);
+        assert!(
+            choice.reason.contains("GPU n0/0: `alpha`")
+                && choice.reason.contains("GPU n0/1: `beta`"),
+            "{}",
+            choice.reason
+        );
     }
 
     #[test]

@@ -90,13 +90,27 @@ pub(super) fn fits(
 ) -> Result<(), String> {
     match refusal(knowledge, state, view) {
         None => Ok(()),
-        Some(refusal) => Err(refusal.describe(policy, state, view)),
+        Some(refusal) => Err(refusal.describe(
+            policy,
+            state,
+            view,
+            state.unknown_memory.unwrap_or_default(),
+        )),
     }
 }
 
 impl Refusal {
-    /// The refusal in words, naming what stands in the way on `state`.
-    pub(super) fn describe(self, policy: &Policy, state: &GpuState<'_>, view: &JobView) -> String {
+    /// The refusal in words, naming what stands in the way on `state`. `unknown` is the
+    /// resident of unknown memory to name ([`Refusal::BesideUnknownMemory`]): `state`'s own,
+    /// or, where `state` stands for several GPUs the engine sees alike, that of the GPU the
+    /// reason is for, since each holds a different job.
+    pub(super) fn describe(
+        self,
+        policy: &Policy,
+        state: &GpuState<'_>,
+        view: &JobView,
+        unknown: &str,
+    ) -> String {
         let model = &state.gpu.spec.model;
         match self {
             Self::Cap => format!(
@@ -110,9 +124,8 @@ impl Refusal {
                 }
             ),
             Self::BesideUnknownMemory => format!(
-                "`{}` on it has no known profile (unknown memory), and the job was never \
-                 observed sharing a {model} with it",
-                state.unknown_memory.unwrap_or_default()
+                "`{unknown}` on it has no known profile (unknown memory), and the job was never \
+                 observed sharing a {model} with it"
             ),
             Self::Overfull => format!(
                 "its residents already use {} MiB, more than its {} MiB",

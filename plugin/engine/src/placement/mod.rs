@@ -352,6 +352,45 @@ impl<'a> Planner<'a> {
             .collect()
     }
 
+    /// Why the job may not join each GPU of `on` now, in order: `None` where it may. Each
+    /// entry is a GPU and the index of the planner's GPU that stands for it (the cluster view
+    /// judges one GPU per state for all the GPUs it sees alike). The guard runs once per
+    /// planner GPU; the words are each GPU's own, since GPUs seen alike hold different jobs
+    /// and a reason may name one.
+    pub(crate) fn refusals_on(&self, job: &Job, on: &[(usize, &Gpu)]) -> Vec<Option<String>> {
+        let resolved = self.resolve(job);
+        let refusals: Vec<Option<guard::Refusal>> = self
+            .gpus
+            .iter()
+            .map(|state| guard::refusal(self.knowledge, state, &resolved.views[state.model]))
+            .collect();
+        on.iter()
+            .map(|&(i, gpu)| {
+                let refusal = refusals[i]?;
+                let state = &self.gpus[i];
+                let unknown = match refusal {
+                    guard::Refusal::BesideUnknownMemory => self.unknown_memory_resident(gpu),
+                    _ => "",
+                };
+                Some(refusal.describe(self.policy, state, &resolved.views[state.model], unknown))
+            })
+            .collect()
+    }
+
+    /// The first of `gpu`'s residents whose memory the engine does not know on `gpu`'s model
+    /// (the one a GPU's state records, [`GpuState::unknown_memory`]).
+    fn unknown_memory_resident<'g>(&self, gpu: &'g Gpu) -> &'g str {
+        gpu.residents
+            .iter()
+            .find(|r| {
+                self.knowledge
+                    .view_on(r, &gpu.spec, &self.models)
+                    .memory_mib
+                    .is_none()
+            })
+            .map_or("", |r| r.id.as_str())
+    }
+
     /// `job`'s score on each GPU, by GPU id.
     pub(crate) fn score(&self, job: &Job) -> Result<Vec<GpuScore>> {
         Ok(self
