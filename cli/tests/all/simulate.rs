@@ -108,3 +108,51 @@ fn bad_inputs_exit_2_naming_the_file_and_line() {
     assert_eq!(run.status.code(), Some(2));
     assert!(stderr(&run).contains("history-share"), "{}", stderr(&run));
 }
+
+/// A job the world makes run alone (its type not profiled yet) is placed among idle GPUs,
+/// under every Tandem objective: `max-packing`'s best fit would put it beside a resident,
+/// where the world cannot start it, and it would wait for the resident to finish.
+#[test]
+fn a_new_type_starts_on_an_idle_gpu_under_every_objective() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let catalog = root.join("data/catalogs/schedtune-memory.json");
+    let cluster = dir.path().join("cluster.csv");
+    std::fs::write(&cluster, "nodes,gpus_per_node,gpu_model\n1,2,V100\n").unwrap();
+    // A long job, profiled after its first 300 s; then a short job of a new, declared type.
+    let resident_s = 36_000.0;
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(
+        &trace,
+        format!(
+            "arrival_s,job_type,gpus,steps\n0,resnet18-b8,1,{resident_s}\n600,resnet34-b8,1,600\n"
+        ),
+    )
+    .unwrap();
+    let run = tandem(&[
+        "simulate",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--policies",
+        "tandem-balanced,tandem-min-slowdown,tandem-max-packing",
+        "--format",
+        "json",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    for policy in json["policies"].as_array().unwrap() {
+        let queued_s = policy["queueing_s"]["mean"].as_f64().unwrap();
+        // Nothing keeps the new job from the idle GPU: it waits for no decision of the
+        // resident's run.
+        assert!(
+            queued_s < resident_s / 10.0 && policy["ooms"] == 0,
+            "{}: waited {queued_s} s on average, {} OOMs",
+            policy["policy"],
+            policy["ooms"]
+        );
+    }
+}

@@ -61,7 +61,7 @@ impl Board {
     }
 
     /// Starts single-GPU `job` on GPU `g`.
-    fn place(&mut self, g: usize, job: &QueuedJob) -> Start {
+    pub(crate) fn place(&mut self, g: usize, job: &QueuedJob) -> Start {
         self.take(g, job);
         Start {
             job: job.id,

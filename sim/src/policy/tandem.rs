@@ -6,7 +6,9 @@
 //! their workload. A type's profile reaches the engine (`observe-profile`) when its profiling
 //! window ends, if the catalog measured one. Jobs that may not share yet (type not profiled,
 //! resubmitted after an OOM) go to the engine under an id of their own with no profile: the
-//! engine knows nothing of them, so it puts them only on idle GPUs and lets nobody join them.
+//! engine knows nothing of them but their declared model, so it lets nobody join them. It
+//! shares a declared job before it is profiled, which the world does not allow: a job placed
+//! beside others is offered the idle GPUs alone, in a second `recommend`.
 //! Every co-location the simulator reports becomes an `observe-outcome`; every decision is one
 //! `recommend` over the head of the queue and the GPUs that can take a job. Multi-GPU jobs run
 //! alone, first-fit; the engine places single GPUs.
@@ -26,7 +28,7 @@ use std::collections::HashMap;
 use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy as EnginePolicy, Profile};
 use tandem_host::{Recommender, Runtime};
 
-use super::api::{Known, Observed, Policy, Start, View};
+use super::api::{GpuView, Known, Observed, Policy, QueuedJob, Start, View};
 use super::baselines::{Board, shareable};
 use crate::error::{Error, Result};
 
@@ -147,6 +149,94 @@ impl Tandem {
         self.aware.then_some(steps)
     }
 
+    /// `job` as the engine sees it: an instance of its type's workload once the world lets it
+    /// share, else a job of its own the engine knows nothing of but its declared model.
+    fn engine_job(&self, job: &QueuedJob) -> Job {
+        let id = if shareable(job) {
+            format!("{}~{}", self.workloads[job.job_type], job.id)
+        } else {
+            format!("new-{}", job.id)
+        };
+        Job {
+            submitted_at_s: job.arrival_s,
+            work: self.work(job.steps),
+            declared: self.declared[job.job_type].clone(),
+            ..Job::new(id)
+        }
+    }
+
+    /// `gpu` as the engine sees it, its residents instances of their types' workloads.
+    fn engine_gpu(&self, gpu: &GpuView) -> Gpu {
+        Gpu {
+            id: gpu.id.clone(),
+            node: gpu.node.clone(),
+            spec: self.models[gpu.model].clone(),
+            residents: gpu
+                .residents
+                .iter()
+                .map(|r| Job {
+                    work: self.work(r.steps_left),
+                    declared: self.declared[r.job_type].clone(),
+                    ..Job::new(format!("{}~{}", self.workloads[r.job_type], r.id))
+                })
+                .collect(),
+        }
+    }
+
+    /// Starts jobs the world makes run alone (`waiting`: placed by the engine beside others)
+    /// on the GPUs still idle, one per GPU, asking the engine again as long as it starts one.
+    /// The engine may share a declared job before its type is profiled, which the world does
+    /// not allow; among idle GPUs only, its guard still keeps the job off the models its
+    /// declared memory would overflow, and the job does not wait for a busy GPU to empty.
+    fn start_alone(
+        &mut self,
+        view: &View<'_>,
+        board: &mut Board,
+        mut waiting: Vec<&QueuedJob>,
+    ) -> Result<Vec<Start>> {
+        let mut starts = Vec::new();
+        while !waiting.is_empty() {
+            let idle: Vec<usize> = (0..view.gpus.len())
+                .filter(|&g| board.count[g] == 0)
+                .collect();
+            if idle.is_empty() {
+                break;
+            }
+            let gpus: Vec<Gpu> = idle
+                .iter()
+                .map(|&g| self.engine_gpu(&view.gpus[g]))
+                .collect();
+            let queue: Vec<Job> = waiting.iter().map(|q| self.engine_job(q)).collect();
+            let recommendation = self
+                .engine
+                .recommend(&queue, &gpus)
+                .map_err(|e| self.engine_error(e))?;
+            let before = starts.len();
+            for placement in recommendation.placements {
+                let Some(at) = gpus.iter().position(|gpu| gpu.id == placement.gpu) else {
+                    continue;
+                };
+                let g = idle[at];
+                // The first job of the placement that may run there; the others wait for the
+                // next question.
+                let first = placement.jobs.iter().find_map(|id| {
+                    let i = queue.iter().position(|job| &job.id == id)?;
+                    waiting[i]
+                        .may_run_on(view.known, view.gpus[g].model)
+                        .then_some(i)
+                });
+                if let Some(i) = first {
+                    starts.push(board.place(g, waiting[i]));
+                }
+            }
+            if starts.len() == before {
+                break;
+            }
+            waiting.retain(|q| starts[before..].iter().all(|s| s.job != q.id));
+        }
+        Ok(starts)
+    }
+
     fn engine_error(&self, source: tandem_host::Error) -> Error {
         Error::Engine {
             policy: self.name.clone(),
@@ -192,7 +282,7 @@ impl Policy for Tandem {
         let mut board = Board::of(view.gpus);
         let mut starts = Vec::new();
         let mut queue = Vec::new();
-        let mut job_of: HashMap<String, usize> = HashMap::new();
+        let mut job_of: HashMap<String, &QueuedJob> = HashMap::new();
         for job in view.queue {
             // Multi-GPU jobs, and jobs that ran out of memory alone (restarted on a model they
             // did not fail on, as a host would), go first-fit.
@@ -200,18 +290,9 @@ impl Policy for Tandem {
                 starts.extend(board.first_fit(job, view.known));
                 continue;
             }
-            let id = if shareable(job) {
-                format!("{}~{}", self.workloads[job.job_type], job.id)
-            } else {
-                format!("new-{}", job.id)
-            };
-            job_of.insert(id.clone(), job.id);
-            queue.push(Job {
-                submitted_at_s: job.arrival_s,
-                work: self.work(job.steps),
-                declared: self.declared[job.job_type].clone(),
-                ..Job::new(id)
-            });
+            let engine_job = self.engine_job(job);
+            job_of.insert(engine_job.id.clone(), job);
+            queue.push(engine_job);
         }
         if queue.is_empty() {
             return Ok(starts);
@@ -225,20 +306,7 @@ impl Policy for Tandem {
                 continue;
             }
             gpu_of.insert(gpu.id.as_str(), g);
-            gpus.push(Gpu {
-                id: gpu.id.clone(),
-                node: gpu.node.clone(),
-                spec: self.models[gpu.model].clone(),
-                residents: gpu
-                    .residents
-                    .iter()
-                    .map(|r| Job {
-                        work: self.work(r.steps_left),
-                        declared: self.declared[r.job_type].clone(),
-                        ..Job::new(format!("{}~{}", self.workloads[r.job_type], r.id))
-                    })
-                    .collect(),
-            });
+            gpus.push(self.engine_gpu(gpu));
         }
         if gpus.is_empty() {
             return Ok(starts);
@@ -247,39 +315,36 @@ impl Policy for Tandem {
             .engine
             .recommend(&queue, &gpus)
             .map_err(|e| self.engine_error(e))?;
-        // GPUs a job that must run alone starts on this round: nothing joins it.
-        let mut taken_alone: Vec<usize> = Vec::new();
+        // Jobs the world makes run alone that the engine placed beside others.
+        let mut beside: Vec<&QueuedJob> = Vec::new();
         for placement in recommendation.placements {
             let Some(&g) = gpu_of.get(placement.gpu.as_str()) else {
                 continue;
             };
-            let mut started_here = 0;
             for id in &placement.jobs {
-                let Some(&job) = job_of.get(id) else { continue };
+                let Some(&q) = job_of.get(id) else { continue };
                 // The engine does not know where a type's throughput was measured, nor where
                 // a job already ran out of memory; a job placed where it cannot run stays
                 // queued.
-                let queued = view.queue.iter().find(|q| q.id == job);
-                let Some(q) = queued.filter(|q| q.may_run_on(view.known, view.gpus[g].model))
-                else {
-                    continue;
-                };
-                // The world profiles a new type alone before it may share; the engine shares
-                // a declared job before it is profiled, so such a placement
-                // starts only what the world allows, the rest stays queued.
-                if taken_alone.contains(&g) {
+                if !q.may_run_on(view.known, view.gpus[g].model) {
                     continue;
                 }
+                // The world profiles a new type alone before it may share; the engine shares
+                // a declared job before it is profiled, so such a placement starts only what
+                // the world allows.
                 if !shareable(q) {
-                    if board.count[g] > 0 || started_here > 0 || placement.jobs.len() > 1 {
+                    if board.count[g] > 0 || placement.jobs.len() > 1 {
+                        beside.push(q);
                         continue;
                     }
-                    taken_alone.push(g);
+                } else if board.count[g] > 0 && !board.open[g] {
+                    // A job that must run alone started there in this decision.
+                    continue;
                 }
-                started_here += 1;
-                starts.push(Start { job, gpus: vec![g] });
+                starts.push(board.place(g, q));
             }
         }
+        starts.extend(self.start_alone(view, &mut board, beside)?);
         Ok(starts)
     }
 }
