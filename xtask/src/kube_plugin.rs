@@ -315,6 +315,30 @@ fn prune_builds(cache: &Path, current: &Path, keep: usize) {
 mod tests {
     use super::*;
 
+    /// The `replace ( ... )` block of a go.mod, its lines trimmed, comments kept out.
+    fn replace_block(go_mod: &str) -> Vec<&str> {
+        go_mod
+            .lines()
+            .map(str::trim)
+            .skip_while(|line| *line != "replace (")
+            .skip(1)
+            .take_while(|line| *line != ")")
+            .filter(|line| !line.is_empty() && !line.starts_with("//"))
+            .collect()
+    }
+
+    #[test]
+    fn the_plugin_module_replaces_what_the_kubernetes_build_replaces() {
+        // Both modules build Kubernetes v1.35.3 from its staging modules' published tags; a
+        // replace line that differs would build the plugin scheduler against other code than
+        // the kube-scheduler beside it in the tiers.
+        let plugin = include_str!("../../kube-adapter/scheduler-plugin/go.mod");
+        let kube = replace_block(crate::kube::GO_MOD);
+        assert!(kube.len() > 20, "{kube:?}");
+        assert_eq!(replace_block(plugin), kube);
+        assert!(replace_block("module x\n").is_empty());
+    }
+
     #[test]
     fn only_the_newest_builds_are_kept() -> Result<()> {
         let cache = std::env::temp_dir().join(format!("tandem-prune-{}", std::process::id()));
