@@ -22,6 +22,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -604,25 +605,53 @@ pub fn insecure_http_client() -> Result<reqwest::Client> {
         .context("could not build an HTTP client")
 }
 
-/// A loopback port nobody listens on right now: bound to port 0, then released. Another
-/// process could take it before ours binds it; that shows as a component failing to start.
+/// A loopback port nobody listens on right now, below the kernel's ephemeral range.
+///
+/// The kernel takes ports from its ephemeral range by itself, for every bind to port 0 and for
+/// the source port of every outgoing connection: a port found there and released can be taken
+/// by any process's next connection before our component binds it, and the component then
+/// fails with "Address already in use". Below that range only an explicit bind takes a port, so
+/// only another test could; each process starts its walk at an offset drawn from its pid, and
+/// moves on after each port it hands out.
 pub fn free_port() -> Result<u16> {
     let [port] = free_ports()?;
     Ok(port)
 }
 
-/// `N` distinct free loopback ports, as [`free_port`]: all are held until all are picked, so
-/// the system cannot hand out the same one twice.
+/// `N` distinct free loopback ports, as [`free_port`].
 pub fn free_ports<const N: usize>() -> Result<[u16; N]> {
-    let listeners = (0..N)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<std::io::Result<Vec<_>>>()
-        .context("could not bind a loopback port to find a free one")?;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = quiet_port_range()?;
+    let span = u32::from(high - low);
+    let start = std::process::id().wrapping_mul(7_919) % span;
     let mut ports = [0; N];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener.local_addr()?.port();
+    for port in &mut ports {
+        *port = (0..span)
+            .map(|_| {
+                let offset = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+                low + u16::try_from(offset).expect("the offset is below a u16 span")
+            })
+            .find(|&port| TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok())
+            .with_context(|| format!("no free loopback port in {low}..{high}"))?;
     }
     Ok(ports)
+}
+
+/// The ports [`free_ports`] picks from: from 10,000 up to the start of the kernel's ephemeral
+/// range (`net.ipv4.ip_local_port_range`), or to 32,768, Linux's default start, if that cannot
+/// be read.
+fn quiet_port_range() -> Result<(u16, u16)> {
+    const LOW: u16 = 10_000;
+    let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    ensure!(
+        ephemeral_start > LOW + 1_000,
+        "the kernel's ephemeral ports start at {ephemeral_start}, leaving too few below them \
+         for the tests' servers (they pick from {LOW} up): raise net.ipv4.ip_local_port_range"
+    );
+    Ok((LOW, ephemeral_start))
 }
 
 /// The last `lines` lines of the file at `path` (at most its last 64 KiB are read).
