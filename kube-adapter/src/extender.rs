@@ -48,6 +48,12 @@ pub struct ExtenderArgs {
 }
 
 impl ExtenderArgs {
+    /// [`ExtenderArgs::candidates`], moved out of the request when it sent names rather than
+    /// copied (a filter's answer is made of them: one allocation per candidate fewer).
+    pub fn take_candidates(&mut self) -> Vec<String> {
+        self.node_names.take().unwrap_or_else(|| self.candidates())
+    }
+
     /// The candidate nodes' names, whichever way they were sent.
     pub fn candidates(&self) -> Vec<String> {
         match (&self.node_names, &self.nodes) {
@@ -282,26 +288,23 @@ pub fn judge(
     Ok(verdicts)
 }
 
-/// The extender's `filter`: [`judge`] with the scores by node name, as node lists, passing
-/// the nodes `passes` says. With [`FilterPasses::Best`], the other nodes where the pod fits
-/// are in neither list: the scheduler drops them without a reason to keep.
+/// The extender's `filter`: [`judge`] with `scores` ([`candidate_scores`] of the same
+/// candidates, in their order; empty for a pod of several GPUs), as node lists, passing the
+/// nodes `passes` says. With [`FilterPasses::Best`], the other nodes where the pod fits are in
+/// neither list: the scheduler drops them without a reason to keep.
 pub fn filter(
     engine: &mut EngineState,
     view: &ClusterView,
     pod: &GpuPod,
     candidates: &[String],
-    scores: &NodeScores,
+    scores: &[u8],
     passes: FilterPasses,
 ) -> Result<Filtered, EngineFailure> {
-    let aligned: Vec<u8> = candidates
-        .iter()
-        .map(|name| scores.get(name).copied().unwrap_or(0))
-        .collect();
     let mut out = Filtered::default();
     let mut best: Option<(u32, &String)> = None;
     for (name, verdict) in candidates
         .iter()
-        .zip(judge(engine, view, pod, candidates, &aligned)?)
+        .zip(judge(engine, view, pod, candidates, scores)?)
     {
         match verdict {
             Verdict::Fits(score) => match passes {
@@ -463,7 +466,7 @@ mod tests {
         candidates: &[String],
         passes: FilterPasses,
     ) -> Filtered {
-        let scores = score_nodes(engine, pod, candidates).unwrap();
+        let scores = candidate_scores(engine, pod, candidates).unwrap();
         filter(engine, view, pod, candidates, &scores, passes).unwrap()
     }
 
@@ -557,7 +560,7 @@ mod tests {
             &view,
             &pending("p", 2),
             &names(&["a"]),
-            &NodeScores::new(),
+            &[],
             FilterPasses::Fitting,
         )
         .unwrap();

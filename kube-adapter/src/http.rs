@@ -21,8 +21,8 @@ use tandem_adapter_core::http::{parse, timed};
 use crate::app::App;
 use crate::cluster::placement_annotations;
 use crate::extender::{
-    self, BindingArgs, BindingResult, ExtenderArgs, FilterResult, HostPriority, NodeList,
-    NodeScores, job_of,
+    self, BindingArgs, BindingResult, ExtenderArgs, FilterPasses, FilterResult, HostPriority,
+    NodeList, NodeScores, job_of,
 };
 
 /// The extender is the adapter core's front-end: its routes, and ready once the view is synced.
@@ -52,8 +52,8 @@ pub fn routes(app: Arc<App>) -> Router {
 async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
     let core = Arc::clone(&app.core);
     timed(&core, "filter", async move {
-        let args: ExtenderArgs = parse("filter", &body)?;
-        let candidates = args.candidates();
+        let mut args: ExtenderArgs = parse("filter", &body)?;
+        let candidates = args.take_candidates();
         // A model declared by reference is read before the pod is judged (once a minute).
         app.read_model(&args.pod).await;
         let Some(pod) = app.gpu_pod(&args.pod) else {
@@ -69,17 +69,21 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
         }
         let view = app.view();
         let epoch = view.1;
+        let passes = app.filter_passes;
         let judged = {
-            let (pod, candidates) = (pod.clone(), candidates.clone());
-            let passes = app.filter_passes;
+            let pod = pod.clone();
             app.decide("filter", view, move |engine, view| {
                 let refused = extender::refusal(engine, &pod);
                 let scores = if pod.gpus == 1 {
-                    extender::score_nodes(engine, &pod, &candidates)?
+                    extender::candidate_scores(engine, &pod, &candidates)?
                 } else {
-                    NodeScores::new()
+                    Vec::new()
                 };
                 let filtered = extender::filter(engine, view, &pod, &candidates, &scores, passes)?;
+                // Only `prioritize` reads the scores again, and the scheduler calls it only
+                // when more than one node passes.
+                let scores = (passes == FilterPasses::Fitting && pod.gpus == 1)
+                    .then(|| candidates.into_iter().zip(scores).collect::<NodeScores>());
                 Ok((scores, filtered, refused))
             })
             .await
@@ -113,7 +117,7 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 }));
             }
         };
-        if pod.gpus == 1 {
+        if let Some(scores) = scores {
             app.keep_scores(&pod, epoch, Arc::new(scores));
         }
         let extender::Filtered {
