@@ -61,6 +61,27 @@ impl EngineFailure {
     }
 }
 
+/// Why an engine call gave no answer to use: it was not answered, or it was answered with a
+/// failure. Callers that treat the two alike use `?` or its message; those that do not (fail
+/// open on one, refuse on the other) match on it.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The call was not answered: the engine was overloaded, too slow, or stopping.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The call was answered with a failure of the engine or the host.
+    #[error(transparent)]
+    Failed(#[from] EngineFailure),
+}
+
+impl EngineError {
+    /// Whether the engine refused the input (a client's mistake), rather than failing or not
+    /// answering.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Self::Failed(failure) if failure.is_refusal())
+    }
+}
+
 /// The error of engine call `call`, for `map_err`.
 pub fn failed(call: &'static str) -> impl FnOnce(tandem_host::Error) -> EngineFailure {
     move |source| EngineFailure { call, source }

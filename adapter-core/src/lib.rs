@@ -44,7 +44,7 @@ use axum::Router;
 use tandem_api::{ModelSummary, Outcome};
 use tandem_host::Recommender;
 
-pub use engine::{CallError, Engine, EngineFailure, EngineState, NodeScore};
+pub use engine::{CallError, Engine, EngineError, EngineFailure, EngineState, NodeScore};
 pub use identity::JobKeys;
 pub use leadership::Leadership;
 use learning::{DeclaredModels, Lessons};
@@ -746,4 +746,14 @@ pub enum ObserveError {
     /// The knowledge base could not be stored.
     #[error("not stored: {0}")]
     Store(#[from] StoreError),
+}
+
+/// An engine call's error as an observation's: not answered, or answered with a failure.
+impl From<EngineError> for ObserveError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::Call(call) => Self::Call(call),
+            EngineError::Failed(failure) => Self::Engine(failure),
+        }
+    }
 }
