@@ -805,4 +805,25 @@ mod tests {
         assert_eq!(answer.unwrap(), None);
         assert_eq!(metrics.engine_abandoned.get(), 1);
     }
+
+    #[test]
+    fn an_engine_error_says_what_its_cause_says_and_only_the_engines_refusal_is_one() {
+        let refused = EngineError::from(EngineFailure {
+            call: "predict",
+            source: tandem_host::Error::Engine(tandem_api::EngineError::InvalidInput(
+                "no jobs".into(),
+            )),
+        });
+        let broken = EngineError::from(failed("load")(tandem_host::Error::NotWasm));
+        let unanswered = EngineError::from(CallError::Overloaded(3));
+        assert!(refused.is_refusal());
+        assert!(!broken.is_refusal());
+        assert!(!unanswered.is_refusal());
+        // Callers show the message as it is: an engine error adds nothing to its cause's.
+        assert_eq!(unanswered.to_string(), CallError::Overloaded(3).to_string());
+        let EngineError::Failed(failure) = &broken else {
+            panic!("{broken:?}");
+        };
+        assert_eq!(broken.to_string(), failure.to_string());
+    }
 }
