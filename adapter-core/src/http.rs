@@ -581,8 +581,7 @@ async fn predict(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes)
                     .map_err(failed("predict"))
             })
             .await
-            .map_err(|e| Failure::from(ObserveError::from(e)))?
-            .map_err(|e| Failure::from(ObserveError::from(e)))?;
+            .map_err(ObserveError::from)?;
         Ok(axum::Json(prediction))
     })
     .await
@@ -602,8 +601,7 @@ async fn knowledge(State(core): State<Arc<Core>>, headers: HeaderMap) -> Respons
                 })
             })
             .await
-            .map_err(|e| Failure::from(ObserveError::from(e)))?
-            .map_err(|e| Failure::from(ObserveError::from(e)))?;
+            .map_err(ObserveError::from)?;
         Ok(axum::Json(report))
     })
     .await
@@ -653,8 +651,7 @@ async fn estimate(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                     .map_err(failed("estimate"))
             })
             .await
-            .map_err(|e| Failure::from(ObserveError::from(e)))?
-            .map_err(|e| Failure::from(ObserveError::from(e)))?;
+            .map_err(ObserveError::from)?;
         Ok(axum::Json(estimates))
     })
     .await

@@ -282,15 +282,17 @@ impl Core {
     }
 
     /// Runs a scheduling decision on the engine thread, waiting at most
-    /// [`Limits::decision_wait`].
+    /// [`Limits::decision_wait`]. The error says whether the engine did not answer or answered
+    /// with a failure.
     pub async fn decide<T: Send + 'static>(
         &self,
         call: &'static str,
-        work: impl FnOnce(&mut EngineState) -> T + Send + 'static,
-    ) -> Result<T, CallError> {
-        self.engine
+        work: impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        Ok(self
+            .engine
             .call(call, self.limits.decision_wait, work)
-            .await
+            .await??)
     }
 
     /// Answers an operator's question (`/v1/predict`, `/v1/knowledge`) on the engine thread,
@@ -300,11 +302,12 @@ impl Core {
     pub async fn query<T: Send + 'static>(
         &self,
         call: &'static str,
-        work: impl FnOnce(&mut EngineState) -> T + Send + 'static,
-    ) -> Result<T, CallError> {
-        self.engine
+        work: impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        Ok(self
+            .engine
             .call(call, self.limits.observation_wait, work)
-            .await
+            .await??)
     }
 
     /// Bumped whenever what the engine knows changes (an observation, a reload): answers

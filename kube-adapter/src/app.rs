@@ -14,7 +14,7 @@ use serde::Deserialize;
 use tandem_adapter_core::declaration::{Field, Reference, Source as ModelSource};
 use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_adapter_core::outcomes::Run;
-use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState, JobKeys};
+use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState, JobKeys};
 use tandem_api::ModelSummary;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
@@ -384,7 +384,7 @@ impl App {
         call: &'static str,
         (view, epoch): (Arc<ClusterView>, u64),
         work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
-    ) -> Result<Result<T, EngineFailure>, CallError> {
+    ) -> Result<T, EngineError> {
         let synced = Arc::clone(&self.synced);
         let metrics = Arc::clone(&self.core.metrics);
         self.core

@@ -16,6 +16,7 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
+use tandem_adapter_core::EngineError;
 use tandem_adapter_core::http::{parse, timed};
 
 use crate::app::App;
@@ -89,7 +90,7 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
             .await
         };
         let (scores, filtered) = match judged {
-            Ok(Ok((scores, filtered, refused))) => {
+            Ok((scores, filtered, refused)) => {
                 match refused {
                     Some(refusal) => app.core.refused(&refusal),
                     None => {
@@ -100,14 +101,9 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 }
                 (scores, filtered)
             }
-            failure => {
+            Err(error) => {
                 // The scheduler skips an ignorable extender that reports an error, and retries
                 // the pod otherwise: either way nothing is placed on a guess.
-                let error = match failure {
-                    Ok(Err(engine)) => engine.to_string(),
-                    Err(call) => call.to_string(),
-                    Ok(Ok(_)) => unreachable!("matched above"),
-                };
                 app.core.metrics.engine_errors.inc();
                 app.core.metrics.fail_open("filter");
                 tracing::error!(%error, "filter: the engine failed; failing open");
@@ -191,18 +187,13 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
             _ if pod.gpus > 1 => Ok(Arc::new(NodeScores::new())),
             _ => {
                 let (pod, names) = (pod.clone(), candidates.clone());
-                match app
-                    .decide(
-                        "prioritize",
-                        (Arc::clone(&view), epoch),
-                        move |engine, _| extender::score_nodes(engine, &pod, &names),
-                    )
-                    .await
-                {
-                    Ok(Ok(scores)) => Ok(Arc::new(scores)),
-                    Ok(Err(engine)) => Err(engine.to_string()),
-                    Err(call) => Err(call.to_string()),
-                }
+                app.decide(
+                    "prioritize",
+                    (Arc::clone(&view), epoch),
+                    move |engine, _| extender::score_nodes(engine, &pod, &names),
+                )
+                .await
+                .map(Arc::new)
             }
         };
         match scores {
@@ -300,15 +291,17 @@ async fn bind_pod(
             })
             .await
         {
-            Ok(Ok(Ok(placed))) => placed,
-            Ok(Ok(Err(why))) => {
+            Ok(Ok(placed)) => placed,
+            Ok(Err(why)) => {
                 return Err(("no GPU fits any more", format!("Tandem: {why}")));
             }
-            Ok(Err(engine)) => {
+            Err(EngineError::Failed(engine)) => {
                 app.core.metrics.engine_errors.inc();
                 return Err(("engine failed", format!("Tandem: {engine}")));
             }
-            Err(call) => return Err(("engine did not answer", format!("Tandem: {call}"))),
+            Err(EngineError::Call(call)) => {
+                return Err(("engine did not answer", format!("Tandem: {call}")));
+            }
         };
         app.assume(&gp.uid, &args.node, gpus.clone());
     }

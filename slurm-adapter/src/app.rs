@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tandem_adapter_core::declaration::{Carrier, Declaration, Field, Raw, Refusal, Source};
 use tandem_adapter_core::outcomes::Run;
-use tandem_adapter_core::{CallError, Core, EngineFailure, EngineState};
+use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState};
 use tandem_api::{Gpu, GpuSpec, Job, ModelSummary, Objective, Policy, Prediction};
 
 use crate::identity;
@@ -410,7 +410,7 @@ impl App {
         work: impl FnOnce(&mut EngineState, &mut Table, &[NodeGpu]) -> Result<T, EngineFailure>
         + Send
         + 'static,
-    ) -> Result<Result<T, EngineFailure>, CallError> {
+    ) -> Result<T, EngineError> {
         let gpus = self.gpus();
         let table = Arc::clone(&self.table);
         let dirty = Arc::clone(&self.dirty);
@@ -455,15 +455,12 @@ impl App {
 
     /// Decides where a submitted job runs: the best GPU of the cluster if one can take it, a
     /// refusal if its memory fits no GPU even empty, else nothing (Slurm queues it).
-    pub async fn submit(
-        self: &Arc<Self>,
-        submission: Submission,
-    ) -> Result<Result<Verdict, EngineFailure>, CallError> {
+    pub async fn submit(self: &Arc<Self>, submission: Submission) -> Result<Verdict, EngineError> {
         let (declaration, model) = match self.declared(&submission.declaration).await {
             Ok(declared) => declared,
             Err(refusal) => {
                 self.core.refused(&refusal);
-                return Ok(Ok(Verdict::Refuse(refusal.to_string())));
+                return Ok(Verdict::Refuse(refusal.to_string()));
             }
         };
         let token = self.token();
@@ -544,7 +541,7 @@ impl App {
                 })
             })
             .await;
-        if let Ok(Ok(Verdict::Place { token, .. })) = &answer {
+        if let Ok(Verdict::Place { token, .. }) = &answer {
             let app = Arc::clone(self);
             let token = token.clone();
             tokio::spawn(async move { app.predict_alternatives(token).await });
@@ -566,7 +563,8 @@ impl App {
         let predictions = self
             .core
             .decide("predict", move |state| {
-                asked
+                // A prediction that fails leaves its alternative without one.
+                Ok(asked
                     .iter()
                     .map(|a| {
                         let spec = gpus.iter().find(|g| g.id == a.gpu)?.spec.clone();
@@ -574,7 +572,7 @@ impl App {
                         group.insert(0, Job::new(&job));
                         state.recommender().predict(&group, &spec).ok()
                     })
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>())
             })
             .await;
         let Ok(predictions) = predictions else {
@@ -590,7 +588,7 @@ impl App {
 
     /// The GPU a job starting on its node gets: the one placed at submission, or, for a job
     /// the hook did not place, the engine's choice on that node now.
-    pub async fn start(&self, start: Start) -> Result<Result<Grant, EngineFailure>, CallError> {
+    pub async fn start(&self, start: Start) -> Result<Grant, EngineError> {
         let mps = self.settings.mps_percentage;
         let ttl = self.settings.pending_ttl;
         let grant = move |table: &Table, token: &str| {
@@ -610,7 +608,7 @@ impl App {
             let mut table = lock(&self.table);
             // Every step of a job asks; the first answer holds for all of them.
             if let Some(token) = table.by_job.get(&start.slurm_job).cloned() {
-                return Ok(Ok(grant(&table, &token)));
+                return Ok(grant(&table, &token));
             }
             if let Some(token) = &start.token
                 && let Some(p) = table.placements.get_mut(token)
@@ -621,7 +619,7 @@ impl App {
                 p.start = Some(now());
                 let token = token.clone();
                 table.by_job.insert(start.slurm_job, token.clone());
-                return Ok(Ok(grant(&table, &token)));
+                return Ok(grant(&table, &token));
             }
             // Placed elsewhere than it runs (Slurm chose another node): give that GPU back.
             if let Some(token) = &start.token

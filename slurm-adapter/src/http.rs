@@ -24,7 +24,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use tandem_adapter_core::declaration::{Carrier, Raw};
 use tandem_adapter_core::http::{Failure, timed};
-use tandem_adapter_core::{CallError, EngineFailure, Frontend, ObserveError};
+use tandem_adapter_core::{EngineError, Frontend, ObserveError};
 use tandem_api::Objective;
 
 use crate::app::{App, Grant, Start, Submission, Verdict};
@@ -151,11 +151,12 @@ impl Fields {
     }
 }
 
-fn unavailable(error: CallError) -> Failure {
-    Failure::from(ObserveError::from(error))
-}
-
-fn engine_failed(error: EngineFailure) -> Failure {
+/// The failure of `verb` whose engine call gave no answer to use; a call the engine did not
+/// answer is counted as a fail-open answer of `verb`.
+fn engine_error(app: &App, verb: &'static str, error: EngineError) -> Failure {
+    if matches!(error, EngineError::Call(_)) {
+        app.core.metrics.fail_open(verb);
+    }
     Failure::from(ObserveError::from(error))
 }
 
@@ -166,11 +167,7 @@ async fn submit(State(app): State<Arc<App>>, body: Bytes) -> Response {
         let verdict = app
             .submit(submission)
             .await
-            .map_err(|e| {
-                app.core.metrics.fail_open("submit");
-                unavailable(e)
-            })?
-            .map_err(engine_failed)?;
+            .map_err(|e| engine_error(&app, "submit", e))?;
         Ok(match verdict {
             Verdict::Place { node, index, token } => {
                 tracing::info!(node, gpu = index, "placed a submitted job");
@@ -210,11 +207,7 @@ async fn start(State(app): State<Arc<App>>, body: Bytes) -> Response {
         let grant = app
             .start(start)
             .await
-            .map_err(|e| {
-                app.core.metrics.fail_open("start");
-                unavailable(e)
-            })?
-            .map_err(engine_failed)?;
+            .map_err(|e| engine_error(&app, "start", e))?;
         Ok(match grant {
             Grant::Gpu {
                 index,

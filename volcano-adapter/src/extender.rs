@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use tandem_adapter_core::declaration::Refusal;
-use tandem_adapter_core::{EngineFailure, EngineState};
+use tandem_adapter_core::{EngineError, EngineFailure, EngineState};
 use tandem_api::Job;
 use tandem_kube_adapter::app::{App, MODEL_NOT_READ};
 use tandem_kube_adapter::cluster::{ClusterView, GpuPod};
@@ -247,14 +247,13 @@ impl Volcano {
         task: &Arc<Task>,
         view: (Arc<ClusterView>, u64),
         epochs: Epochs,
-    ) -> Result<Arc<TaskScores>, String> {
+    ) -> Result<Arc<TaskScores>, EngineError> {
         if let Some(scores) = self.cached_scores(task, epochs) {
             return Ok(scores);
         }
         let cache = Arc::clone(&self.scores);
         let task = Arc::clone(task);
-        let answer = self
-            .app
+        self.app
             .decide("score-all", view, move |engine, view| {
                 if let Some((at, scores)) = lock(&cache).get(&task.pod.uid)
                     && *at == epochs
@@ -265,8 +264,7 @@ impl Volcano {
                 lock(&cache).insert(task.pod.uid.clone(), (epochs, Arc::clone(&scores)));
                 Ok(scores)
             })
-            .await;
-        flatten(answer)
+            .await
     }
 
     /// Records `task`'s placement on `node` (for `deallocate`, and so that view rebuilds keep
@@ -283,17 +281,6 @@ impl Volcano {
         self.app.forget(&task.pod.uid);
         self.placements.fetch_add(1, Ordering::AcqRel);
         placed.map(|(_, gpus)| gpus)
-    }
-}
-
-/// An engine call's two failures as one message.
-pub fn flatten<T>(
-    answer: Result<Result<T, EngineFailure>, tandem_adapter_core::CallError>,
-) -> Result<T, String> {
-    match answer {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(engine)) => Err(engine.to_string()),
-        Err(call) => Err(call.to_string()),
     }
 }
 

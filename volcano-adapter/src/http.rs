@@ -19,11 +19,12 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use tandem_adapter_core::EngineError;
 use tandem_adapter_core::declaration::Field;
 use tandem_adapter_core::http::{Failure, parse, timed};
 use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_ANNOTATION, placement_annotations};
 
-use crate::extender::{self, SessionJob, Task, Volcano, flatten};
+use crate::extender::{self, SessionJob, Task, Volcano};
 use crate::wire::{
     EventRequest, EventResponse, PredicateRequest, PredicateResponse, PrioritizeRequest,
     PrioritizeResponse, SessionOpenRequest, TaskInfo,
@@ -136,28 +137,24 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
         }
         let answer = if task.alone() {
             let task = Arc::clone(&task);
-            flatten(
-                volcano
-                    .app
-                    .decide("predicate", view, move |engine, _| {
-                        Ok(extender::predicate_alone(engine, &task, &node))
-                    })
-                    .await,
-            )
+            volcano
+                .app
+                .decide("predicate", view, move |engine, _| {
+                    Ok(extender::predicate_alone(engine, &task, &node))
+                })
+                .await
         } else {
             match volcano.scores(&task, view.clone(), epochs).await {
                 // The common case needs no engine call: the node fits.
                 Ok(scores) if scores.fits.contains_key(&node) => Ok(PredicateResponse::pass()),
                 Ok(scores) => {
                     let task = Arc::clone(&task);
-                    flatten(
-                        volcano
-                            .app
-                            .decide("predicate", view, move |engine, _| {
-                                extender::predicate_shared(engine, &task, &node, &scores)
-                            })
-                            .await,
-                    )
+                    volcano
+                        .app
+                        .decide("predicate", view, move |engine, _| {
+                            extender::predicate_shared(engine, &task, &node, &scores)
+                        })
+                        .await
                 }
                 Err(error) => Err(error),
             }
@@ -171,7 +168,7 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
 }
 
 /// Counts and logs a verb failing open because the engine failed.
-fn fail_open(volcano: &Volcano, verb: &'static str, error: &str) {
+fn fail_open(volcano: &Volcano, verb: &'static str, error: &EngineError) {
     volcano.app.core.metrics.engine_errors.inc();
     volcano.app.core.metrics.fail_open(verb);
     tracing::error!(verb, %error, "the engine failed; failing open");
@@ -198,19 +195,17 @@ async fn prioritize(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Respons
         let ranked = match scores {
             Ok(scores) => {
                 let (task, names) = (Arc::clone(&task), nodes.clone());
-                flatten(
-                    volcano
-                        .app
-                        .decide("prioritize", view, move |engine, _| {
-                            Ok(extender::node_scores(
-                                engine,
-                                &task,
-                                &names,
-                                scores.as_deref(),
-                            ))
-                        })
-                        .await,
-                )
+                volcano
+                    .app
+                    .decide("prioritize", view, move |engine, _| {
+                        Ok(extender::node_scores(
+                            engine,
+                            &task,
+                            &names,
+                            scores.as_deref(),
+                        ))
+                    })
+                    .await
             }
             Err(error) => Err(error),
         };
@@ -250,14 +245,12 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
         let placed = {
             let (task, node) = (Arc::clone(&task), node.clone());
             let (view, _) = volcano.current();
-            flatten(
-                volcano
-                    .app
-                    .decide("allocate", view, move |engine, _| {
-                        extender::place(engine, &task, &node)
-                    })
-                    .await,
-            )
+            volcano
+                .app
+                .decide("allocate", view, move |engine, _| {
+                    extender::place(engine, &task, &node)
+                })
+                .await
         };
         let placed = match placed {
             Ok(Ok(placed)) => placed,
@@ -313,13 +306,12 @@ async fn deallocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Respons
 /// Takes `task` off `gpus` in the engine.
 async fn undo(volcano: &Volcano, task: &Task, gpus: Vec<String>) {
     let job = task.pod.job.clone();
-    if let Err(error) = flatten(
-        volcano
-            .app
-            .core
-            .decide("unplace", move |engine| engine.unplace(&job, &gpus))
-            .await,
-    ) {
+    if let Err(error) = volcano
+        .app
+        .core
+        .decide("unplace", move |engine| engine.unplace(&job, &gpus))
+        .await
+    {
         tracing::warn!(%error, "could not take an undone placement off the engine's view");
     }
 }
