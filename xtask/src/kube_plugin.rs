@@ -147,7 +147,8 @@ fn build_library(root: &Path, target_dir: &Path, profile: Profile) -> Result<Pat
     Ok(library)
 }
 
-/// The module's `go.mod`, `go.sum` and Go files, by path relative to `dir`, sorted.
+/// The module's `go.mod`, `go.sum`, Go files and C headers (the C ABI's, which cgo includes),
+/// by path relative to `dir`, sorted.
 fn read_module(dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -161,7 +162,8 @@ fn read_module(dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
                 continue;
             }
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name == "go.mod" || name == "go.sum" || name.ends_with(".go") {
+            if name == "go.mod" || name == "go.sum" || name.ends_with(".go") || name.ends_with(".h")
+            {
                 let relative = path
                     .strip_prefix(dir)
                     .unwrap_or(&path)
@@ -337,6 +339,17 @@ mod tests {
         assert!(kube.len() > 20, "{kube:?}");
         assert_eq!(replace_block(plugin), kube);
         assert!(replace_block("module x\n").is_empty());
+    }
+
+    #[test]
+    fn the_module_carries_the_c_header_it_includes() -> Result<()> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let module = read_module(&root.join(MODULE_DIR))?;
+        let paths: Vec<&str> = module.iter().map(|(path, _)| path.as_str()).collect();
+        for path in ["go.mod", "go.sum", "main.go", "tandem/tandem_kube_capi.h"] {
+            assert!(paths.contains(&path), "{path} not in {paths:?}");
+        }
+        Ok(())
     }
 
     #[test]

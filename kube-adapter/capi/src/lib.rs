@@ -556,4 +556,6 @@ pub unsafe extern "C" fn tandem_plugin_stored(
 }
 
 #[cfg(test)]
+mod header;
+#[cfg(test)]
 mod tests;

@@ -1,30 +1,12 @@
 package tandem
 
-// The C ABI of kube-adapter/capi (its crate docs are the contract). The static library is
-// found through CGO_LDFLAGS=-L<dir>, which `cargo xtask kube-scheduler-plugin` sets.
+// The C ABI of kube-adapter/capi (its crate docs are the contract), declared by the header
+// cbindgen generates from it. The static library is found through CGO_LDFLAGS=-L<dir>, which
+// `cargo xtask kube-scheduler-plugin` sets.
 
 /*
 #cgo LDFLAGS: -ltandem_kube_capi -ldl -lpthread -lm
-#include <stdint.h>
-#include <stddef.h>
-
-typedef struct { uint8_t *ptr; size_t len; } TandemBuf;
-typedef struct TandemPlugin TandemPlugin;
-
-void tandem_buf_free(TandemBuf buf);
-int32_t tandem_plugin_new(const uint8_t *args, size_t args_len, TandemPlugin **plugin, TandemBuf *out);
-void tandem_plugin_free(TandemPlugin *plugin);
-int32_t tandem_plugin_set_node(const TandemPlugin *p, const uint8_t *node, size_t len, TandemBuf *out);
-int32_t tandem_plugin_delete_node(const TandemPlugin *p, const uint8_t *name, size_t len, TandemBuf *out);
-int32_t tandem_plugin_set_pod(const TandemPlugin *p, const uint8_t *pod, size_t len, TandemBuf *out);
-int32_t tandem_plugin_delete_pod(const TandemPlugin *p, const uint8_t *uid, size_t len, TandemBuf *out);
-int32_t tandem_plugin_prefilter(const TandemPlugin *p, const uint8_t *pod, size_t len, uint64_t known_generation, TandemBuf *out);
-int32_t tandem_plugin_prefilter_known(const TandemPlugin *p, const uint8_t *uid, size_t uid_len, const uint8_t *version, size_t version_len, uint64_t known_generation, TandemBuf *out);
-int32_t tandem_plugin_reserve(const TandemPlugin *p, const uint8_t *uid, size_t uid_len, const uint8_t *node, size_t node_len, TandemBuf *out);
-int32_t tandem_plugin_unreserve(const TandemPlugin *p, const uint8_t *uid, size_t len, TandemBuf *out);
-int32_t tandem_plugin_restore(const TandemPlugin *p, const uint8_t *config_map, size_t len, TandemBuf *out);
-int32_t tandem_plugin_snapshot(const TandemPlugin *p, TandemBuf *out);
-int32_t tandem_plugin_stored(const TandemPlugin *p, const uint8_t *version, size_t len, TandemBuf *out);
+#include "tandem_kube_capi.h"
 */
 import "C"
 
@@ -37,13 +19,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-)
-
-// Statuses of the C ABI.
-const (
-	statusOK      = 0
-	statusRefused = 1
-	statusUnseen  = 3
 )
 
 // engine is a handle on the Rust side: the engine component, the cluster view and the
@@ -125,7 +100,7 @@ func (p *prepared) ranked(visit func(name string) bool) {
 }
 
 // preparedFormat is the layout version Rust writes first.
-const preparedFormat = 2
+const preparedFormat = C.PREPARED_FORMAT
 
 // reader reads the binary answer, remembering the first error.
 type reader struct {
@@ -214,7 +189,7 @@ func bytesArg(b []byte) (*C.uint8_t, C.size_t) {
 
 // call runs one C function and copies its buffer into Go memory. A status other than OK
 // becomes an error carrying the buffer's message.
-func call(f func(out *C.TandemBuf) C.int32_t) ([]byte, error) {
+func call(f func(out *C.TandemBuf) C.TandemStatus) ([]byte, error) {
 	var out C.TandemBuf
 	status := f(&out)
 	var answer []byte
@@ -223,11 +198,11 @@ func call(f func(out *C.TandemBuf) C.int32_t) ([]byte, error) {
 	}
 	C.tandem_buf_free(out)
 	switch status {
-	case statusOK:
+	case C.TANDEM_OK:
 		return answer, nil
-	case statusRefused:
+	case C.TANDEM_REFUSED:
 		return nil, fmt.Errorf("%w: %s", errRefused, answer)
-	case statusUnseen:
+	case C.TANDEM_UNSEEN:
 		return nil, errUnseen
 	default:
 		return nil, errors.New(string(answer))
@@ -238,7 +213,7 @@ func call(f func(out *C.TandemBuf) C.int32_t) ([]byte, error) {
 func newEngine(args []byte) (*engine, settings, error) {
 	var handle *C.TandemPlugin
 	a, n := bytesArg(args)
-	answer, err := call(func(out *C.TandemBuf) C.int32_t {
+	answer, err := call(func(out *C.TandemBuf) C.TandemStatus {
 		return C.tandem_plugin_new(a, n, &handle, out)
 	})
 	if err != nil {
@@ -252,38 +227,38 @@ func newEngine(args []byte) (*engine, settings, error) {
 	return &engine{handle: handle}, s, nil
 }
 
-func (e *engine) object(f func(*C.TandemPlugin, *C.uint8_t, C.size_t, *C.TandemBuf) C.int32_t, object any) error {
+func (e *engine) object(f func(*C.TandemPlugin, *C.uint8_t, C.size_t, *C.TandemBuf) C.TandemStatus, object any) error {
 	body, err := json.Marshal(object)
 	if err != nil {
 		return err
 	}
 	a, n := bytesArg(body)
-	_, err = call(func(out *C.TandemBuf) C.int32_t { return f(e.handle, a, n, out) })
+	_, err = call(func(out *C.TandemBuf) C.TandemStatus { return f(e.handle, a, n, out) })
 	return err
 }
 
-func (e *engine) text(f func(*C.TandemPlugin, *C.uint8_t, C.size_t, *C.TandemBuf) C.int32_t, text string) error {
+func (e *engine) text(f func(*C.TandemPlugin, *C.uint8_t, C.size_t, *C.TandemBuf) C.TandemStatus, text string) error {
 	a, n := bytesArg([]byte(text))
-	_, err := call(func(out *C.TandemBuf) C.int32_t { return f(e.handle, a, n, out) })
+	_, err := call(func(out *C.TandemBuf) C.TandemStatus { return f(e.handle, a, n, out) })
 	return err
 }
 
-func setNode(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int32_t {
+func setNode(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_set_node(p, b, n, out)
 }
-func deleteNode(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int32_t {
+func deleteNode(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_delete_node(p, b, n, out)
 }
-func setPod(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int32_t {
+func setPod(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_set_pod(p, b, n, out)
 }
-func deletePod(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int32_t {
+func deletePod(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_delete_pod(p, b, n, out)
 }
-func unreserve(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int32_t {
+func unreserve(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_unreserve(p, b, n, out)
 }
-func stored(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.int32_t {
+func stored(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_stored(p, b, n, out)
 }
 
@@ -297,7 +272,7 @@ func (e *engine) prefilter(pod *v1.Pod) (*prepared, error) {
 	}
 	u, un := bytesArg([]byte(pod.UID))
 	rv, rvn := bytesArg([]byte(pod.ResourceVersion))
-	answer, err := call(func(out *C.TandemBuf) C.int32_t {
+	answer, err := call(func(out *C.TandemBuf) C.TandemStatus {
 		return C.tandem_plugin_prefilter_known(e.handle, u, un, rv, rvn, C.uint64_t(known), out)
 	})
 	if errors.Is(err, errUnseen) {
@@ -306,7 +281,7 @@ func (e *engine) prefilter(pod *v1.Pod) (*prepared, error) {
 			return nil, err
 		}
 		a, n := bytesArg(body)
-		answer, err = call(func(out *C.TandemBuf) C.int32_t {
+		answer, err = call(func(out *C.TandemBuf) C.TandemStatus {
 			return C.tandem_plugin_prefilter(e.handle, a, n, C.uint64_t(known), out)
 		})
 	}
@@ -327,7 +302,7 @@ func (e *engine) prefilter(pod *v1.Pod) (*prepared, error) {
 func (e *engine) reserve(uid, node string) (*reserved, error) {
 	u, un := bytesArg([]byte(uid))
 	nd, nn := bytesArg([]byte(node))
-	answer, err := call(func(out *C.TandemBuf) C.int32_t {
+	answer, err := call(func(out *C.TandemBuf) C.TandemStatus {
 		return C.tandem_plugin_reserve(e.handle, u, un, nd, nn, out)
 	})
 	if err != nil {
@@ -351,7 +326,7 @@ type restored struct {
 // {"head": …, "shards": […]}).
 func (e *engine) restore(knowledge []byte) (restored, error) {
 	a, n := bytesArg(knowledge)
-	answer, err := call(func(out *C.TandemBuf) C.int32_t {
+	answer, err := call(func(out *C.TandemBuf) C.TandemStatus {
 		return C.tandem_plugin_restore(e.handle, a, n, out)
 	})
 	if err != nil {
@@ -374,5 +349,5 @@ func (e *engine) restore(knowledge []byte) (restored, error) {
 
 // snapshot is the knowledge-base ConfigMaps (JSON: shards, head, shards to collect) to write.
 func (e *engine) snapshot() ([]byte, error) {
-	return call(func(out *C.TandemBuf) C.int32_t { return C.tandem_plugin_snapshot(e.handle, out) })
+	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_snapshot(e.handle, out) })
 }
