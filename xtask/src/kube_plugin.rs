@@ -8,7 +8,10 @@
 //! build produced; either hashes it with the Go module's files and the recipe, and builds
 //! the binary into `<kube_dir()>/plugin-<hash>/bin` unless it is there: a change on either side
 //! gets a fresh directory, an unchanged tree is built once, and after a build only the two
-//! most recent other builds are kept. The Go module pins Kubernetes
+//! most recent other builds are kept. The Go code is checked in the same directory, with the
+//! same module tree and build cache, before a binary is kept: `gofmt -l` lists no file, `go
+//! vet` finds nothing, and the plugin's unit tests (`go test`) pass; so a cached binary is one
+//! whose checks passed. The Go module pins Kubernetes
 //! v1.35.3 with the same `replace` lines as `xtask/kube` (its `go.mod` is that file, tidied
 //! for the plugin's imports), so the scheduler is the release the end-to-end suite runs.
 
@@ -22,7 +25,7 @@ use anyhow::{Context as _, Result, ensure};
 use crate::kube::{
     check_go, hash_parts, kube_dir, kubernetes_version_ldflags, remove_leftovers, required_version,
 };
-use crate::process::{display, fresh_cargo, run};
+use crate::process::{display, fresh_cargo, output, run};
 
 /// The variable `cargo xtask` sets for the tests and benchmarks it runs: the path of the
 /// `tandem-kube-scheduler` it has just ensured.
@@ -39,8 +42,9 @@ const MODULE_DIR: &str = "kube-adapter/scheduler-plugin";
 
 /// How it is built, beyond the files hashed (the library's bytes tell the profiles apart).
 /// Change it whenever the flags below change.
-const RECIPE: &str = "cargo build [--release] -p tandem-kube-capi; CGO_ENABLED=1 \
-    CGO_LDFLAGS=-L<lib> go build -trimpath -mod=readonly -ldflags '-s -w <version>' v1";
+const RECIPE: &str = "cargo build [--release] -p tandem-kube-capi; gofmt -l .; CGO_ENABLED=1 \
+    CGO_LDFLAGS=-L<lib> go vet -trimpath -mod=readonly ./...; go build -trimpath -mod=readonly \
+    -ldflags '-s -w <version>'; go test -trimpath -mod=readonly ./... v2";
 
 /// The cargo profile the plugin's static library is built in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,16 +242,16 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
         .unwrap_or_default();
     let kubernetes = required_version(&go_mod, "k8s.io/kubernetes")
         .context("the plugin's go.mod requires no k8s.io/kubernetes")?;
+    let started = Instant::now();
+    check_format(&src)?;
+    let mut vet = go(&src, &lib, "vet");
+    vet.arg("./...");
+    eprintln!("tandem-xtask: {}", display(&vet));
+    run(&mut vet).context("go vet found problems in the plugin's Go code")?;
+
     let temporary = bin.join(format!(".{BINARY}.tmp-{}", std::process::id()));
-    let mut command = Command::new("go");
+    let mut command = go(&src, &lib, "build");
     command
-        .current_dir(&src)
-        .env("CGO_ENABLED", crate::kube::CGO_ENABLED)
-        .env("CGO_LDFLAGS", format!("-L{}", lib.display()))
-        .arg("build")
-        .arg("-trimpath")
-        // The committed go.sum decides; nothing is resolved anew.
-        .arg("-mod=readonly")
         .arg(format!(
             "-ldflags=-s -w{}",
             kubernetes_version_ldflags(&kubernetes)
@@ -255,7 +259,6 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
         .arg("-o")
         .arg(&temporary)
         .arg(".");
-    let started = Instant::now();
     eprintln!(
         "tandem-xtask: building {BINARY} (kube-scheduler {kubernetes} + the Tandem plugin) in {}: CGO_ENABLED=1 {}",
         src.display(),
@@ -266,6 +269,15 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
         let _ = fs::remove_file(&temporary);
     }
     built.with_context(|| format!("could not build {BINARY}"))?;
+    // The plugin's unit tests link the same library; a binary whose tests fail is not kept.
+    let mut test = go(&src, &lib, "test");
+    test.arg("./...");
+    eprintln!("tandem-xtask: {}", display(&test));
+    let tested = run(&mut test);
+    if tested.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    tested.context("the plugin's Go unit tests failed")?;
     fs::rename(&temporary, &binary).with_context(|| {
         format!(
             "could not rename {} to {}",
@@ -278,6 +290,49 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
         prune_builds(cache, entry, KEPT_BUILDS);
     }
     Ok(binary)
+}
+
+/// `go <verb> -trimpath -mod=readonly` in the module's copy at `src`, with cgo linking the
+/// static library in `lib`. Vet, build and test share the flags that decide Go's build cache
+/// keys, so the Kubernetes packages are compiled once for all three (and `-trimpath` is what
+/// `cargo xtask kube-bins` builds with too).
+fn go(src: &Path, lib: &Path, verb: &str) -> Command {
+    let mut command = Command::new("go");
+    command
+        .current_dir(src)
+        .env("CGO_ENABLED", crate::kube::CGO_ENABLED)
+        .env("CGO_LDFLAGS", format!("-L{}", lib.display()))
+        .arg(verb)
+        .arg("-trimpath")
+        // The committed go.sum decides; nothing is resolved anew.
+        .arg("-mod=readonly");
+    command
+}
+
+/// Fails unless `gofmt` leaves every Go file of the module's copy at `src` as it is, naming
+/// the files it would change by their paths in the repository.
+fn check_format(src: &Path) -> Result<()> {
+    let mut gofmt = Command::new("gofmt");
+    gofmt.current_dir(src).args(["-l", "."]);
+    eprintln!("tandem-xtask: {}", display(&gofmt));
+    let listed = output(&mut gofmt)?;
+    let unformatted = unformatted_files(&listed);
+    ensure!(
+        unformatted.is_empty(),
+        "gofmt would change {}: run `gofmt -w {MODULE_DIR}`",
+        unformatted.join(", ")
+    );
+    Ok(())
+}
+
+/// The files `gofmt -l` listed (run in the module's root), as paths in the repository.
+fn unformatted_files(listed: &str) -> Vec<String> {
+    listed
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(|file| format!("{MODULE_DIR}/{}", file.trim_start_matches("./")))
+        .collect()
 }
 
 /// Builds of the plugin kept besides the newest: every change to the library or the module
@@ -339,6 +394,19 @@ mod tests {
         assert!(kube.len() > 20, "{kube:?}");
         assert_eq!(replace_block(plugin), kube);
         assert!(replace_block("module x\n").is_empty());
+    }
+
+    #[test]
+    fn gofmt_listings_name_files_by_their_repository_paths() {
+        assert!(unformatted_files("").is_empty());
+        assert!(unformatted_files("\n").is_empty());
+        assert_eq!(
+            unformatted_files("main.go\ntandem/engine.go\n"),
+            [
+                "kube-adapter/scheduler-plugin/main.go",
+                "kube-adapter/scheduler-plugin/tandem/engine.go"
+            ]
+        );
     }
 
     #[test]

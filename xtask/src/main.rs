@@ -42,7 +42,9 @@ enum Task {
     /// The static library of tandem-kube-capi (`cargo build --release`: the binary deployed and
     /// benchmarked; the end-to-end tiers build it in the tests' dev profile), then the Go module in
     /// kube-adapter/scheduler-plugin with cgo, into the same cache as kube-bins (one directory
-    /// per version of the library and the module). Needs Go 1.25 or newer and a C compiler.
+    /// per version of the library and the module). The Go code is checked on the way: `gofmt
+    /// -l` must list nothing, `go vet` and the plugin's unit tests (`go test`) must pass. Needs
+    /// Go 1.25 or newer and a C compiler.
     KubeSchedulerPlugin,
     /// Build the pieces of a real node for the node end-to-end tier and print their paths: the
     /// kubelet (beside the kube-bins), containerd with its runc shim and ctr, and the test
@@ -73,7 +75,8 @@ enum Task {
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, the
     /// documentation's references (`cargo xtask docs`), clippy, docs,
     /// the unit and integration tests (`cargo test --workspace`, which replays every fuzz
-    /// target's seeds and kept corpus), then every end-to-end tier.
+    /// target's seeds and kept corpus), then every end-to-end tier (the framework plugin's Go
+    /// code is gofmt'd, vetted and unit-tested where its scheduler is built).
     ///
     /// While the cargo steps run, e2e-bins runs beside them at a lower priority (its log:
     /// e2e-bins.log in the target directory), using the core cargo leaves idle; a tier waits

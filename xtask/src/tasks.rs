@@ -464,8 +464,9 @@ impl Tier {
 
 /// `cargo xtask test`: ensures the toolchain, then runs the gate (format, import cycles,
 /// clippy, docs, the unit and integration tests — every fuzz target's seeds and kept corpus
-/// replayed among them, `fuzz/tests/replay.rs` — then every end-to-end tier, printing each
-/// command and stopping at the first failure. Exploring with the instrumented fuzz targets is
+/// replayed among them, `fuzz/tests/replay.rs` — then every end-to-end tier (the framework
+/// plugin's Go code is formatted, vetted and unit-tested where its scheduler is built, before
+/// the first tier that runs it), printing each command and stopping at the first failure. Exploring with the instrumented fuzz targets is
 /// `cargo xtask fuzz`'s, not the gate's: its build of every crate again would double the
 /// gate's compile time.
 ///

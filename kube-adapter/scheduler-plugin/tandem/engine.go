@@ -127,6 +127,13 @@ func (r *reader) u32() int {
 	return 0
 }
 
+func (r *reader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
 func (r *reader) text() string {
 	return string(r.take(r.u32()))
 }
@@ -142,7 +149,7 @@ func decodePrepared(b []byte, table *nodeTable) (*prepared, error) {
 	if head[1] == 0 {
 		return &prepared{}, nil
 	}
-	generation := binary.LittleEndian.Uint64(r.take(8))
+	generation := r.u64()
 	if included := r.take(1); r.err == nil && included[0] == 1 {
 		names := r.u32()
 		table = &nodeTable{generation: generation, index: make(map[string]int, names), names: make([]string, 0, names)}
