@@ -706,18 +706,20 @@ impl Core {
                     tracing::debug!("recorded a solo run");
                 }
                 Learned::Skipped(outcomes::Skip::AlreadyCounted) => {}
-                Learned::Skipped(reason) => self.skipped(reason.label()),
+                Learned::Skipped(reason) => self.skipped(reason),
             }
         }
         taught
     }
 
-    /// Counts a finished run that taught nothing, by reason.
-    pub fn skipped(&self, reason: &str) {
+    /// Counts a finished run that taught nothing, by reason (labelled [`outcomes::Skip::label`],
+    /// so a front-end that finds a run unusable before the core sees it counts it under the
+    /// same label as the core would).
+    pub fn skipped(&self, reason: outcomes::Skip) {
         self.metrics
             .outcomes_skipped
             .get_or_create(&Reason {
-                reason: reason.to_owned(),
+                reason: reason.label().to_owned(),
             })
             .inc();
     }

@@ -13,7 +13,7 @@ use kube::runtime::reflector::Store;
 use serde::Deserialize;
 use tandem_adapter_core::declaration::{Field, Reference, Source as ModelSource};
 use tandem_adapter_core::gpu_models::GpuCosts;
-use tandem_adapter_core::outcomes::Run;
+use tandem_adapter_core::outcomes::{Run, Skip};
 use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState, JobKeys};
 use tandem_api::ModelSummary;
 
@@ -509,7 +509,7 @@ impl App {
             return;
         };
         let Some(run) = run_of(pod, &finished, &model, &self.core.keys) else {
-            self.core.skipped("no start or finish time");
+            self.core.skipped(Skip::NoRunTime);
             return;
         };
         let others: Vec<Run> = pods
