@@ -61,7 +61,8 @@ pub(crate) enum ObjectiveArg {
     Balanced,
     /// Smallest individual slowdown (the user's view).
     MinSlowdown,
-    /// Fill GPUs as tightly as memory allows (the provider's view).
+    /// The most GPU time saved by sharing, whatever it costs individual jobs (the provider's
+    /// view).
     MaxPacking,
 }
 

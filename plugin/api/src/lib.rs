@@ -210,7 +210,8 @@ pub enum Objective {
     Balanced,
     /// The user's view: smallest individual slowdown.
     MinSlowdown,
-    /// The provider's view: fill GPUs as tightly as memory and utilization allow.
+    /// The provider's view: the most GPU time saved by sharing (packing saving), whatever it
+    /// costs individual jobs; the tightest fit by memory among equal savings.
     MaxPacking,
 }
 

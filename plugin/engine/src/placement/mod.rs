@@ -3,8 +3,9 @@
 //! A plan runs in phases, each in its own module:
 //! 1. [`order`]: the objective ([`objective`]) decides which jobs choose their GPUs first
 //!    (surest first; largest memory first for `max-packing`).
-//! 2. [`pairs`]: under `balanced` and contention (fewer idle GPUs than queued jobs) queued
-//!    jobs are first paired by maximum-weight matching and each pair started on an idle GPU.
+//! 2. [`pairs`]: under `balanced` or `max-packing` and contention (fewer idle GPUs than queued
+//!    jobs) queued jobs are first paired by maximum-weight matching and each pair started on
+//!    an idle GPU.
 //! 3. The rest are placed one at a time on the GPU the objective values most among those the
 //!    job may join ([`guard`]: the memory guard and the job cap). Under `balanced`, while idle
 //!    GPUs remain for every job, each starts alone; a co-location worth less than running
@@ -210,13 +211,14 @@ impl<'a> Planner<'a> {
         let mut placed_on: Vec<Vec<&str>> = vec![Vec::new(); self.gpus.len()];
         // Sharing pays for itself only under contention: while idle GPUs remain for every job
         // still to place, `balanced` starts each alone, since any slowdown is then pure loss
-        // to its user. `max-packing` packs regardless (the provider's view: whole GPUs freed).
+        // to its user. `max-packing` packs regardless (the provider's view: GPU time saved).
         let mut idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
         if self.goal.pairs_first()
             && self.policy.max_jobs_anywhere() >= 2
             && order.len() > idle_left
         {
             order = pairs::place_matched_pairs(
+                self.goal,
                 self.knowledge,
                 self.memo,
                 self.models.len(),

@@ -6,7 +6,9 @@
 //!   worth less than running alone is refused, and the job stays queued rather than wreck its
 //!   co-runners.
 //! - [`MinSlowdown`]: the smallest worst predicted slowdown (an idle GPU is best).
-//! - [`MaxPacking`]: best fit, the least memory left over; the largest jobs choose first.
+//! - [`MaxPacking`]: the marginal time saved by sharing, whatever it costs individual jobs;
+//!   best fit by memory among equals, and the largest jobs choose first. It packs without
+//!   contention too (the provider's view: GPU time saved).
 //!
 //! The planner asks [`goal`] for the policy's objective once and consults it wherever the
 //! objectives differ.
@@ -21,6 +23,10 @@ use super::order::{self, Entry};
 pub(super) const SLOWDOWN_TOLERANCE: f64 = 0.5;
 /// Value `balanced` loses per unit of slowdown beyond the tolerance.
 const SLOWDOWN_PENALTY: f64 = 1.0;
+/// What one whole GPU of memory left free costs `max-packing`, in solo-time units: enough to
+/// prefer the tighter fit between placements that save the same time, too little to outweigh
+/// a time saving the predictor can tell apart.
+const LOOSE_FIT_COST: f64 = 0.05;
 /// How many predictive standard deviations (of log slowdown) `balanced` adds to the worst
 /// predicted slowdown before the penalty applies: the slowdown it guards against is the upper
 /// end of a one-sided ~70% interval, wider the less the prediction is known.
@@ -62,6 +68,13 @@ pub(super) trait Goal {
     /// each pair started on an idle GPU.
     fn pairs_first(&self) -> bool {
         false
+    }
+
+    /// What a pair of queued jobs is worth on an idle GPU of its own, for the matching of
+    /// [`Goal::pairs_first`]: `time_saved` by sharing (solo-time units), its `worst_slowdown`
+    /// and the prediction's `uncertainty`. Only pairs worth more than 0 are formed.
+    fn pair_value(&self, time_saved: f64, worst_slowdown: f64, uncertainty: f64) -> f64 {
+        Balanced::pair_value(time_saved, worst_slowdown, uncertainty)
     }
 
     /// Whether, while idle GPUs remain for every job still to place, a job that fits an idle
@@ -151,8 +164,11 @@ impl Goal for MinSlowdown {
     }
 }
 
-/// `max-packing`: best fit, the provider's view (whole GPUs freed); packs regardless of
-/// contention.
+/// `max-packing`: the provider's view, GPU time saved. A placement is worth the time sharing
+/// saves (the packing saving JRS maximizes), slowdowns notwithstanding, and packs regardless of
+/// contention; between placements that save the same, the one leaving the least memory free
+/// (best fit). Under contention queued jobs are first matched into the pairs that save the
+/// most.
 pub(super) struct MaxPacking;
 
 impl Goal for MaxPacking {
@@ -167,11 +183,19 @@ impl Goal for MaxPacking {
     }
 
     fn value(&self, effect: &Effect) -> f64 {
-        -effect.free_share
+        effect.time_gained - LOOSE_FIT_COST * effect.free_share
     }
 
-    fn score(&self, effect: &Effect, _: f64, slowness: f64) -> f64 {
-        100.0 * (1.0 - (effect.free_share + slowness).min(1.0))
+    fn score(&self, _: &Effect, value: f64, slowness: f64) -> f64 {
+        50.0 + 50.0 * (value - slowness).clamp(-1.0, 1.0)
+    }
+
+    fn pairs_first(&self) -> bool {
+        true
+    }
+
+    fn pair_value(&self, time_saved: f64, _: f64, _: f64) -> f64 {
+        time_saved
     }
 }
 

@@ -1,28 +1,29 @@
-//! `balanced` under contention, first phase: queued jobs paired by maximum-weight matching,
-//! each pair started on an idle GPU.
+//! `balanced` and `max-packing` under contention, first phase: queued jobs paired by
+//! maximum-weight matching, each pair started on an idle GPU.
 
 use smallvec::SmallVec;
 use tandem_api::Job;
 
 use super::forecast::{self, PairMemo};
-use super::objective::Balanced;
+use super::objective::Goal;
 use super::order::Entry;
 use super::state::GpuState;
 use crate::grouping;
 use crate::interference;
 use crate::knowledge::{JobView, Knowledge};
 
-/// Most queued jobs `balanced` pairs by matching; above it (the edges grow as n²) it places
+/// Most queued jobs the matching pairs; above it (the edges grow as n²) the planner places
 /// jobs greedily only.
 const PAIRING_LIMIT: usize = 600;
 
 /// Pairs queued jobs by maximum-weight matching (see [`grouping`]) and starts each pair on an
 /// idle GPU, best fit by memory, surest jobs' pairs first. An edge's weight is what the pair is
-/// worth on its own GPU ([`Balanced::pair_value`]), so only pairs better than running alone are
-/// formed. `models` is how many GPU models the request offers. Returns the jobs still to place
+/// worth on its own GPU to the objective, `goal` ([`Goal::pair_value`]), so only pairs it values
+/// above running alone are formed. `models` is how many GPU models the request offers. Returns the jobs still to place
 /// (unpaired, or paired but left without an idle GPU big enough), in order; the greedy phase
 /// places them, on GPUs with residents too.
 pub(super) fn place_matched_pairs<'q>(
+    goal: &dyn Goal,
     knowledge: &Knowledge,
     memo: Option<&PairMemo>,
     models: usize,
@@ -81,7 +82,7 @@ pub(super) fn place_matched_pairs<'q>(
                 .map(|(m, _)| {
                     let predicted = knowledge.predict(&[&ra.views[m], &rb.views[m]]);
                     let worst = predicted.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-                    Balanced::pair_value(
+                    goal.pair_value(
                         interference::time_saved(&predicted.slowdowns),
                         worst,
                         predicted.uncertainty,

@@ -301,6 +301,55 @@ fn objectives_choose_differently() {
 }
 
 #[test]
+fn max_packing_joins_the_partner_that_saves_the_most_time_not_the_tightest_fit() {
+    // Both GPUs are busy. g0 runs a job that saturates it, and the newcomer would fill its
+    // memory the most tightly; g1 runs a light job and would keep memory to spare.
+    let hog = Job::profiled("hog", profile(100.0, 8_000));
+    let light = Job::profiled("light", profile(15.0, 2_000));
+    let gpus = [gpu("g0", 16_384, vec![hog]), gpu("g1", 32_768, vec![light])];
+    let newcomer = [Job::profiled("a", profile(20.0, 4_000))];
+    let packing = Policy {
+        objective: Objective::MaxPacking,
+        ..Policy::default()
+    };
+    let answer = Recommender::new(packing, 0)
+        .unwrap()
+        .recommend(&newcomer, &gpus)
+        .unwrap();
+    assert_eq!(answer.placements[0].gpu, "g1", "{answer:?}");
+}
+
+#[test]
+fn max_packing_matches_the_queue_into_the_pairs_that_save_the_most() {
+    // Four jobs, two idle GPUs: two saturating jobs and two light ones. Pairing each heavy job
+    // with a light one saves more time in all than two heavy jobs together.
+    let queue = [
+        Job::profiled("heavy1", profile(100.0, 2_000)),
+        Job::profiled("heavy2", profile(95.0, 2_000)),
+        Job::profiled("light1", profile(10.0, 2_000)),
+        Job::profiled("light2", profile(12.0, 2_000)),
+    ];
+    let gpus = [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])];
+    let packing = Policy {
+        objective: Objective::MaxPacking,
+        ..Policy::default()
+    };
+    let answer = Recommender::new(packing, 0)
+        .unwrap()
+        .recommend(&queue, &gpus)
+        .unwrap();
+    assert!(answer.unplaced.is_empty(), "{answer:?}");
+    for placement in &answer.placements {
+        let heavy = placement
+            .jobs
+            .iter()
+            .filter(|j| j.starts_with("heavy"))
+            .count();
+        assert_eq!(heavy, 1, "{answer:?}");
+    }
+}
+
+#[test]
 fn balanced_leaves_a_job_queued_rather_than_wreck_its_co_runner() {
     // The only GPU with room runs a job that saturates it; sharing would slow both by
     // far more than it saves.
