@@ -79,6 +79,9 @@ pub struct PolicyReport {
     pub groups: usize,
     /// Jobs that failed with an OOM (each was resubmitted to run alone).
     pub ooms: u64,
+    /// Of `ooms`, those whose group needed more memory than its GPU has; the others failed
+    /// beside a partner the catalogs never measured, which this world cannot run.
+    pub memory_ooms: u64,
     /// Co-locations reported back to the policy during the run.
     pub outcomes: u64,
     /// Jobs started by the policy.
@@ -113,6 +116,7 @@ impl PolicyReport {
             packing_saving_pct: None,
             groups: 0,
             ooms: 0,
+            memory_ooms: 0,
             outcomes: 0,
             decisions: 0,
             decisions_per_s: 0.0,
@@ -166,6 +170,7 @@ pub(crate) struct Collector {
     /// `(start, length, busy GPUs, queued)` of every interval between events.
     intervals: Vec<(f64, f64, usize, usize)>,
     ooms: u64,
+    memory_ooms: u64,
     outcomes: u64,
     decisions: u64,
     deciding_s: f64,
@@ -184,6 +189,7 @@ impl Collector {
             total_memory_mib,
             intervals: Vec::new(),
             ooms: 0,
+            memory_ooms: 0,
             outcomes: 0,
             decisions: 0,
             deciding_s: 0.0,
@@ -216,8 +222,11 @@ impl Collector {
         self.outcomes += 1;
     }
 
-    pub(crate) fn oom(&mut self) {
+    /// A job failed because its group could not run; `over_memory` when the group needed
+    /// more memory than its GPU has.
+    pub(crate) fn oom(&mut self, over_memory: bool) {
         self.ooms += 1;
+        self.memory_ooms += u64::from(over_memory);
     }
 
     pub(crate) fn packing_saving(&mut self, saving: f64) {
@@ -267,6 +276,7 @@ impl Collector {
             groups: self.savings.len(),
             packing_saving_pct: Summary::of(&mut self.savings),
             ooms: self.ooms,
+            memory_ooms: self.memory_ooms,
             outcomes: self.outcomes,
             decisions: self.decisions,
             decisions_per_s: if self.deciding_s > 0.0 {

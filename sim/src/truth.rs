@@ -222,6 +222,13 @@ impl Truth {
                 }
             }
         }
+        self.over_memory(model, group)
+    }
+
+    /// How a group of types overflows the memory of a GPU of `model`, or `None` if it fits
+    /// (or a member's memory on that model is unknown): the part of [`oom`](Self::oom) that is a
+    /// real out-of-memory error.
+    pub fn over_memory(&self, model: usize, group: &[usize]) -> Option<String> {
         // A type's memory on this model: its measured peak there, else its profile's.
         let memory: Option<u64> = group
             .iter()

@@ -53,6 +53,9 @@ struct JobState {
     /// The model of its current attempt, when it started alone and will run out of memory
     /// there (a job failing beside others, or alone after they left, is not excluded).
     oom_alone_on: Option<usize>,
+    /// Whether its current attempt will fail because its group needs more memory than the GPU
+    /// has (not only because a pair in it was never measured).
+    oom_over_memory: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +196,7 @@ impl<'a> World<'a> {
                 alone: false,
                 failed_models: Vec::new(),
                 oom_alone_on: None,
+                oom_over_memory: false,
                 shared: false,
             })
             .collect::<Vec<_>>();
@@ -529,6 +533,8 @@ impl<'a> World<'a> {
             // Alone too: a job whose peak on this model exceeds its memory fails.
             let oom = self.truth.oom(model, &group);
             self.jobs[id].oom_alone_on = (oom.is_some() && group.len() == 1).then_some(model);
+            self.jobs[id].oom_over_memory =
+                oom.is_some() && self.truth.over_memory(model, &group).is_some();
             oom.map(|_| now + self.settings.oom_after_s)
         } else {
             None
@@ -638,7 +644,8 @@ impl<'a> World<'a> {
         job.steps_left = job.steps;
         job.rate = 0.0;
         job.alone = true;
-        self.collector.oom();
+        let over_memory = std::mem::take(&mut job.oom_over_memory);
+        self.collector.oom(over_memory);
         for g in gpus {
             self.leave(g, id);
         }

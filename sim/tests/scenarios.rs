@@ -158,6 +158,8 @@ fn an_unmeasured_pair_fails_with_an_oom_and_runs_again_alone() {
     let trace = trace(&[(0.0, "A", 100.0), (0.0, "C", 50.0)]);
     let report = run(&truth, &cluster(1), &trace, &mut Greedy);
     assert_eq!(report.ooms, 1);
+    // It failed as a pair never measured, not for want of memory.
+    assert_eq!(report.memory_ooms, 0);
     assert!(close(report.makespan_s, 150.0), "{}", report.makespan_s);
     // JCT of C: 150 s, of which 60 lost; queueing counts from arrival to the first start.
     assert!(close(report.jct_s.p95, 150.0));

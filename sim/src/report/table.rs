@@ -5,7 +5,8 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_
 use crate::metrics::{PolicyReport, Report};
 
 /// The report as a table for the terminal, with the reproducing command and the inputs above
-/// it and the policies that could not run listed below it.
+/// it; below it, how many of each policy's OOMs were memory overflows (where some were not),
+/// and the policies that could not run.
 pub fn table(report: &Report) -> String {
     let mut table = Table::new();
     table
@@ -28,10 +29,17 @@ pub fn table(report: &Report) -> String {
             "decisions/s",
         ]);
     let mut skipped = Vec::new();
+    let mut unmeasured = Vec::new();
     for p in &report.policies {
         if let Some(why) = &p.not_applicable {
             skipped.push(format!("{}: not applicable: {why}", p.policy));
             continue;
+        }
+        if p.ooms > p.memory_ooms {
+            unmeasured.push(format!(
+                "{}: {} of {} OOMs over memory; the others are groups with a pair the catalogs never measured",
+                p.policy, p.memory_ooms, p.ooms
+            ));
         }
         let row = std::iter::once(p.policy.clone()).chain(cells(p));
         table.add_row(row.enumerate().map(|(i, text)| {
@@ -58,7 +66,7 @@ pub fn table(report: &Report) -> String {
         gpus.join(", "),
         report.inputs.catalogs.join(", "),
     );
-    for line in skipped {
+    for line in unmeasured.into_iter().chain(skipped) {
         text.push_str(&line);
         text.push('\n');
     }
