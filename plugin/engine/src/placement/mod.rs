@@ -221,7 +221,6 @@ impl<'a> Planner<'a> {
                 self.goal,
                 self.knowledge,
                 self.memo,
-                self.models.len(),
                 &mut self.gpus,
                 queue,
                 order,

@@ -19,14 +19,13 @@ const PAIRING_LIMIT: usize = 600;
 /// Pairs queued jobs by maximum-weight matching (see [`grouping`]) and starts each pair on an
 /// idle GPU, best fit by memory, surest jobs' pairs first. An edge's weight is what the pair is
 /// worth on its own GPU to the objective, `goal` ([`Goal::pair_value`]), so only pairs it values
-/// above running alone are formed. `models` is how many GPU models the request offers. Returns the jobs still to place
+/// above running alone are formed. Returns the jobs still to place
 /// (unpaired, or paired but left without an idle GPU big enough), in order; the greedy phase
 /// places them, on GPUs with residents too.
 pub(super) fn place_matched_pairs<'q>(
     goal: &dyn Goal,
     knowledge: &Knowledge,
     memo: Option<&PairMemo>,
-    models: usize,
     gpus: &mut [GpuState<'q>],
     queue: &'q [Job],
     order: Vec<Entry>,
@@ -35,6 +34,8 @@ pub(super) fn place_matched_pairs<'q>(
     // Only an idle GPU whose cap admits two can take a pair.
     let pairable = |s: &GpuState<'_>| s.is_idle() && s.cap >= 2;
     // The largest such GPU of each model.
+    // GPUs index the request's models; those past the last one a GPU uses take no pair.
+    let models = gpus.iter().map(|s| s.model + 1).max().unwrap_or(0);
     let mut roomiest: SmallVec<[Option<u64>; 4]> = smallvec::smallvec![None; models];
     for s in gpus.iter().filter(|s| pairable(s)) {
         let room = &mut roomiest[s.model];
