@@ -15,7 +15,9 @@
 //!   it per GPU model;
 //! - [`gpu_models`]: GPU model names as the engine knows them, for adapters and profilers;
 //! - [`http`]: the intake for node profilers and the operations endpoints (`/v1/*`,
-//!   `/healthz`, `/readyz`, `/metrics`).
+//!   `/healthz`, `/readyz`, `/metrics`);
+//! - [`startup`]: the options every adapter takes ([`CoreArgs`]) and the engine it starts
+//!   with, resumed from its store or bootstrapped from the seed profiles.
 //!
 //! A front-end implements [`Frontend`]: the scheduler's verbs as routes, answered from the
 //! core (Spin's trigger pattern: each trigger implements one trait over a shared runtime). It
@@ -32,8 +34,11 @@ mod leadership;
 pub mod learning;
 pub mod metrics;
 pub mod outcomes;
+mod persistence;
 pub mod program;
+mod runs;
 pub mod serve;
+pub mod startup;
 pub mod store;
 
 use std::sync::Arc;
@@ -41,17 +46,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use tandem_api::{ModelSummary, Outcome};
-use tandem_host::Recommender;
+use tandem_api::ModelSummary;
 
 pub use engine::{CallError, Engine, EngineError, EngineFailure, EngineState, NodeScore};
 pub use identity::JobKeys;
 pub use leadership::Leadership;
-use learning::{DeclaredModels, Lessons};
-use metrics::{Metrics, Reason};
-use outcomes::{Learned, Run};
+use learning::DeclaredModels;
+use metrics::Metrics;
 
 pub use duration::parse_duration;
+pub use startup::{CoreArgs, SEED, resume_or_bootstrap};
 use store::{AdapterState, KnowledgeStore, StoreError};
 
 /// Longest one engine call may run off the decision path, where the core retrains the memory
@@ -326,263 +330,6 @@ impl Core {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Applies observations on the engine thread and stores the result before returning: what
-    /// this returns `Ok` for is acknowledged and survives a crash. Only the leader observes.
-    ///
-    /// All or nothing: when `apply` fails part-way, or the write of its result does, the engine
-    /// and the ledger are put back to what is stored, so a refused batch leaves no trace and a
-    /// retry counts once.
-    pub async fn observe<T: Send + 'static>(
-        &self,
-        apply: impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static,
-    ) -> Result<T, ObserveError> {
-        self.observe_changes(move |state| apply(state).map(|answer| (answer, true)))
-            .await
-    }
-
-    /// [`Core::observe`] for work that may change nothing: `apply` answers whether it changed
-    /// the engine or the ledger, and nothing is written when it did not.
-    pub async fn observe_changes<T: Send + 'static>(
-        &self,
-        apply: impl FnOnce(&mut EngineState) -> Result<(T, bool), EngineFailure> + Send + 'static,
-    ) -> Result<T, ObserveError> {
-        if !self.leadership.is_leader() {
-            return Err(ObserveError::NotLeader(self.leadership.holder()));
-        }
-        let mut version = self.version.lock().await;
-        let store = self.store.is_some();
-        let fingerprint = self.keys.fingerprint();
-        let applied = self
-            .engine
-            .call("observe", self.limits.observation_wait, move |state| {
-                // What the store holds: the state to return to if anything below fails.
-                let before = state
-                    .recommender()
-                    .snapshot()
-                    .map_err(engine::failed("save"))?
-                    .to_vec();
-                let ledger = (state.ledger.clone(), state.lessons.clone());
-                let undo = |state: &mut EngineState, before: &[u8], ledger| {
-                    if let Err(error) = state.restore(before, ledger) {
-                        tracing::error!(%error, "could not undo a failed batch of observations");
-                    }
-                };
-                let (answer, changed) = match apply(state) {
-                    Ok(done) => done,
-                    Err(error) => {
-                        undo(state, &before, ledger);
-                        return Err(error);
-                    }
-                };
-                if !changed || !store {
-                    return Ok((answer, changed, None));
-                }
-                let engine = match state.recommender().snapshot() {
-                    Ok(engine) => engine.to_vec(),
-                    Err(error) => {
-                        undo(state, &before, ledger);
-                        return Err(engine::failed("save")(error));
-                    }
-                };
-                let adapter = AdapterState {
-                    ledger: state.ledger.clone(),
-                    lessons: state.lessons.clone(),
-                    key_fingerprint: Some(fingerprint),
-                };
-                Ok((answer, changed, Some((engine, adapter, before, ledger))))
-            })
-            .await?;
-        let (answer, changed, write) = applied.inspect_err(|_| {
-            self.metrics.engine_errors.inc();
-        })?;
-        if changed {
-            self.epoch.fetch_add(1, Ordering::AcqRel);
-        }
-        let (Some(store), Some((engine, adapter, before, ledger))) = (&self.store, write) else {
-            return Ok(answer);
-        };
-        let size = store::stored_size(&engine, &adapter);
-        match store.save(version.as_deref(), &engine, &adapter).await {
-            Ok(written) => {
-                *version = Some(written);
-                self.metrics.store_writes.inc();
-                self.metrics.stored(size);
-                Ok(answer)
-            }
-            Err(error) => {
-                self.metrics.store_errors.inc();
-                tracing::warn!(%error, bytes = size, "the knowledge base was not written; undoing the batch");
-                let conflict = matches!(error, StoreError::Conflict(_));
-                let undone = !conflict
-                    && self
-                        .engine
-                        .call("undo", self.limits.observation_wait, move |state| {
-                            state.restore(&before, ledger)
-                        })
-                        .await
-                        .is_ok_and(|undone| undone.is_ok());
-                self.epoch.fetch_add(1, Ordering::AcqRel);
-                if !undone {
-                    // Someone else wrote, or the undo failed: take what is stored, so the
-                    // engine matches the store again.
-                    if let Err(reload) = self.reload_locked(&mut version, true).await {
-                        tracing::error!(%reload, "cannot reload the knowledge base after a failed write");
-                    }
-                }
-                Err(error.into())
-            }
-        }
-    }
-
-    /// Loads the stored knowledge base if it changed since it was last read or written.
-    /// Returns whether it changed.
-    pub async fn reload(&self) -> Result<bool, ObserveError> {
-        let mut version = self.version.lock().await;
-        self.reload_locked(&mut version, false).await
-    }
-
-    /// Loads the stored knowledge base if it changed since `version` (or whatever, `force`).
-    async fn reload_locked(
-        &self,
-        version: &mut Option<String>,
-        force: bool,
-    ) -> Result<bool, ObserveError> {
-        let Some(store) = &self.store else {
-            return Ok(false);
-        };
-        let Some(stored) = store.load().await? else {
-            return Ok(false);
-        };
-        if !force && version.as_deref() == Some(stored.version.as_str()) {
-            return Ok(false);
-        }
-        stored
-            .adapter
-            .check_key(&store.name(), &self.keys.fingerprint())?;
-        let size = store::stored_size(&stored.engine, &stored.adapter);
-        self.metrics.stored(size);
-        // Loading retrains the memory model when the knowledge base holds reported peaks:
-        // done off the engine thread, which only swaps the instance in.
-        let fresh = self.build_off_thread(stored.engine, |_| Ok(())).await?.1;
-        let (ledger, lessons) = (stored.adapter.ledger, stored.adapter.lessons);
-        self.engine
-            .call("reload", self.limits.observation_wait, move |state| {
-                state.adopt(fresh)?;
-                state.ledger = ledger;
-                state.lessons = lessons;
-                Ok::<_, EngineFailure>(())
-            })
-            .await??;
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        *version = Some(stored.version);
-        Ok(true)
-    }
-
-    /// Builds an instance from `snapshot` on a blocking thread under [`TRAINING_DEADLINE`],
-    /// applies `apply` to it and warms its models up ([`learning::warm_up`]).
-    async fn build_off_thread<T: Send + 'static>(
-        &self,
-        snapshot: Vec<u8>,
-        apply: impl FnOnce(&mut Recommender) -> Result<T, EngineFailure> + Send + 'static,
-    ) -> Result<(T, Recommender), ObserveError> {
-        let runtime = self.trainer.clone();
-        let started = std::time::Instant::now();
-        let built = tokio::task::spawn_blocking(move || {
-            let mut fresh = runtime.load(&snapshot).map_err(engine::failed("load"))?;
-            let answer = apply(&mut fresh)?;
-            learning::warm_up(&mut fresh).map_err(engine::failed("warm-up"))?;
-            Ok::<_, EngineFailure>((answer, fresh))
-        })
-        .await
-        .map_err(|_| ObserveError::Call(CallError::Stopped))??;
-        self.metrics
-            .retrain_seconds
-            .observe(started.elapsed().as_secs_f64());
-        Ok(built)
-    }
-
-    /// Applies observations that retrain the engine's models (peaks: `observe-memory`) without
-    /// holding up decisions: a fresh instance is built from what is stored on a thread of its
-    /// own ([`TRAINING_DEADLINE`]), `apply` runs there (with the core's state beside the
-    /// engine's, to record what it learned), the result is stored, and only then does the
-    /// engine thread swap the instance in for the one that kept deciding meanwhile. Writes are
-    /// serialized with every other observation, so nothing is learned in between that the
-    /// fresh instance would miss. Leader only; acknowledged when stored, as [`Core::observe`].
-    /// All or nothing: on any failure the deciding instance and the store are as they were.
-    pub async fn observe_off_thread<T: Send + 'static>(
-        &self,
-        apply: impl FnOnce(&mut Recommender, &mut Lessons) -> Result<T, EngineFailure> + Send + 'static,
-    ) -> Result<T, ObserveError> {
-        if !self.leadership.is_leader() {
-            return Err(ObserveError::NotLeader(self.leadership.holder()));
-        }
-        let mut version = self.version.lock().await;
-        let (snapshot, ledger, lessons) = self
-            .engine
-            .call("fork", self.limits.observation_wait, |state| {
-                let snapshot = state
-                    .recommender()
-                    .snapshot()
-                    .map_err(engine::failed("save"))?
-                    .to_vec();
-                Ok::<_, EngineFailure>((snapshot, state.ledger.clone(), state.lessons.clone()))
-            })
-            .await??;
-        let ((answer, lessons, bytes), fresh) = self
-            .build_off_thread(snapshot, move |fresh| {
-                let mut lessons = lessons;
-                let answer = apply(fresh, &mut lessons)?;
-                let bytes = fresh.snapshot().map_err(engine::failed("save"))?.to_vec();
-                Ok((answer, lessons, bytes))
-            })
-            .await
-            .inspect_err(|_| {
-                self.metrics.engine_errors.inc();
-            })?;
-        if let Some(store) = &self.store {
-            let adapter = AdapterState {
-                ledger: ledger.clone(),
-                lessons: lessons.clone(),
-                key_fingerprint: Some(self.keys.fingerprint()),
-            };
-            let size = store::stored_size(&bytes, &adapter);
-            match store.save(version.as_deref(), &bytes, &adapter).await {
-                Ok(written) => {
-                    *version = Some(written);
-                    self.metrics.store_writes.inc();
-                    self.metrics.stored(size);
-                }
-                Err(error) => {
-                    self.metrics.store_errors.inc();
-                    tracing::warn!(%error, bytes = size, "the knowledge base was not written; the retrained instance is dropped");
-                    if matches!(error, StoreError::Conflict(_))
-                        && let Err(reload) = self.reload_locked(&mut version, true).await
-                    {
-                        tracing::error!(%reload, "cannot reload the knowledge base after a conflict");
-                    }
-                    return Err(error.into());
-                }
-            }
-        }
-        let swapped = self
-            .engine
-            .call("adopt", self.limits.observation_wait, move |state| {
-                let adopted = state.adopt(fresh).or_else(|error| {
-                    // The store holds the new state: the engine must too, even at the cost of
-                    // loading it here.
-                    tracing::warn!(%error, "could not swap the retrained instance in; loading it");
-                    state.replace(&bytes)
-                });
-                state.ledger = ledger;
-                state.lessons = lessons;
-                adopted
-            })
-            .await;
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        swapped??;
-        Ok(answer)
-    }
-
     /// Remembers the model job `job` (keyed) declared, so that a profile posted for it later
     /// also teaches the memory model (see [`learning`]).
     pub fn remember_declared(&self, job: &str, model: &ModelSummary) {
@@ -607,119 +354,6 @@ impl Core {
             .declarations_refused
             .get_or_create(&metrics::Field {
                 field: refusal.field.key().to_owned(),
-            })
-            .inc();
-    }
-
-    /// Learns from a run that finished (leader only): a solo sample, or an outcome once both
-    /// runs of a shared GPU are done (see [`outcomes`]). `others` are the runs that used the
-    /// same GPU around it.
-    pub async fn run_finished(&self, run: Run, others: Vec<Run>, now: f64) {
-        self.runs_finished(vec![(run, others)], now).await;
-    }
-
-    /// Learns from runs that finished, as one batch: one engine task and at most one write,
-    /// and none when nothing new was learned (runs already counted, pairs still running), so
-    /// catching up with thousands of finished runs costs one write. Leader only; returns how
-    /// many runs taught something (solo samples and outcomes).
-    pub async fn runs_finished(&self, runs: Vec<(Run, Vec<Run>)>, now: f64) -> usize {
-        if !self.leadership.is_leader() || runs.is_empty() {
-            return 0;
-        }
-        let result = self
-            .observe_changes(move |state| {
-                let mut learned = Vec::with_capacity(runs.len());
-                let mut lessons = Vec::new();
-                for (run, others) in &runs {
-                    let mut taught = state.ledger.learn(run, others, now);
-                    if let Learned::Outcome(outcome) = &taught {
-                        let gpu = state.gpu_spec(&outcome.gpu_model);
-                        let lesson = learning::slowdown_before(state.recommender(), outcome, &gpu);
-                        match state.recommender().observe_outcome(outcome) {
-                            Ok(()) => {
-                                state.lessons.outcome(&outcome.gpu_model);
-                                lessons.extend(lesson);
-                            }
-                            Err(error) => {
-                                let error = engine::failed("observe-outcome")(error);
-                                if !error.is_refusal() {
-                                    return Err(error);
-                                }
-                                // The engine will never take it: counted, not retried.
-                                taught = Learned::Skipped(outcomes::Skip::RefusedByEngine);
-                            }
-                        }
-                    }
-                    // A run alone on its GPU is its job's speed there.
-                    if taught == Learned::Solo
-                        && let Some(speed) = run.speed()
-                    {
-                        match state
-                            .recommender()
-                            .observe_speed(&run.job, &run.model, speed)
-                        {
-                            Ok(()) => state.lessons.speed(&run.job, &run.model, speed),
-                            Err(error) => {
-                                let error = engine::failed("observe-speed")(error);
-                                if !error.is_refusal() {
-                                    return Err(error);
-                                }
-                            }
-                        }
-                    }
-                    learned.push(taught);
-                }
-                let changed = learned
-                    .iter()
-                    .any(|l| matches!(l, Learned::Solo | Learned::Outcome(_)));
-                Ok(((learned, lessons), changed))
-            })
-            .await;
-        let learned = match result {
-            Ok((learned, lessons)) => {
-                for lesson in &lessons {
-                    self.metrics.slowdown(lesson);
-                }
-                learned
-            }
-            Err(error) => {
-                // Not acknowledged, so not marked: the next catch-up tries these runs again.
-                tracing::warn!(%error, "could not record finished runs");
-                return 0;
-            }
-        };
-        let mut taught = 0;
-        for learned in learned {
-            match learned {
-                Learned::Outcome(Outcome { gpu_model, .. }) => {
-                    taught += 1;
-                    self.metrics.runs_learned.inc();
-                    self.metrics.outcomes_learned.inc();
-                    tracing::info!(
-                        gpu_model,
-                        "learned a co-location outcome from finished runs"
-                    );
-                }
-                Learned::Solo => {
-                    taught += 1;
-                    self.metrics.runs_learned.inc();
-                    tracing::debug!("recorded a solo run");
-                }
-                Learned::Skipped(outcomes::Skip::AlreadyCounted) => {}
-                Learned::Skipped(reason) => self.skipped(reason),
-            }
-        }
-        taught
-    }
-
-    /// Counts a finished run that taught nothing, by reason (labelled [`outcomes::Skip::label`],
-    /// so a front-end that finds a run unusable before the core sees it counts it under the
-    /// same label as the core would).
-    pub fn skipped(&self, reason: outcomes::Skip) {
-        self.metrics
-            .outcomes_skipped
-            .get_or_create(&Reason {
-                reason: reason.label().to_owned(),
             })
             .inc();
     }

@@ -33,5 +33,5 @@ mod options;
 mod run;
 
 pub use options::Options;
-pub use run::{SEED, Started, run, start};
+pub use run::{Started, run, start};
 pub use tandem_adapter_core::{EMBEDDED_ENGINE, Shutdown};

@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use tandem_adapter_core::gpu_models::{GpuCosts, parse_model_number};
-use tandem_adapter_core::parse_duration;
-use tandem_api::{ModelCap, Objective};
-use tandem_host::HostConfig;
+use tandem_adapter_core::{CoreArgs, parse_duration};
+use tandem_api::ModelCap;
 
 use crate::extender::FilterPasses;
 
@@ -73,26 +72,13 @@ pub struct Options {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
 
-    /// File with the per-cluster secret that keys job ids (hex, at least 16 bytes). Node
-    /// profilers key ids with the same secret.
-    #[arg(long, env = "TANDEM_ID_SECRET_FILE", value_name = "FILE")]
-    pub id_secret_file: PathBuf,
-
-    /// File with the bearer token node profilers present to /v1/*; without it the intake is off.
-    #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
-    pub intake_token_file: Option<PathBuf>,
+    /// Options every Tandem adapter takes.
+    #[command(flatten)]
+    pub core: CoreArgs,
 
     /// Extended resource Tandem manages.
     #[arg(long, default_value = "nvidia.com/gpu")]
     pub resource: String,
-
-    /// What placements optimize: balanced, min-slowdown or max-packing.
-    #[arg(long, default_value = "balanced")]
-    pub objective: Objective,
-
-    /// Most pods sharing one GPU.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_jobs_per_gpu: u32,
 
     /// Most pods sharing one GPU of a given model, overriding --max-jobs-per-gpu there, as
     /// `MODEL=N` (for example `K80=1`; MODEL is the short name read from the
@@ -119,18 +105,6 @@ pub struct Options {
     /// preferences then count too).
     #[arg(long, value_enum, default_value = "best")]
     pub filter_passes: FilterPasses,
-
-    /// Engine component to load instead of the one built into this binary.
-    #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
-    pub engine: Option<PathBuf>,
-
-    /// Directory where the compiled engine is kept between starts (wasmtime's cache, keyed by
-    /// the component's hash): a restart loads it in milliseconds instead of compiling it for
-    /// seconds. An empty value compiles at every start. Its files are loaded as machine code:
-    /// it must be writable only by the user this runs as.
-    #[arg(long, env = "TANDEM_COMPILED_CACHE", value_name = "DIR",
-          default_value_os_t = HostConfig::default_compiled_cache().unwrap_or_default())]
-    pub compiled_cache: PathBuf,
 
     /// Largest request body accepted, in bytes (a 5,000-node request in full is ~20 MB).
     #[arg(long, default_value_t = 64 << 20)]

@@ -7,22 +7,17 @@ use anyhow::Context as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
-use tandem_adapter_core::store::KnowledgeStore;
 use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, Frontend, JobKeys, Leadership, Limits,
-    SchedulerAuth, Shutdown,
+    Core, CoreConfig, Frontend, Leadership, Limits, SchedulerAuth, Shutdown, resume_or_bootstrap,
+    startup,
 };
 use tandem_api::Policy;
-use tandem_host::{HostConfig, Runtime};
 
 use crate::Options;
 use crate::app::{App, ClusterFile, Source};
 use crate::leader;
 use crate::store::ConfigMapStore;
 use crate::watch::{self, spawn_until};
-
-/// Seed of a new knowledge base (exploration draws from it; the engine has no entropy).
-pub const SEED: u64 = 0x7a4d_656d;
 
 /// How often a follower checks whether the leader stored new knowledge, and the leader whether
 /// it should look through finished pods ([`App::catch_up`]).
@@ -49,53 +44,14 @@ impl Options {
 
     /// The engine's policy.
     pub fn policy(&self) -> Policy {
-        Policy {
-            objective: self.objective,
-            max_jobs_per_gpu: self.max_jobs_per_gpu,
-            exploration: 0.0,
-            model_caps: self.model_caps.clone(),
-        }
+        self.core.policy(self.model_caps.clone())
     }
 
-    /// The engine component (embedded, or `--engine`) under the sandbox's limits.
-    pub fn runtime(&self) -> anyhow::Result<Runtime> {
-        let config = HostConfig {
-            call_deadline: self.engine_deadline,
-            compiled_cache: (!self.compiled_cache.as_os_str().is_empty())
-                .then(|| self.compiled_cache.clone()),
-            ..HostConfig::default()
-        };
-        match &self.engine {
-            Some(path) => Runtime::from_file(path, config),
-            None => Runtime::from_bytes(EMBEDDED_ENGINE, config),
-        }
-        .context("cannot load the engine component")
-    }
-}
-
-/// Reads a token file (`what` names it in errors), if one is given.
-fn read_token(path: Option<&std::path::Path>, what: &str) -> anyhow::Result<Option<String>> {
-    path.map(|path| {
-        let token = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the {what} {}", path.display()))?;
-        let token = token.trim().to_owned();
-        anyhow::ensure!(!token.is_empty(), "{}: the {what} is empty", path.display());
-        Ok(token)
-    })
-    .transpose()
-}
-
-/// Reads the intake token file, if one is given.
-fn intake_token(options: &Options) -> anyhow::Result<Option<String>> {
-    read_token(options.intake_token_file.as_deref(), "intake token")
-}
-
-impl Options {
     /// Who may call the scheduler verbs.
     pub fn scheduler_auth(&self) -> anyhow::Result<SchedulerAuth> {
         Ok(SchedulerAuth {
             client_certificates: self.client_ca.is_some(),
-            token: read_token(self.scheduler_token_file.as_deref(), "scheduler token")?,
+            token: startup::read_token(self.scheduler_token_file.as_deref(), "scheduler token")?,
         })
     }
 }
@@ -152,9 +108,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 pub async fn start(options: &Options) -> anyhow::Result<Started> {
     // kube's client and the TLS server share rustls; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let keys = JobKeys::from_file(&options.id_secret_file)?;
-    let intake_token = intake_token(options)?;
-    let runtime = options.runtime()?;
+    let keys = options.core.keys()?;
+    let intake_token = options.core.intake_token()?;
+    let runtime = options.core.runtime(options.engine_deadline)?;
     let policy = options.policy();
     let (trigger, shutdown) = Shutdown::new();
     tokio::spawn(async move {
@@ -175,10 +131,9 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             .with_context(|| format!("cannot read the cluster file {}", path.display()))?;
         let file: ClusterFile = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a cluster file", path.display()))?;
-        let mut recommender = runtime.bootstrap(&policy, SEED)?;
-        recommender.set_policy(&policy)?;
+        let (engine, _) = resume_or_bootstrap(runtime, None, &policy).await?;
         let core = Core::start(CoreConfig {
-            engine: EngineState::new(runtime, recommender),
+            engine,
             keys,
             leadership: Arc::new(Leadership::alone()),
             intake_token,
@@ -222,40 +177,17 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         &options.namespace,
         &options.knowledge_configmap,
     );
-    let stored = store
-        .load()
-        .await
-        .context("cannot read the knowledge base from the cluster")?;
-    let (mut recommender, resumed) = match stored {
-        Some(s) => {
-            tracing::info!(
-                configmap = %options.knowledge_configmap,
-                version = %s.version,
-                "resuming from the stored knowledge base"
-            );
-            (
-                // Under the training deadline: a knowledge base holding reported peaks refits
-                // the memory model as it loads.
-                tandem_adapter_core::engine::load_for_decisions(&runtime, &s.engine)?,
-                Some((s.version, s.adapter)),
-            )
-        }
-        None => {
-            tracing::info!("no stored knowledge base; starting from the bundled seed profiles");
-            (runtime.bootstrap(&policy, SEED)?, None)
-        }
-    };
-    recommender.set_policy(&policy)?;
+    let (engine, stored) = resume_or_bootstrap(runtime, Some(&store), &policy).await?;
     let identity = options.identity.clone().unwrap_or_else(default_identity);
     let leadership = Arc::new(Leadership::default());
     let core = Arc::new(
         Core::start(CoreConfig {
-            engine: EngineState::new(runtime, recommender),
+            engine,
             keys,
             leadership: Arc::clone(&leadership),
             intake_token,
             store: Some(Box::new(store)),
-            stored: resumed,
+            stored,
             limits: options.limits(),
             queue: ENGINE_QUEUE,
         })?

@@ -27,4 +27,4 @@ mod options;
 mod run;
 
 pub use options::Options;
-pub use run::{SEED, run};
+pub use run::run;

@@ -5,9 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use tandem_adapter_core::parse_duration;
-use tandem_api::Objective;
-use tandem_host::HostConfig;
+use tandem_adapter_core::{CoreArgs, parse_duration};
 
 /// Tandem's service for Slurm: decides which GPU jobs share a GPU, and where.
 ///
@@ -29,15 +27,9 @@ pub struct Options {
     #[arg(long, env = "TANDEM_KNOWLEDGE", value_name = "FILE")]
     pub knowledge: PathBuf,
 
-    /// File with the per-cluster secret that keys job ids (hex, at least 16 bytes), as
-    /// `tandem kb init` writes one. Node profilers key ids with the same secret.
-    #[arg(long, env = "TANDEM_ID_SECRET_FILE", value_name = "FILE")]
-    pub id_secret_file: PathBuf,
-
-    /// File with the bearer token node profilers present to /v1/profiles, /v1/outcomes,
-    /// /v1/predict and /v1/knowledge; without it those are off.
-    #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
-    pub intake_token_file: Option<PathBuf>,
+    /// Options every Tandem adapter takes.
+    #[command(flatten)]
+    pub core: CoreArgs,
 
     /// The scontrol to read nodes with.
     #[arg(long, default_value = "scontrol")]
@@ -57,15 +49,6 @@ pub struct Options {
     #[arg(long, default_value_t = 16_384)]
     pub default_gpu_memory_mib: u32,
 
-    /// What placements optimize unless a job asks otherwise (`--tandem=OBJECTIVE`): balanced,
-    /// min-slowdown or max-packing.
-    #[arg(long, default_value = "balanced")]
-    pub objective: Objective,
-
-    /// Most Tandem jobs sharing one GPU.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_jobs_per_gpu: u32,
-
     /// Give each job on a shared GPU this share of its threads under MPS
     /// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = this / jobs on the GPU); leave it out where MPS is
     /// not configured.
@@ -76,18 +59,6 @@ pub struct Options {
     /// queued behind others) before its GPU is given back, e.g. `10m`.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub pending_ttl: Duration,
-
-    /// Engine component to load instead of the one built into this binary.
-    #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
-    pub engine: Option<PathBuf>,
-
-    /// Directory where the compiled engine is kept between starts (wasmtime's cache, keyed by
-    /// the component's hash): a restart loads it in milliseconds instead of compiling it for
-    /// seconds. An empty value compiles at every start. Its files are loaded as machine code:
-    /// it must be writable only by the user this runs as.
-    #[arg(long, env = "TANDEM_COMPILED_CACHE", value_name = "DIR",
-          default_value_os_t = HostConfig::default_compiled_cache().unwrap_or_default())]
-    pub compiled_cache: PathBuf,
 
     /// Longest a placement waits for the engine before the hook is told to leave the job
     /// unchanged; keep it well under the hook's own time limit.

@@ -479,7 +479,7 @@ impl Plugin {
         .map_err(Error::Start)?;
         let policy = config.policy();
         let mut recommender = runtime
-            .bootstrap(&policy, tandem_kube_adapter::SEED)
+            .bootstrap(&policy, tandem_adapter_core::SEED)
             .map_err(Error::Start)?;
         recommender.set_policy(&policy).map_err(Error::Start)?;
         let settings = Settings {

@@ -221,7 +221,7 @@ async fn through_the_framework_plugin_containers_see_the_gpu_tandem_chose() -> R
 
     // The knowledge base, as the extender's intake would have stored it.
     let runtime = Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
-    let mut engine = runtime.bootstrap(&Policy::default(), tandem_kube_adapter::SEED)?;
+    let mut engine = runtime.bootstrap(&Policy::default(), tandem_adapter_core::SEED)?;
     for (job, util, access, mem) in pairing::PROFILES {
         engine.observe_profile(
             &key(job),

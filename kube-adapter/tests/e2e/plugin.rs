@@ -164,7 +164,7 @@ async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_kn
     // What the extender's intake would have learned: profiles, and outcomes saying p suffers
     // little beside x and a lot beside y.
     let runtime = Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
-    let mut engine = runtime.bootstrap(&Policy::default(), tandem_kube_adapter::SEED)?;
+    let mut engine = runtime.bootstrap(&Policy::default(), tandem_adapter_core::SEED)?;
     for (job, p) in [
         ("x", profile(35.0, 12.0, 4_000)),
         ("y", profile(92.0, 70.0, 5_000)),
@@ -372,7 +372,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         // The prediction, from the same engine the plugin embeds.
         let runtime =
             Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
-        let mut engine = runtime.bootstrap(&Policy::default(), tandem_kube_adapter::SEED)?;
+        let mut engine = runtime.bootstrap(&Policy::default(), tandem_adapter_core::SEED)?;
         let vgg: tandem_api::ModelSummary = serde_json::from_value(crate::declaring::vgg19_b256())?;
         let estimates = engine.estimate(
             &tandem_api::Job {

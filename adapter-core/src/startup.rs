@@ -1,0 +1,179 @@
+//! Starting an adapter: the options every adapter takes ([`CoreArgs`]) and the engine it
+//! starts with ([`resume_or_bootstrap`]), so that a front-end's start-up holds only what its
+//! scheduler needs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tandem_api::{ModelCap, Objective, Policy};
+use tandem_host::{HostConfig, Runtime};
+
+use crate::store::{AdapterState, KnowledgeStore};
+use crate::{EMBEDDED_ENGINE, EngineState, JobKeys};
+
+/// Seed of a new knowledge base (exploration draws from it; the engine has no entropy). Every
+/// adapter, and the framework plugin, bootstraps with it, so a knowledge base started by one
+/// is the one any other would have started.
+pub const SEED: u64 = 0x7a4d_656d;
+
+/// Options every adapter takes, flattened into its own (`#[command(flatten)]`): the keys of
+/// job ids, the intake's token, what placements optimize, and the engine component. Their
+/// flags and environment variables are the same in every adapter; the deadlines, whose
+/// defaults follow each scheduler's own time limits, are the adapter's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CoreArgs {
+    /// File with the per-cluster secret that keys job ids (hex, at least 16 bytes), as
+    /// `tandem kb init` writes one. Node profilers key ids with the same secret.
+    #[arg(long, env = "TANDEM_ID_SECRET_FILE", value_name = "FILE")]
+    pub id_secret_file: PathBuf,
+
+    /// File with the bearer token node profilers present to /v1/profiles, /v1/outcomes,
+    /// /v1/predict and /v1/knowledge; without it those are off.
+    #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
+    pub intake_token_file: Option<PathBuf>,
+
+    /// What placements optimize, unless a job asks otherwise where its scheduler lets it:
+    /// balanced, min-slowdown or max-packing.
+    #[arg(long, default_value = "balanced")]
+    pub objective: Objective,
+
+    /// Most jobs sharing one GPU.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_jobs_per_gpu: u32,
+
+    /// Engine component to load instead of the one built into this binary.
+    #[arg(long, env = "TANDEM_ENGINE", value_name = "FILE")]
+    pub engine: Option<PathBuf>,
+
+    /// Directory where the compiled engine is kept between starts (wasmtime's cache, keyed by
+    /// the component's hash): a restart loads it in milliseconds instead of compiling it for
+    /// seconds. An empty value compiles at every start. Its files are loaded as machine code:
+    /// it must be writable only by the user this runs as.
+    #[arg(long, env = "TANDEM_COMPILED_CACHE", value_name = "DIR",
+          default_value_os_t = HostConfig::default_compiled_cache().unwrap_or_default())]
+    pub compiled_cache: PathBuf,
+}
+
+impl CoreArgs {
+    /// The keys of job ids, from `--id-secret-file`.
+    pub fn keys(&self) -> anyhow::Result<JobKeys> {
+        JobKeys::from_file(&self.id_secret_file)
+    }
+
+    /// The intake's token, from `--intake-token-file`, if one is given.
+    pub fn intake_token(&self) -> anyhow::Result<Option<String>> {
+        read_token(self.intake_token_file.as_deref(), "intake token")
+    }
+
+    /// The engine's policy, with the adapter's per-model caps.
+    pub fn policy(&self, model_caps: Vec<ModelCap>) -> Policy {
+        Policy {
+            objective: self.objective,
+            max_jobs_per_gpu: self.max_jobs_per_gpu,
+            exploration: 0.0,
+            model_caps,
+        }
+    }
+
+    /// The engine component (embedded, or `--engine`) under the sandbox's limits, each call
+    /// interrupted after `call_deadline`.
+    pub fn runtime(&self, call_deadline: Duration) -> anyhow::Result<Runtime> {
+        let config = HostConfig {
+            call_deadline,
+            compiled_cache: (!self.compiled_cache.as_os_str().is_empty())
+                .then(|| self.compiled_cache.clone()),
+            ..HostConfig::default()
+        };
+        match &self.engine {
+            Some(path) => Runtime::from_file(path, config),
+            None => Runtime::from_bytes(EMBEDDED_ENGINE, config),
+        }
+        .context("cannot load the engine component")
+    }
+}
+
+/// Reads a token file, trimmed (`what` names it in errors), if one is given; an empty one is
+/// an error, so a file written wrong never opens what it should guard.
+pub fn read_token(path: Option<&Path>, what: &str) -> anyhow::Result<Option<String>> {
+    path.map(|path| {
+        let token = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+        let token = token.trim().to_owned();
+        anyhow::ensure!(!token.is_empty(), "{}: the {what} is empty", path.display());
+        Ok(token)
+    })
+    .transpose()
+}
+
+/// The engine an adapter starts with, under `policy`: the knowledge base `store` holds, or,
+/// when it holds none (or there is no store), a fresh one from the bundled seed profiles.
+/// Returns it with the stored version and core state it was loaded from
+/// ([`crate::CoreConfig::stored`]).
+pub async fn resume_or_bootstrap(
+    runtime: Runtime,
+    store: Option<&dyn KnowledgeStore>,
+    policy: &Policy,
+) -> anyhow::Result<(EngineState, Option<(String, AdapterState)>)> {
+    let stored = match store {
+        Some(store) => store
+            .load()
+            .await
+            .with_context(|| format!("cannot read the knowledge base from {}", store.name()))?,
+        None => None,
+    };
+    let (mut recommender, resumed) = match stored {
+        Some(stored) => {
+            tracing::info!(
+                store = %store.map(|s| s.name()).unwrap_or_default(),
+                version = %stored.version,
+                "resuming from the stored knowledge base"
+            );
+            (
+                // Under the training deadline: a knowledge base holding reported peaks refits
+                // the memory model as it loads.
+                crate::engine::load_for_decisions(&runtime, &stored.engine)?,
+                Some((stored.version, stored.adapter)),
+            )
+        }
+        None => {
+            if store.is_some() {
+                tracing::info!("no stored knowledge base; starting from the bundled seed profiles");
+            }
+            (runtime.bootstrap(policy, SEED)?, None)
+        }
+    };
+    recommender.set_policy(policy)?;
+    Ok((EngineState::new(runtime, recommender), resumed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_trimmed_and_an_empty_one_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  s3cret\n").unwrap();
+        assert_eq!(
+            read_token(Some(&path), "intake token").unwrap().as_deref(),
+            Some("s3cret")
+        );
+        std::fs::write(&path, "\n").unwrap();
+        let error = read_token(Some(&path), "intake token").unwrap_err();
+        assert!(
+            error.to_string().contains("the intake token is empty"),
+            "{error}"
+        );
+        let missing = dir.path().join("missing");
+        let error = read_token(Some(&missing), "scheduler token").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("cannot read the scheduler token"),
+            "{error}"
+        );
+        assert!(read_token(None, "intake token").unwrap().is_none());
+    }
+}
