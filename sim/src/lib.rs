@@ -41,7 +41,7 @@ pub use tandem_catalog::{Cluster, Trace, cluster, trace};
 
 pub use comparison::{Scenario, compare};
 pub use error::{Error, Result};
-pub use metrics::{PolicyReport, Report};
+pub use metrics::{JobRecord, PolicyReport, Report};
 pub use policy::Policy;
 pub use settings::Settings;
 pub use truth::Truth;

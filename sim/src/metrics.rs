@@ -47,6 +47,31 @@ pub struct TimePoint {
     pub queued: f64,
 }
 
+/// One job's final run, for a look at single jobs (`tandem simulate --jobs`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRecord {
+    /// The job's row in the trace (0-based).
+    pub job: usize,
+    /// Its type.
+    pub job_type: String,
+    /// GPUs it used.
+    pub gpus: u32,
+    /// Arrival, s from the start of the trace.
+    pub arrival_s: f64,
+    /// Its first start, s.
+    pub first_start_s: f64,
+    /// The start of its final run (later than the first after an OOM), s.
+    pub final_start_s: f64,
+    /// Its finish, s.
+    pub finish_s: f64,
+    /// The GPU model of its final run.
+    pub gpu_model: String,
+    /// Its solo time on that model, s.
+    pub solo_s: f64,
+    /// Whether it shared its GPU during its final run.
+    pub shared: bool,
+}
+
 /// What one policy achieved on the trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicyReport {
@@ -96,6 +121,10 @@ pub struct PolicyReport {
     pub timeline: Vec<TimePoint>,
     /// Every shared job's individual slowdown, %, for the distribution plot.
     pub slowdowns_pct: Vec<f64>,
+    /// Every finished job's final run, in order of finish; not in the JSON report (see
+    /// `tandem simulate --jobs`).
+    #[serde(skip)]
+    pub finished: Vec<JobRecord>,
 }
 
 impl PolicyReport {
@@ -124,6 +153,7 @@ impl PolicyReport {
             jct_cdf: Vec::new(),
             timeline: Vec::new(),
             slowdowns_pct: Vec::new(),
+            finished: Vec::new(),
         }
     }
 }
@@ -174,6 +204,7 @@ pub(crate) struct Collector {
     outcomes: u64,
     decisions: u64,
     deciding_s: f64,
+    finished: Vec<JobRecord>,
 }
 
 impl Collector {
@@ -193,6 +224,7 @@ impl Collector {
             outcomes: 0,
             decisions: 0,
             deciding_s: 0.0,
+            finished: Vec::new(),
         }
     }
 
@@ -248,6 +280,11 @@ impl Collector {
         }
     }
 
+    /// Keeps a finished job's final run for [`PolicyReport::finished`].
+    pub(crate) fn record(&mut self, record: JobRecord) {
+        self.finished.push(record);
+    }
+
     pub(crate) fn report(mut self, policy: &str, gpus: usize, wall_s: f64) -> PolicyReport {
         let span = self.makespan.max(f64::MIN_POSITIVE);
         let jobs = self.jct.len();
@@ -288,6 +325,7 @@ impl Collector {
             jct_cdf: cdf,
             timeline: timeline(&self.intervals, gpus, span),
             slowdowns_pct: slowdowns,
+            finished: self.finished,
         }
     }
 }

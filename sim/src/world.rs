@@ -11,7 +11,7 @@ use tandem_catalog::{Cluster, GpuSlot, Trace};
 
 use crate::error::{Error, Result};
 use crate::inputs::check_inputs;
-use crate::metrics::{Collector, PolicyReport};
+use crate::metrics::{Collector, JobRecord, PolicyReport};
 use crate::policy::{
     GpuView, JobId, Known, MAX_GROUP, Observed, Policy, QueuedJob, Resident, Start, View,
 };
@@ -682,12 +682,25 @@ impl<'a> World<'a> {
             .solo_s(job.job_type, model, job.steps, job.gpus)
             .unwrap_or_default();
         let run_s = now - job.attempt_start_s;
+        let first_start_s = job.first_start_s.unwrap_or(job.attempt_start_s);
         self.collector.finished(
             job.arrival_s,
-            job.first_start_s.unwrap_or(job.attempt_start_s),
+            first_start_s,
             now,
             job.shared.then(|| (run_s - solo_s) / solo_s),
         );
+        self.collector.record(JobRecord {
+            job: id,
+            job_type: self.truth.types()[job.job_type].name.clone(),
+            gpus: job.gpus,
+            arrival_s: job.arrival_s,
+            first_start_s,
+            final_start_s: job.attempt_start_s,
+            finish_s: now,
+            gpu_model: self.truth.models()[model].name.clone(),
+            solo_s,
+            shared: job.shared,
+        });
         if let Profiling::Until(_) = self.profiling[job.job_type] {
             // Its run was shorter than the window: the profile covers the whole run.
             self.profiling[job.job_type] = Profiling::Done;

@@ -75,6 +75,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
 
+    /// Write every finished job's final run here, one CSV row per job and policy, in order of
+    /// finish (`policy,job,job_type,gpus,gpu_model,arrival_s,first_start_s,final_start_s,
+    /// finish_s,solo_s,shared`; `job` is its row in the trace, from 0): which jobs decide the
+    /// makespan or the tail, and where they ran.
+    #[arg(long, value_name = "FILE")]
+    jobs: Option<PathBuf>,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -118,12 +125,52 @@ impl Args {
         if let Some(path) = &self.report {
             write_shared(path, &tandem_sim::report::html(&report))?;
         }
+        if let Some(path) = &self.jobs {
+            write_shared(path, &jobs_csv(&report)?)?;
+        }
         print_as(self.format, &report, || tandem_sim::report::table(&report))?;
         if let Some(path) = &self.report {
             eprintln!("report written to {}", path.display());
         }
         Ok(())
     }
+}
+
+/// Every policy's finished jobs as CSV (see `--jobs`).
+fn jobs_csv(report: &Report) -> anyhow::Result<String> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record([
+        "policy",
+        "job",
+        "job_type",
+        "gpus",
+        "gpu_model",
+        "arrival_s",
+        "first_start_s",
+        "final_start_s",
+        "finish_s",
+        "solo_s",
+        "shared",
+    ])?;
+    let seconds = |s: f64| format!("{s:.1}");
+    for policy in &report.policies {
+        for job in &policy.finished {
+            out.write_record([
+                policy.policy.clone(),
+                job.job.to_string(),
+                job.job_type.clone(),
+                job.gpus.to_string(),
+                job.gpu_model.clone(),
+                seconds(job.arrival_s),
+                seconds(job.first_start_s),
+                seconds(job.final_start_s),
+                seconds(job.finish_s),
+                seconds(job.solo_s),
+                job.shared.to_string(),
+            ])?;
+        }
+    }
+    Ok(String::from_utf8(out.into_inner()?)?)
 }
 
 /// `arg` as a POSIX shell reads it back: unchanged when it holds only safe characters, else in

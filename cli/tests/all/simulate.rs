@@ -7,6 +7,7 @@ fn a_synthetic_trace_replays_under_chosen_policies_with_a_report() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.csv");
     let report = dir.path().join("report.html");
+    let jobs = dir.path().join("jobs.csv");
     let made = tandem(&[
         "trace",
         "synthetic",
@@ -38,6 +39,8 @@ fn a_synthetic_trace_replays_under_chosen_policies_with_a_report() {
         "json",
         "--report",
         report.to_str().unwrap(),
+        "--jobs",
+        jobs.to_str().unwrap(),
     ]);
     assert!(run.status.success(), "{}", stderr(&run));
     let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
@@ -58,6 +61,37 @@ fn a_synthetic_trace_replays_under_chosen_policies_with_a_report() {
     }
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("tandem-balanced") && html.matches("<svg").count() >= 3);
+    // Every job of every policy, once, finishing after it arrived, on a GPU of the cluster.
+    let jobs = std::fs::read_to_string(&jobs).unwrap();
+    let mut lines = jobs.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("policy,job,job_type,gpus,gpu_model,")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 120, "{jobs}");
+    for policy in ["exclusive-fifo", "tandem-balanced"] {
+        let mut seen: Vec<usize> = rows
+            .iter()
+            .filter(|r| r[0] == policy)
+            .map(|r| r[1].parse().unwrap())
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..60).collect::<Vec<_>>(), "{policy}");
+    }
+    for row in &rows {
+        let (arrival, finish): (f64, f64) = (row[5].parse().unwrap(), row[8].parse().unwrap());
+        assert!(finish > arrival, "{row:?}");
+        assert!(["V100", "K80"].contains(&row[4]), "{row:?}");
+    }
+    // FIFO never shares.
+    assert!(
+        rows.iter()
+            .filter(|r| r[0] == "exclusive-fifo")
+            .all(|r| r[10] == "false")
+    );
 }
 
 #[test]
