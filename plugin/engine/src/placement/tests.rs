@@ -124,17 +124,24 @@ fn zero_one_and_ten_thousand_jobs_are_grouped_without_panic() {
     assert!(placed <= 200);
 }
 
-#[test]
-fn matching_pairs_complementary_jobs() {
-    // Two compute-heavy and two light jobs, two idle GPUs: pairing heavy with light saves
-    // the most time and keeps slowdowns low; heavy with heavy would time-slice.
+/// Two compute-heavy and two light jobs, and two idle GPUs: pairing heavy with light saves
+/// the most time and keeps slowdowns low; heavy with heavy would time-slice.
+fn heavy_and_light() -> ([Job; 4], [Gpu; 2]) {
     let queue = [
         Job::profiled("heavy-1", profile(95.0, 2_000)),
         Job::profiled("heavy-2", profile(90.0, 2_000)),
         Job::profiled("light-1", profile(10.0, 2_000)),
         Job::profiled("light-2", profile(8.0, 2_000)),
     ];
-    let gpus = [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])];
+    (
+        queue,
+        [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])],
+    )
+}
+
+#[test]
+fn matching_pairs_complementary_jobs() {
+    let (queue, gpus) = heavy_and_light();
     let answer = Recommender::new(Policy::default(), 0)
         .unwrap()
         .recommend(&queue, &gpus)
@@ -321,15 +328,7 @@ fn max_packing_joins_the_partner_that_saves_the_most_time_not_the_tightest_fit()
 
 #[test]
 fn max_packing_matches_the_queue_into_the_pairs_that_save_the_most() {
-    // Four jobs, two idle GPUs: two saturating jobs and two light ones. Pairing each heavy job
-    // with a light one saves more time in all than two heavy jobs together.
-    let queue = [
-        Job::profiled("heavy1", profile(100.0, 2_000)),
-        Job::profiled("heavy2", profile(95.0, 2_000)),
-        Job::profiled("light1", profile(10.0, 2_000)),
-        Job::profiled("light2", profile(12.0, 2_000)),
-    ];
-    let gpus = [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])];
+    let (queue, gpus) = heavy_and_light();
     let packing = Policy {
         objective: Objective::MaxPacking,
         ..Policy::default()
