@@ -307,6 +307,18 @@ fn objectives_choose_differently() {
     );
 }
 
+/// What a fresh recommender under `max-packing` answers for `queue` on `gpus`.
+fn under_max_packing(queue: &[Job], gpus: &[Gpu]) -> tandem_api::Recommendation {
+    let packing = Policy {
+        objective: Objective::MaxPacking,
+        ..Policy::default()
+    };
+    Recommender::new(packing, 0)
+        .unwrap()
+        .recommend(queue, gpus)
+        .unwrap()
+}
+
 #[test]
 fn max_packing_joins_the_partner_that_saves_the_most_time_not_the_tightest_fit() {
     // Both GPUs are busy. g0 runs a job that saturates it, and the newcomer would fill its
@@ -315,28 +327,14 @@ fn max_packing_joins_the_partner_that_saves_the_most_time_not_the_tightest_fit()
     let light = Job::profiled("light", profile(15.0, 2_000));
     let gpus = [gpu("g0", 16_384, vec![hog]), gpu("g1", 32_768, vec![light])];
     let newcomer = [Job::profiled("a", profile(20.0, 4_000))];
-    let packing = Policy {
-        objective: Objective::MaxPacking,
-        ..Policy::default()
-    };
-    let answer = Recommender::new(packing, 0)
-        .unwrap()
-        .recommend(&newcomer, &gpus)
-        .unwrap();
+    let answer = under_max_packing(&newcomer, &gpus);
     assert_eq!(answer.placements[0].gpu, "g1", "{answer:?}");
 }
 
 #[test]
 fn max_packing_matches_the_queue_into_the_pairs_that_save_the_most() {
     let (queue, gpus) = heavy_and_light();
-    let packing = Policy {
-        objective: Objective::MaxPacking,
-        ..Policy::default()
-    };
-    let answer = Recommender::new(packing, 0)
-        .unwrap()
-        .recommend(&queue, &gpus)
-        .unwrap();
+    let answer = under_max_packing(&queue, &gpus);
     assert!(answer.unplaced.is_empty(), "{answer:?}");
     for placement in &answer.placements {
         let heavy = placement
@@ -365,14 +363,7 @@ fn balanced_leaves_a_job_queued_rather_than_wreck_its_co_runner() {
         "{answer:?}"
     );
     // max-packing, the provider's view, shares anyway.
-    let packing = Policy {
-        objective: Objective::MaxPacking,
-        ..Policy::default()
-    };
-    let answer = Recommender::new(packing, 0)
-        .unwrap()
-        .recommend(&newcomer, &gpus)
-        .unwrap();
+    let answer = under_max_packing(&newcomer, &gpus);
     assert_eq!(answer.placements.len(), 1);
 }
 
