@@ -5,7 +5,7 @@
 //!    (surest first; largest memory first for `max-packing`).
 //! 2. [`pairs`]: under `balanced` or `max-packing` and contention (fewer idle GPUs than queued
 //!    jobs) queued jobs are first paired by maximum-weight matching and each pair started on
-//!    an idle GPU.
+//!    an idle GPU; where run times are known, partners that finish together are preferred.
 //! 3. The rest are placed one at a time on the GPU the objective values most among those the
 //!    job may join ([`guard`]: the memory guard and the job cap). Under `balanced`, while idle
 //!    GPUs remain for every job, each starts alone; a co-location worth less than running

@@ -77,6 +77,15 @@ pub(super) trait Goal {
         Balanced::pair_value(time_saved, worst_slowdown, uncertainty)
     }
 
+    /// Whether, when run times are known, the matching of [`Goal::pairs_first`] weighs a pair
+    /// by the seconds it saves (a pair of long jobs outweighs a pair of short ones: GPU time is
+    /// what the objective wants) rather than by the share of its run time it saves (partners
+    /// that finish together first, whatever their length: a long job shared is slowed for
+    /// long, which is what a job's user feels).
+    fn weighs_seconds(&self) -> bool {
+        false
+    }
+
     /// Whether, while idle GPUs remain for every job still to place, a job that fits an idle
     /// GPU is judged on idle GPUs only (sharing would only slow someone down).
     fn idle_first(&self) -> bool {
@@ -196,6 +205,10 @@ impl Goal for MaxPacking {
 
     fn pair_value(&self, time_saved: f64, _: f64, _: f64) -> f64 {
         time_saved
+    }
+
+    fn weighs_seconds(&self) -> bool {
+        true
     }
 }
 

@@ -7,6 +7,7 @@ use tandem_api::Job;
 use super::forecast::{self, PairMemo};
 use super::objective::Goal;
 use super::order::Entry;
+use super::resolve::Resolved;
 use super::state::GpuState;
 use crate::grouping;
 use crate::interference;
@@ -18,8 +19,16 @@ const PAIRING_LIMIT: usize = 600;
 
 /// Pairs queued jobs by maximum-weight matching (see [`grouping`]) and starts each pair on an
 /// idle GPU, best fit by memory, surest jobs' pairs first. An edge's weight is what the pair is
-/// worth on its own GPU to the objective, `goal` ([`Goal::pair_value`]), so only pairs it values
-/// above running alone are formed. Returns the jobs still to place
+/// worth on its own GPU to the objective, `goal` ([`Goal::pair_value`]), less what the GPU's
+/// model costs the two beyond their best models, so only pairs it values above running alone
+/// are formed.
+///
+/// When both run times are known (work and speeds), the time a pair saves follows them: the two
+/// share until the first finishes and the other then runs alone
+/// ([`interference::time_saved_s`]), so a long job beside a short one saves at most the short
+/// one's time and partners that finish together are preferred. The objective says whether a
+/// pair then weighs the seconds it saves or the share of its run time ([`Goal::weighs_seconds`]).
+/// Without run times, jobs are taken to run equally long. Returns the jobs still to place
 /// (unpaired, or paired but left without an idle GPU big enough), in order; the greedy phase
 /// places them, on GPUs with residents too.
 pub(super) fn place_matched_pairs<'q>(
@@ -54,6 +63,10 @@ pub(super) fn place_matched_pairs<'q>(
         .collect();
     idle_models.sort_unstable();
     idle_models.dedup();
+    // What pair values are counted in when run times are known: the queued jobs' mean run
+    // time (each on its fastest model), so that the matching maximizes seconds saved.
+    let known: Vec<f64> = order.iter().filter_map(|(_, r)| fastest_s(r)).collect();
+    let unit_s = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
     let mut edges = Vec::new();
     for a in 0..order.len() {
         for b in a + 1..order.len() {
@@ -83,11 +96,30 @@ pub(super) fn place_matched_pairs<'q>(
                 .map(|(m, _)| {
                     let predicted = knowledge.predict(&[&ra.views[m], &rb.views[m]]);
                     let worst = predicted.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
-                    goal.pair_value(
-                        interference::time_saved(&predicted.slowdowns),
-                        worst,
-                        predicted.uncertainty,
-                    )
+                    let value =
+                        |time_saved| goal.pair_value(time_saved, worst, predicted.uncertainty);
+                    // Less what the model costs the two beyond their best ones, as the
+                    // greedy phase weighs a GPU: a pair that saves time on a slow model may
+                    // still finish later than the two would elsewhere.
+                    let (sa, sb) = (ra.slowness[m], rb.slowness[m]);
+                    match run_times(ra, rb, m).zip(unit_s) {
+                        // Seconds saved, counted on the jobs' fastest models (a slow model's
+                        // longer runs are no more saving), per the pair's mean run time; in
+                        // the unit all pairs share when the objective weighs seconds.
+                        Some((([ta, tb], [fa, fb]), unit)) => {
+                            let saved = interference::time_saved_s(&predicted.slowdowns, &[ta, tb])
+                                * (fa + fb)
+                                / (ta + tb);
+                            let mean = (fa + fb) / 2.0;
+                            let weight = if goal.weighs_seconds() {
+                                mean / unit
+                            } else {
+                                1.0
+                            };
+                            (value(saved / mean) - (sa * fa + sb * fb) / mean) * weight
+                        }
+                        None => value(interference::time_saved(&predicted.slowdowns)) - sa - sb,
+                    }
                 })
                 .fold(f64::NEG_INFINITY, f64::max);
             if value > 0.0 {
@@ -137,6 +169,23 @@ pub(super) fn place_matched_pairs<'q>(
         .filter(|(_, placed)| !placed)
         .map(|(entry, _)| entry)
         .collect()
+}
+
+/// A job's run time alone on its fastest model, s, when known on any.
+fn fastest_s(job: &Resolved) -> Option<f64> {
+    job.solo_s
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|t| *t > 0.0)
+        .min_by(f64::total_cmp)
+}
+
+/// Two jobs' run times alone on model `m`, and on their fastest models, when all are known.
+fn run_times(a: &Resolved, b: &Resolved, m: usize) -> Option<([f64; 2], [f64; 2])> {
+    let on_m = [a.solo_s[m]?, b.solo_s[m]?];
+    let fastest = [fastest_s(a)?, fastest_s(b)?];
+    (on_m[0] + on_m[1] > 0.0).then_some((on_m, fastest))
 }
 
 /// Memory two jobs need together, if both are known.

@@ -430,3 +430,51 @@ fn declared_jobs_share_before_they_are_profiled_where_their_prediction_allows() 
         "{answer:?}"
     );
 }
+
+/// Two long and two short jobs alike in every other way, in an order that pairs long with
+/// short if taken as it comes, with their work declared and speeds known.
+fn long_and_short(objective: Objective) -> tandem_api::Recommendation {
+    let mut engine = Recommender::new(
+        Policy {
+            objective,
+            ..Policy::default()
+        },
+        0,
+    )
+    .unwrap();
+    let queue: Vec<Job> = [
+        ("long-1", 100.0),
+        ("short-1", 1.0),
+        ("long-2", 90.0),
+        ("short-2", 1.5),
+    ]
+    .into_iter()
+    .map(|(id, work)| {
+        engine.observe_speed(id, "V100", 1.0).unwrap();
+        Job {
+            work: Some(work),
+            ..Job::profiled(id, profile(40.0, 2_000))
+        }
+    })
+    .collect();
+    let gpus = [gpu("g0", 16_384, vec![]), gpu("g1", 16_384, vec![])];
+    engine.recommend(&queue, &gpus).unwrap()
+}
+
+#[test]
+fn partners_that_finish_together_are_paired_when_run_times_are_known() {
+    // Beside a short job a long one shares for a moment and then runs alone: the time saved
+    // is the short one's at most. Two long jobs together save a long run's worth.
+    for objective in [Objective::Balanced, Objective::MaxPacking] {
+        let answer = long_and_short(objective);
+        assert_eq!(answer.placements.len(), 2, "{objective:?}: {answer:?}");
+        for placement in &answer.placements {
+            let long = placement
+                .jobs
+                .iter()
+                .filter(|j| j.starts_with("long"))
+                .count();
+            assert!(long != 1, "{objective:?} mixed lengths: {answer:?}");
+        }
+    }
+}
