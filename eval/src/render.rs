@@ -163,6 +163,35 @@ pub fn pairs(report: &pairs::Report) -> String {
     for note in notes {
         out.push_str(&format!("engine: {note}\n"));
     }
+
+    let mixed = &report.mixed_durations;
+    out.push_str(&format!(
+        "\nmixed durations: the same queues, each job running its type's solo time times a factor\n\
+         within 1/{spread}..{spread} (log-uniform); partners share until the first finishes, then the\n\
+         other runs alone. Tandem with the lengths hidden, and declared (work and speeds told)\n",
+        spread = mixed.length_spread
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "method",
+        "lengths",
+        "pairs/queue",
+        "PacSav %",
+        "OOMs",
+        "of oracle %",
+    ]);
+    for row in &mixed.methods {
+        table.add_row([
+            row.method.to_owned(),
+            row.lengths.unwrap_or("–").to_owned(),
+            format!("{:.2}", row.pairs_per_queue),
+            figure(row.packing_saving_pct, 1),
+            row.ooms.to_string(),
+            figure(row.of_oracle_pct, 1),
+        ]);
+    }
+    right_align(&mut table, 2..6);
+    out.push_str(&format!("{table}\n"));
     out
 }
 

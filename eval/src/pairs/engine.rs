@@ -95,9 +95,29 @@ impl Trained {
         })
     }
 
-    /// The engine's grouping of a queue (job types in queue order): its placements of two jobs
-    /// are the pairs; a job placed alone or left unplaced runs alone.
-    pub(crate) fn pairs(&mut self, bench: &Bench, queue: &[usize]) -> Result<Pairs> {
+    /// Tells the engine each job type's speed on the evaluated model: one run of the type
+    /// per its solo time, the unit of the work [`Trained::pairs`] may declare.
+    pub(crate) fn tell_speeds(&mut self, bench: &Bench) -> Result<()> {
+        for (id, info) in self.ids.iter().zip(&bench.types) {
+            self.recommender
+                .observe_speed(id, &bench.gpu_model, 1.0 / info.solo_s)
+                .map_err(|source| Error::Engine {
+                    doing: "the engine refused a job type's speed",
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The engine's grouping of a queue (job types in queue order), each job declaring its
+    /// `work` (runs of its type, in queue order) when given: its placements of two jobs are the
+    /// pairs; a job placed alone or left unplaced runs alone.
+    pub(crate) fn pairs(
+        &mut self,
+        bench: &Bench,
+        queue: &[usize],
+        work: Option<&[f64]>,
+    ) -> Result<Pairs> {
         let jobs: Vec<Job> = queue
             .iter()
             .enumerate()
@@ -107,7 +127,7 @@ impl Trained {
                 declared: None,
                 priority: None,
                 submitted_at_s: position as f64,
-                work: None,
+                work: work.map(|w| w[position]),
             })
             .collect();
         // Half as many GPUs as jobs: the queue starts at once only by sharing, which is when

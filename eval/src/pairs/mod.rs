@@ -13,6 +13,7 @@
 //! stream (queues, training split, random pairing, id keys), so one seed gives one report.
 
 mod bench;
+mod durations;
 mod engine;
 mod methods;
 mod metrics;
@@ -35,6 +36,7 @@ use methods::Pairs;
 use metrics::{HIGH_SLOWDOWN, QueueOutcome, mean, percentile, queue_outcome, spearman};
 
 pub use bench::ASSUMED_SOLO_S;
+pub use durations::{DurationRow, LENGTH_SPREAD, MixedDurations};
 pub use engine::Training;
 
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
@@ -79,6 +81,8 @@ pub struct Report {
     pub methods: Vec<MethodRow>,
     /// Tandem (`balanced`) trained on growing shares of the measured pairs.
     pub learning_curve: Vec<CurveRow>,
+    /// The same queues with jobs of unequal lengths, hidden from Tandem and declared to it.
+    pub mixed_durations: MixedDurations,
 }
 
 /// The catalog evaluated.
@@ -202,6 +206,8 @@ enum Stream {
     RandomPairing = 3,
     /// The id-keying secret.
     Keys = 4,
+    /// Each job's length in the mixed-duration protocol.
+    Lengths = 5,
 }
 
 /// The generator of one stream for `seed`.
@@ -292,7 +298,9 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
     ] {
         let mut trained =
             Trained::new(runtime, bench, &secret, objective, settings.seed, observed)?;
-        let mut row = score(method, bench, &queues, |queue| trained.pairs(bench, queue))?;
+        let mut row = score(method, bench, &queues, |queue| {
+            trained.pairs(bench, queue, None)
+        })?;
         row.engine = Some(trained.training.clone());
         rows.push(row);
     }
@@ -324,6 +332,9 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         })
         .collect::<Result<_>>()?;
 
+    let mixed_durations =
+        durations::run(runtime, bench, &secret, &queues, observed, settings.seed)?;
+
     Ok(Report {
         catalog: CatalogInfo {
             name: bench.catalog.clone(),
@@ -345,6 +356,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         },
         methods: rows,
         learning_curve,
+        mixed_durations,
     })
 }
 
@@ -486,7 +498,7 @@ fn curve_row(
     let mut trained = Trained::new(runtime, bench, secret, Objective::Balanced, seed, observed)?;
     let mut outcomes = Vec::with_capacity(queues.len());
     for queue in queues {
-        let pairs = trained.pairs(bench, queue)?;
+        let pairs = trained.pairs(bench, queue, None)?;
         outcomes.push(outcome_of(bench, queue, &pairs));
     }
     let summary = Summary::of(&outcomes);
