@@ -7,7 +7,9 @@
 //! cluster ranking, a Lucid-style utilization rule, Tandem under its three objectives (through
 //! the real component, trained on a share of the measured pairs), and the oracle (maximum-weight
 //! matching on the measured table). A learning curve then shows what Tandem gains from more
-//! observed outcomes, on the queues and on held-out pairs. `docs/EVALUATION.md` is the protocol.
+//! observed outcomes, on the queues and on held-out pairs. On a catalog whose every job type
+//! has a profile, the profile path ([`ProfilePath`]) adds the engine given those profiles, cold
+//! and warm. `docs/EVALUATION.md` is the protocol.
 //!
 //! Everything random is drawn from generators seeded by `--seed`, each purpose from its own
 //! stream (queues, training split, random pairing, id keys), so one seed gives one report.
@@ -16,6 +18,7 @@ mod bench;
 mod engine;
 mod methods;
 mod metrics;
+mod profiled;
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +39,7 @@ use metrics::{HIGH_SLOWDOWN, QueueOutcome, mean, percentile, queue_outcome, spea
 
 pub use bench::ASSUMED_SOLO_S;
 pub use engine::Training;
+pub use profiled::{ClusterPairRow, PredictionRow, ProfilePath, TypeCluster};
 
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
 const DEFAULT_QUEUE_LIMIT: usize = 16;
@@ -79,6 +83,9 @@ pub struct Report {
     pub methods: Vec<MethodRow>,
     /// Tandem (`balanced`) trained on growing shares of the measured pairs.
     pub learning_curve: Vec<CurveRow>,
+    /// The jobs given with their profiles, cold and warm, when every job type has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_path: Option<ProfilePath>,
 }
 
 /// The catalog evaluated.
@@ -324,6 +331,25 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         })
         .collect::<Result<_>>()?;
 
+    let profile_path = match profiled::profiles(bench) {
+        Some(profiles) => {
+            let mut path = profiled::run(
+                runtime,
+                bench,
+                &profiles,
+                &secret,
+                &queues,
+                observed,
+                settings.seed,
+            )?;
+            for row in &mut path.methods {
+                row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
+            }
+            Some(path)
+        }
+        None => None,
+    };
+
     Ok(Report {
         catalog: CatalogInfo {
             name: bench.catalog.clone(),
@@ -345,6 +371,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         },
         methods: rows,
         learning_curve,
+        profile_path,
     })
 }
 
