@@ -239,11 +239,13 @@ fn profile_path(report: &pairs::Report, path: &pairs::ProfilePath) -> String {
         .iter()
         .map(|row| {
             format!(
-                "{}: {} pairs, IndSD MAE {} pp, PacSav Spearman {}, {} predict errors{}",
+                "{}: {} pairs, IndSD MAE {} pp, PacSav Spearman {}, worst IndSD Spearman {}, \
+                 {} predict errors{}",
                 row.phase,
                 row.pairs,
                 figure(row.slowdown_mae_pp, 1),
                 figure(row.packing_saving_spearman, 2),
+                figure(row.worst_slowdown_spearman, 2),
                 row.predict_errors,
                 row.first_predict_error
                     .as_deref()
