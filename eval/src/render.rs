@@ -259,6 +259,52 @@ fn profile_path(report: &pairs::Report, path: &pairs::ProfilePath) -> String {
         predictions.join("\n  ")
     ));
 
+    out.push_str(
+        "\nprofile path learning curve: tandem-balanced after a share of the measured pairs, the\n\
+         queued jobs new; predictions for the pairs held out, both jobs new\n",
+    );
+    let mut curve = Table::new();
+    curve.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "train share",
+        "outcomes seen",
+        "PacSav %",
+        "of oracle %",
+        "IndSD p95 %",
+        "OOMs",
+        "held out",
+        "predicted",
+        "unseen MAE pp",
+        "PacSav Spearman",
+        "worst IndSD Spearman",
+    ]);
+    for row in &path.curve {
+        let seen = if row.engine.outcomes_rejected > 0 {
+            format!("{} of {}", row.engine.outcomes_observed, row.training_pairs)
+        } else {
+            row.engine.outcomes_observed.to_string()
+        };
+        let held_out = &row.held_out;
+        curve.add_row([
+            format!("{:.2}", row.train_share),
+            seen,
+            figure(row.packing_saving_pct, 1),
+            figure(row.of_oracle_pct, 1),
+            figure(row.slowdown_p95_pct, 1),
+            row.ooms.to_string(),
+            held_out.pairs.to_string(),
+            (held_out.pairs - held_out.predict_errors).to_string(),
+            figure(held_out.slowdown_mae_pp, 1),
+            figure(held_out.packing_saving_spearman, 2),
+            figure(held_out.worst_slowdown_spearman, 2),
+        ]);
+    }
+    right_align(&mut curve, 0..11);
+    out.push_str(&format!("{curve}\n"));
+    out.push_str(
+        "predicted: held-out pairs the engine could predict (it refuses a pair whose profiles need\n\
+         more memory than the GPU)\n",
+    );
+
     out.push_str("\nmeasured pairs by the clusters of their two jobs\n");
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header([

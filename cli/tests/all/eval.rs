@@ -265,6 +265,23 @@ fn the_profiled_futurewei_catalog_adds_the_profile_path() {
         warm["engine"]["outcomes_observed"],
         report["settings"]["training_pairs"]
     );
+    // The curve's training sets are the phases': nothing observed is cold, the train share is
+    // warm.
+    let curve = path["curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 6);
+    let cold = rows
+        .iter()
+        .find(|r| r["method"] == "tandem-balanced cold")
+        .unwrap();
+    for (point, phase) in [(&curve[0], cold), (&curve[3], warm)] {
+        for figure in ["packing_saving_pct", "slowdown_p95_pct", "ooms"] {
+            assert_eq!(
+                point[figure], phase[figure],
+                "{figure}: {point} against {phase}"
+            );
+        }
+    }
+    assert_eq!(curve[0]["held_out"]["pairs"], 34);
     // Every measured pair is in exactly one cluster pair, and in `within` or `across`.
     let count = |rows: &Value| -> u64 {
         rows.as_array()

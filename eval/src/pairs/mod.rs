@@ -39,7 +39,7 @@ use metrics::{HIGH_SLOWDOWN, QueueOutcome, mean, percentile, queue_outcome, spea
 
 pub use bench::ASSUMED_SOLO_S;
 pub use engine::Training;
-pub use profiled::{ClusterPairRow, PredictionRow, ProfilePath, TypeCluster};
+pub use profiled::{ClusterPairRow, PredictionRow, ProfileCurveRow, ProfilePath, TypeCluster};
 
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
 const DEFAULT_QUEUE_LIMIT: usize = 16;
@@ -331,18 +331,14 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         })
         .collect::<Result<_>>()?;
 
-    let profile_path = match profiled::profiles(bench) {
-        Some(profiles) => {
-            let mut path = profiled::run(
-                runtime,
-                bench,
-                &profiles,
-                &secret,
-                &queues,
-                observed,
-                settings.seed,
-            )?;
+    let profile_path = match profiled::Setup::new(runtime, bench, &secret, &queues, settings.seed) {
+        Some(setup) => {
+            let mut path = setup.run(observed)?;
+            path.curve = setup.curve(&split, &CURVE_SHARES)?;
             for row in &mut path.methods {
+                row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
+            }
+            for row in &mut path.curve {
                 row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
             }
             Some(path)

@@ -41,6 +41,9 @@ pub struct ProfilePath {
     pub pairs_over_memory: usize,
     /// One row per method and phase; `method` names the phase (`tandem-balanced cold`).
     pub methods: Vec<MethodRow>,
+    /// `tandem-balanced` warm (the queued jobs new) after observing growing shares of the
+    /// measured pairs: the learning curve of the profile path.
+    pub curve: Vec<ProfileCurveRow>,
     /// The engine's predictions for measured pairs of new jobs, cold (every measured pair) and
     /// warm (the held-out pairs), against the measurements: free of the queues' unmeasured
     /// pairs.
@@ -60,6 +63,27 @@ pub struct TypeCluster {
     pub cluster: u32,
     /// The assignment's uncertainty, 0 (at the centre) ..= 1.
     pub uncertainty: f32,
+}
+
+/// One point of the profile path's learning curve.
+#[derive(Debug, Serialize)]
+pub struct ProfileCurveRow {
+    /// Share of the measured pairs observed.
+    pub train_share: f64,
+    /// Measured pairs observed.
+    pub training_pairs: usize,
+    /// How the engine took them.
+    pub engine: Training,
+    /// Mean queue packing saving, in %.
+    pub packing_saving_pct: Option<f64>,
+    /// `packing_saving_pct` relative to the oracle's on the same queues, in %.
+    pub of_oracle_pct: Option<f64>,
+    /// p95 IndSD of the jobs that shared a GPU, in %.
+    pub slowdown_p95_pct: Option<f64>,
+    /// Unmeasured pairs formed over all queues.
+    pub ooms: usize,
+    /// The engine's predictions for the pairs held out, both jobs new.
+    pub held_out: PredictionRow,
 }
 
 /// How well the engine predicts measured pairs of jobs it sees for the first time.
@@ -130,132 +154,210 @@ const OBJECTIVES: [(Objective, [&str; 3]); 3] = [
     ),
 ];
 
-/// The profiles of every job type of `bench`, or `None` when one has none (the path needs
-/// them all: a pair of one profiled and one unprofiled job is the per-id path's).
-pub(crate) fn profiles(bench: &Bench) -> Option<Vec<Profile>> {
-    bench.types.iter().map(|t| t.profile.clone()).collect()
+/// What every phase of the profile path shares: the ground truth, every type's profile, the
+/// queues and the ids their jobs carry.
+pub(crate) struct Setup<'a> {
+    runtime: &'a Runtime,
+    bench: &'a Bench,
+    profiles: Vec<Profile>,
+    secret: &'a [u8],
+    queues: &'a [Vec<usize>],
+    seed: u64,
+    /// Each type's id in the warm phases' training (and the recurring queues).
+    seen_ids: Vec<String>,
+    /// Per queue, in queue order, ids never seen: a job of a new queue is a new job.
+    fresh_ids: Vec<Vec<String>>,
 }
 
-/// Runs the profile path on `queues`, the engines observing the pairs `observed` (indices into
-/// `bench.pairs`) in the warm and recurring phases. Each row's share of the oracle is left for
-/// the caller, who scored the oracle on the same queues.
-pub(crate) fn run(
-    runtime: &Runtime,
-    bench: &Bench,
-    profiles: &[Profile],
-    secret: &[u8],
-    queues: &[Vec<usize>],
-    observed: &[usize],
-    seed: u64,
-) -> Result<ProfilePath> {
-    let seen_ids: Vec<String> = bench
-        .types
-        .iter()
-        .map(|t| keyed_id(secret, &format!("seen/{}", t.name)))
-        .collect();
-    // A job of a new queue is a job never seen: an id of its own per queue and type.
-    let fresh_ids: Vec<Vec<String>> = (0..queues.len())
-        .map(|q| {
-            queues[q]
-                .iter()
-                .map(|&t| keyed_id(secret, &format!("queue {q}/{}", bench.types[t].name)))
-                .collect()
-        })
-        .collect();
-
-    let held_out: Vec<usize> = (0..bench.pairs.len())
-        .filter(|p| !observed.contains(p))
-        .collect();
-    let all: Vec<usize> = (0..bench.pairs.len()).collect();
-    let mut predictions = Vec::new();
-    let mut rows = Vec::new();
-    let mut clusters = Vec::new();
-    for (objective, [cold_name, warm_name, recurring_name]) in OBJECTIVES {
-        let mut cold = bootstrap(runtime, objective, seed)?;
-        if predictions.is_empty() {
-            predictions.push(predict("cold", &mut cold, bench, profiles, secret, &all));
-        }
-        let mut next = 0;
-        rows.push(score(cold_name, bench, queues, |queue| {
-            let ids = &fresh_ids[next];
-            next += 1;
-            group(&mut cold, bench, profiles, queue, ids)
-        })?);
-
-        let mut warm = bootstrap(runtime, objective, seed)?;
-        // Every recommender is bootstrapped with the same seed, so each assigns the same.
-        clusters = observe_profiles(&mut warm, profiles, &seen_ids)?;
-        let training = observe_outcomes(&mut warm, bench, observed, &seen_ids);
-        if predictions.len() == 1 {
-            predictions.push(predict(
-                "warm", &mut warm, bench, profiles, secret, &held_out,
-            ));
-        }
-        let mut next = 0;
-        let mut row = score(warm_name, bench, queues, |queue| {
-            let ids = &fresh_ids[next];
-            next += 1;
-            group(&mut warm, bench, profiles, queue, ids)
-        })?;
-        row.engine = Some(training.clone());
-        rows.push(row);
-        let mut row = score(recurring_name, bench, queues, |queue| {
-            let ids: Vec<String> = queue.iter().map(|&t| seen_ids[t].clone()).collect();
-            group(&mut warm, bench, profiles, queue, &ids)
-        })?;
-        row.engine = Some(training);
-        rows.push(row);
-    }
-    let of_type: Vec<u32> = clusters.iter().map(|&(cluster, _)| cluster).collect();
-    let ranking = ClusterRanking::new(bench, &of_type, observed);
-    rows.insert(
-        0,
-        score("jrs-clusters warm", bench, queues, |queue| {
-            Ok(ranking.pairs(queue))
-        })?,
-    );
-
-    let (cluster_pairs, within_across) = cluster_pair_rows(bench, &of_type);
-    Ok(ProfilePath {
-        clusters: bench
+impl<'a> Setup<'a> {
+    /// The profile path over `queues`, or `None` when a job type of `bench` has no profile (a
+    /// pair of one profiled and one unprofiled job is the per-id path's).
+    pub(crate) fn new(
+        runtime: &'a Runtime,
+        bench: &'a Bench,
+        secret: &'a [u8],
+        queues: &'a [Vec<usize>],
+        seed: u64,
+    ) -> Option<Self> {
+        let profiles = bench
             .types
             .iter()
-            .zip(clusters)
-            .map(|(t, (cluster, uncertainty))| TypeCluster {
-                job_type: t.name.clone(),
-                cluster,
-                uncertainty,
-            })
-            .collect(),
-        pairs_over_memory: bench
-            .pairs
+            .map(|t| t.profile.clone())
+            .collect::<Option<Vec<Profile>>>()?;
+        let seen_ids = bench
+            .types
             .iter()
-            .filter(|p| {
-                u64::from(profiles[p.a].mem_used_mib) + u64::from(profiles[p.b].mem_used_mib)
-                    > u64::from(bench.memory_mib)
+            .map(|t| keyed_id(secret, &format!("seen/{}", t.name)))
+            .collect();
+        let fresh_ids = queues
+            .iter()
+            .enumerate()
+            .map(|(q, queue)| {
+                queue
+                    .iter()
+                    .map(|&t| keyed_id(secret, &format!("queue {q}/{}", bench.types[t].name)))
+                    .collect()
             })
-            .count(),
-        methods: rows,
-        predictions,
-        cluster_pairs,
-        within_across,
-    })
-}
-
-/// A recommender as the per-id path bootstraps its own: two jobs per GPU, no exploration.
-fn bootstrap(runtime: &Runtime, objective: Objective, seed: u64) -> Result<Recommender> {
-    let policy = Policy {
-        objective,
-        max_jobs_per_gpu: 2,
-        exploration: 0.0,
-        model_caps: Vec::new(),
-    };
-    runtime
-        .bootstrap(&policy, seed)
-        .map_err(|source| Error::Engine {
-            doing: "cannot create the recommender to evaluate",
-            source,
+            .collect();
+        Some(Self {
+            runtime,
+            bench,
+            profiles,
+            secret,
+            queues,
+            seed,
+            seen_ids,
+            fresh_ids,
         })
+    }
+
+    /// Runs every phase, the warm engines observing the pairs `observed` (indices into
+    /// `bench.pairs`). The curve and each row's share of the oracle are left for the caller.
+    pub(crate) fn run(&self, observed: &[usize]) -> Result<ProfilePath> {
+        let (bench, profiles) = (self.bench, self.profiles.as_slice());
+        let held_out: Vec<usize> = (0..bench.pairs.len())
+            .filter(|p| !observed.contains(p))
+            .collect();
+        let all: Vec<usize> = (0..bench.pairs.len()).collect();
+        let mut predictions = Vec::new();
+        let mut rows = Vec::new();
+        let mut clusters = Vec::new();
+        for (objective, [cold_name, warm_name, recurring_name]) in OBJECTIVES {
+            let mut cold = self.bootstrap(objective)?;
+            if predictions.is_empty() {
+                predictions.push(self.predict("cold", &mut cold, &all));
+            }
+            rows.push(self.score_new_jobs(cold_name, &mut cold)?);
+
+            let mut warm = self.bootstrap(objective)?;
+            // Every recommender is bootstrapped with the same seed, so each assigns the same.
+            clusters = observe_profiles(&mut warm, profiles, &self.seen_ids)?;
+            let training = observe_outcomes(&mut warm, bench, observed, &self.seen_ids);
+            if predictions.len() == 1 {
+                predictions.push(self.predict("warm", &mut warm, &held_out));
+            }
+            let mut row = self.score_new_jobs(warm_name, &mut warm)?;
+            row.engine = Some(training.clone());
+            rows.push(row);
+            let mut row = score(recurring_name, bench, self.queues, |queue| {
+                let ids: Vec<String> = queue.iter().map(|&t| self.seen_ids[t].clone()).collect();
+                group(&mut warm, bench, profiles, queue, &ids)
+            })?;
+            row.engine = Some(training);
+            rows.push(row);
+        }
+        let of_type: Vec<u32> = clusters.iter().map(|&(cluster, _)| cluster).collect();
+        let ranking = ClusterRanking::new(bench, &of_type, observed);
+        rows.insert(
+            0,
+            score("jrs-clusters warm", bench, self.queues, |queue| {
+                Ok(ranking.pairs(queue))
+            })?,
+        );
+
+        let (cluster_pairs, within_across) = cluster_pair_rows(bench, &of_type);
+        Ok(ProfilePath {
+            clusters: bench
+                .types
+                .iter()
+                .zip(clusters)
+                .map(|(t, (cluster, uncertainty))| TypeCluster {
+                    job_type: t.name.clone(),
+                    cluster,
+                    uncertainty,
+                })
+                .collect(),
+            pairs_over_memory: bench
+                .pairs
+                .iter()
+                .filter(|p| {
+                    u64::from(profiles[p.a].mem_used_mib) + u64::from(profiles[p.b].mem_used_mib)
+                        > u64::from(bench.memory_mib)
+                })
+                .count(),
+            methods: rows,
+            curve: Vec::new(),
+            predictions,
+            cluster_pairs,
+            within_across,
+        })
+    }
+
+    /// `tandem-balanced` trained on the first `share` of the shuffled pairs `split`, for each
+    /// of `shares`: each type's profile and the observed outcomes under the seen ids, then the
+    /// queues with new jobs, and predictions for the rest. The training sets are nested, as in
+    /// the per-id curve; each row's share of the oracle is left for the caller.
+    pub(crate) fn curve(&self, split: &[usize], shares: &[f64]) -> Result<Vec<ProfileCurveRow>> {
+        shares
+            .iter()
+            .map(|&share| {
+                let (observed, held_out) =
+                    split.split_at(super::training_count(share, split.len()));
+                let mut warm = self.bootstrap(Objective::Balanced)?;
+                observe_profiles(&mut warm, &self.profiles, &self.seen_ids)?;
+                let training = observe_outcomes(&mut warm, self.bench, observed, &self.seen_ids);
+                let row = self.score_new_jobs("tandem-balanced warm", &mut warm)?;
+                Ok(ProfileCurveRow {
+                    train_share: share,
+                    training_pairs: observed.len(),
+                    engine: training,
+                    packing_saving_pct: row.packing_saving_pct,
+                    of_oracle_pct: None,
+                    slowdown_p95_pct: row.slowdown_p95_pct,
+                    ooms: row.ooms.unwrap_or(0),
+                    held_out: self.predict("warm", &mut warm, held_out),
+                })
+            })
+            .collect()
+    }
+
+    /// A recommender as the per-id path bootstraps its own: two jobs per GPU, no exploration.
+    fn bootstrap(&self, objective: Objective) -> Result<Recommender> {
+        let policy = Policy {
+            objective,
+            max_jobs_per_gpu: 2,
+            exploration: 0.0,
+            model_caps: Vec::new(),
+        };
+        self.runtime
+            .bootstrap(&policy, self.seed)
+            .map_err(|source| Error::Engine {
+                doing: "cannot create the recommender to evaluate",
+                source,
+            })
+    }
+
+    /// The queues grouped by `recommender`, every job new and profiled.
+    fn score_new_jobs(
+        &self,
+        method: &'static str,
+        recommender: &mut Recommender,
+    ) -> Result<MethodRow> {
+        let mut next = 0;
+        score(method, self.bench, self.queues, |queue| {
+            let ids = &self.fresh_ids[next];
+            next += 1;
+            group(recommender, self.bench, &self.profiles, queue, ids)
+        })
+    }
+
+    /// The engine's predictions for the measured pairs `pairs` (indices into `bench.pairs`),
+    /// each job new (an id never observed) and profiled, against what was measured.
+    fn predict(
+        &self,
+        phase: &'static str,
+        recommender: &mut Recommender,
+        pairs: &[usize],
+    ) -> PredictionRow {
+        predict(
+            phase,
+            recommender,
+            self.bench,
+            &self.profiles,
+            self.secret,
+            pairs,
+        )
+    }
 }
 
 /// Files every type's profile under its id; returns each type's (cluster, uncertainty).
