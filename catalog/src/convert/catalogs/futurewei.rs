@@ -128,59 +128,11 @@ pub fn futurewei(
     let mut unmatched = Vec::new();
     let mut job_types = Vec::new();
     for job in &jobs {
-        if let Some(rows) = &clustered {
-            let profile = clustered_profile(job, rows, &mut matched, &mut unmatched);
-            job_types.push(job_type(job, profile));
-            continue;
-        }
-        let same_model_batch: Vec<&Run> = runs
-            .iter()
-            .filter(|run| run.key == job.key && run.batch_size == job.batch_size)
-            .collect();
-        let candidates: Vec<&Run> = match join {
-            ProfileJoin::ModelBatchEpochs => same_model_batch
-                .iter()
-                .copied()
-                .filter(|run| run.epochs == job.epochs)
-                .collect(),
-            ProfileJoin::ModelBatch | ProfileJoin::Clustered(_) => same_model_batch.clone(),
-        };
-        let profile = match candidates.as_slice() {
-            [run] => {
-                matched.push(format!(
-                    "`{}` <- run ID {} (line {}, {} epochs)",
-                    job.task, run.id, run.line, run.epochs
-                ));
-                Some(profile(
-                    run.gpu_util_pct,
-                    run.mem_access_pct,
-                    run.mem_alloc_pct,
-                ))
-            }
-            [] => {
-                let others: Vec<String> = same_model_batch
-                    .iter()
-                    .map(|run| format!("ID {} with {} epochs", run.id, run.epochs))
-                    .collect();
-                unmatched.push(if others.is_empty() {
-                    format!("`{}` (no run of that model and batch size)", job.task)
-                } else {
-                    format!(
-                        "`{}` (same model and batch size only in {})",
-                        job.task,
-                        others.join(", ")
-                    )
-                });
-                None
-            }
-            several => {
-                let ids: Vec<&str> = several.iter().map(|run| run.id.as_str()).collect();
-                unmatched.push(format!(
-                    "`{}` (ambiguous: runs ID {})",
-                    job.task,
-                    ids.join(", ")
-                ));
-                None
+        let profile = match &clustered {
+            Some(rows) => clustered_profile(job, rows, &mut matched, &mut unmatched),
+            None => {
+                let same_epochs = matches!(join, ProfileJoin::ModelBatchEpochs);
+                run_profile(job, &runs, same_epochs, &mut matched, &mut unmatched)
             }
         };
         job_types.push(job_type(job, profile));
@@ -338,6 +290,64 @@ fn job_type(job: &TableJob, profile: Option<Profile>) -> JobType {
         solo_time_s: BTreeMap::from([(GPU_MODEL.to_owned(), job.solo_s)]),
         gpu_util_pct_approx: None,
         peak_mem_mib: BTreeMap::new(),
+    }
+}
+
+/// The profile of `job` from the one measured run of its model and batch size (and epochs,
+/// when `same_epochs`), noting the run in `matched`, or why there is none in `unmatched`.
+fn run_profile(
+    job: &TableJob,
+    runs: &[Run],
+    same_epochs: bool,
+    matched: &mut Vec<String>,
+    unmatched: &mut Vec<String>,
+) -> Option<Profile> {
+    let same_model_batch: Vec<&Run> = runs
+        .iter()
+        .filter(|run| run.key == job.key && run.batch_size == job.batch_size)
+        .collect();
+    let candidates: Vec<&Run> = same_model_batch
+        .iter()
+        .copied()
+        .filter(|run| !same_epochs || run.epochs == job.epochs)
+        .collect();
+    match candidates.as_slice() {
+        [run] => {
+            matched.push(format!(
+                "`{}` <- run ID {} (line {}, {} epochs)",
+                job.task, run.id, run.line, run.epochs
+            ));
+            Some(profile(
+                run.gpu_util_pct,
+                run.mem_access_pct,
+                run.mem_alloc_pct,
+            ))
+        }
+        [] => {
+            let others: Vec<String> = same_model_batch
+                .iter()
+                .map(|run| format!("ID {} with {} epochs", run.id, run.epochs))
+                .collect();
+            unmatched.push(if others.is_empty() {
+                format!("`{}` (no run of that model and batch size)", job.task)
+            } else {
+                format!(
+                    "`{}` (same model and batch size only in {})",
+                    job.task,
+                    others.join(", ")
+                )
+            });
+            None
+        }
+        several => {
+            let ids: Vec<&str> = several.iter().map(|run| run.id.as_str()).collect();
+            unmatched.push(format!(
+                "`{}` (ambiguous: runs ID {})",
+                job.task,
+                ids.join(", ")
+            ));
+            None
+        }
     }
 }
 
