@@ -163,14 +163,22 @@ pub fn pairs(report: &pairs::Report) -> String {
     for note in notes {
         out.push_str(&format!("engine: {note}\n"));
     }
+    out.push_str(&mixed_durations(&report.mixed_durations));
+    if let Some(path) = &report.profile_path {
+        out.push_str(&profile_path(report, path));
+    }
+    out
+}
 
-    let mixed = &report.mixed_durations;
-    out.push_str(&format!(
+/// The mixed-duration protocol of `eval pairs`: one row per method, Tandem's with the lengths
+/// hidden and declared.
+fn mixed_durations(mixed: &pairs::MixedDurations) -> String {
+    let mut out = format!(
         "\nmixed durations: the same queues, each job running its type's solo time times a factor\n\
          within 1/{spread}..{spread} (log-uniform); partners share until the first finishes, then the\n\
          other runs alone. Tandem with the lengths hidden, and declared (work and speeds told)\n",
         spread = mixed.length_spread
-    ));
+    );
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header([
         "method",
@@ -191,6 +199,167 @@ pub fn pairs(report: &pairs::Report) -> String {
         ]);
     }
     right_align(&mut table, 2..6);
+    out.push_str(&format!("{table}\n"));
+    out
+}
+
+/// The profile path of `eval pairs`: each type's cluster, the methods' rows beside random, the
+/// per-type JRS ranking and the oracle of the main table, then the measured pairs by cluster.
+fn profile_path(report: &pairs::Report, path: &pairs::ProfilePath) -> String {
+    let mut out = String::from(
+        "\nprofile path: every job given with its profile; the engine places it in a cluster and\n\
+         predicts from the clusters. cold: nothing observed; warm: the training pairs observed,\n\
+         the queues' jobs new (new ids); recurring: the queues carry the observed ids\n",
+    );
+    let clusters: Vec<String> = path
+        .clusters
+        .iter()
+        .map(|c| format!("{} -> {} ({:.2})", c.job_type, c.cluster, c.uncertainty))
+        .collect();
+    out.push_str(&format!(
+        "clusters (uncertainty): {}\n{} of {} measured pairs sum to more than the GPU's memory by \
+         their profiles (the guard refuses them)\n",
+        clusters.join("; "),
+        path.pairs_over_memory,
+        report.settings.measured_pairs,
+    ));
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "method",
+        "pairs/queue",
+        "PacSav %",
+        "IndSD mean %",
+        "IndSD p95 %",
+        "pairs IndSD>50% %",
+        "OOMs",
+        "of oracle %",
+    ]);
+    let main = |name: &str| report.methods.iter().find(|row| row.method == name);
+    let rows = main("random")
+        .into_iter()
+        .chain(main("jrs-ranking"))
+        .chain(&path.methods)
+        .chain(main("oracle"));
+    for row in rows {
+        table.add_row([
+            row.method.to_owned(),
+            figure(row.pairs_per_queue, 2),
+            figure(row.packing_saving_pct, 1),
+            figure(row.slowdown_mean_pct, 1),
+            figure(row.slowdown_p95_pct, 1),
+            figure(row.high_slowdown_pairs_pct, 1),
+            row.ooms.map_or_else(|| "–".into(), |o| o.to_string()),
+            figure(row.of_oracle_pct, 1),
+        ]);
+    }
+    right_align(&mut table, 1..8);
+    out.push_str(&format!("{table}\n"));
+    for row in &path.methods {
+        if let Some(training) = &row.engine
+            && training.outcomes_rejected > 0
+        {
+            out.push_str(&format!(
+                "{}: the engine refused {} of {} training outcomes (first: {})\n",
+                row.method,
+                training.outcomes_rejected,
+                training.outcomes_rejected + training.outcomes_observed,
+                training.first_rejection.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+
+    let predictions: Vec<String> = path
+        .predictions
+        .iter()
+        .map(|row| {
+            format!(
+                "{}: {} pairs, IndSD MAE {} pp, PacSav Spearman {}, worst IndSD Spearman {}, \
+                 {} predict errors{}",
+                row.phase,
+                row.pairs,
+                figure(row.slowdown_mae_pp, 1),
+                figure(row.packing_saving_spearman, 2),
+                figure(row.worst_slowdown_spearman, 2),
+                row.predict_errors,
+                row.first_predict_error
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!(" (first: {e})"))
+            )
+        })
+        .collect();
+    out.push_str(&format!(
+        "predictions for measured pairs of new jobs (cold: every pair; warm: the held-out \
+         pairs):\n  {}\n",
+        predictions.join("\n  ")
+    ));
+
+    out.push_str(
+        "\nprofile path learning curve: tandem-balanced after a share of the measured pairs, the\n\
+         queued jobs new; predictions for the pairs held out, both jobs new\n",
+    );
+    let mut curve = Table::new();
+    curve.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "train share",
+        "outcomes seen",
+        "PacSav %",
+        "of oracle %",
+        "IndSD p95 %",
+        "OOMs",
+        "held out",
+        "predicted",
+        "unseen MAE pp",
+        "PacSav Spearman",
+        "worst IndSD Spearman",
+    ]);
+    for row in &path.curve {
+        let seen = if row.engine.outcomes_rejected > 0 {
+            format!("{} of {}", row.engine.outcomes_observed, row.training_pairs)
+        } else {
+            row.engine.outcomes_observed.to_string()
+        };
+        let held_out = &row.held_out;
+        curve.add_row([
+            format!("{:.2}", row.train_share),
+            seen,
+            figure(row.packing_saving_pct, 1),
+            figure(row.of_oracle_pct, 1),
+            figure(row.slowdown_p95_pct, 1),
+            row.ooms.to_string(),
+            held_out.pairs.to_string(),
+            (held_out.pairs - held_out.predict_errors).to_string(),
+            figure(held_out.slowdown_mae_pp, 1),
+            figure(held_out.packing_saving_spearman, 2),
+            figure(held_out.worst_slowdown_spearman, 2),
+        ]);
+    }
+    right_align(&mut curve, 0..11);
+    out.push_str(&format!("{curve}\n"));
+    out.push_str(
+        "predicted: held-out pairs the engine could predict (it refuses a pair whose profiles need\n\
+         more memory than the GPU)\n",
+    );
+
+    out.push_str("\nmeasured pairs by the clusters of their two jobs\n");
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "clusters",
+        "pairs",
+        "PacSav mean %",
+        "IndSD mean %",
+        "IndSD max %",
+        "pairs IndSD>50%",
+    ]);
+    for row in path.cluster_pairs.iter().chain(&path.within_across) {
+        table.add_row([
+            row.clusters.clone(),
+            row.pairs.to_string(),
+            figure(row.packing_saving_pct, 1),
+            figure(row.slowdown_mean_pct, 1),
+            figure(row.slowdown_max_pct, 1),
+            row.high_slowdown_pairs.to_string(),
+        ]);
+    }
+    right_align(&mut table, 1..6);
     out.push_str(&format!("{table}\n"));
     out
 }

@@ -38,6 +38,7 @@ fn committed_catalogs_equal_a_fresh_conversion() {
         names,
         [
             "futurewei-p100.json",
+            "futurewei-p100-profiled.json",
             "alnair-mps.json",
             "gavel-k80.json",
             "gavel-p100.json",
@@ -132,6 +133,57 @@ fn futurewei_with_the_looser_join_profiles_five_jobs() {
             "Image Segmentation (BS=256, Epoch=5)",
         ]
     );
+}
+
+#[test]
+fn futurewei_profiled_gives_every_job_the_row_the_papers_clustered() {
+    let all = converted();
+    let plain = find(&all, "futurewei-p100.json");
+    let catalog = find(&all, "futurewei-p100-profiled.json");
+    assert_eq!(counts(catalog), (12, 34, 12));
+    // The same jobs and pairs as the catalog without profiles.
+    assert_eq!(catalog.pairs(), plain.pairs());
+    let names =
+        |c: &Catalog| -> Vec<String> { c.job_types().iter().map(|j| j.name.clone()).collect() };
+    assert_eq!(names(catalog), names(plain));
+    let profile = |name: &str| {
+        catalog
+            .job_type(name)
+            .and_then(|j| j.profile.clone())
+            .unwrap_or_else(|| panic!("{name} is profiled"))
+    };
+    // Row 102 (model 5 = Inception_v3, batch size 20): interpolated by the authors.
+    let inception = profile("Inceptionv3 (BS=20, Epoch=5)");
+    assert_eq!(
+        (
+            inception.gpu_util_pct,
+            inception.mem_access_pct,
+            inception.mem_used_mib
+        ),
+        // 52.24% of 16280 MiB = 8504.7
+        (60.79, 18.28, 8505)
+    );
+    // Row 106 repeats run 26 (the same model and batch size, 3 epochs): the looser join's
+    // profile, MaGTSAMP read as MGTSAMP.
+    let bert = profile("Small BERT L4-H512-A8 (BS=256, Epoch=1)");
+    assert_eq!((bert.gpu_util_pct, bert.mem_access_pct), (68.6, 44.33));
+    let source = catalog.source();
+    assert!(
+        source
+            .contains("`Inceptionv3 (BS=20, Epoch=5)` <- row ID 102 (interpolated by the authors)")
+    );
+    assert!(
+        source.contains(
+            "`Small BERT L4-H512-A8 (BS=256, Epoch=1)` <- row ID 106 (measured: run ID 26)"
+        )
+    );
+    assert_eq!(source.matches("(measured: run ID").count(), 5, "{source}");
+    assert_eq!(
+        source.matches("(interpolated by the authors)").count(),
+        7,
+        "{source}"
+    );
+    assert!(source.contains("Not joined: none."));
 }
 
 #[test]

@@ -26,8 +26,13 @@ pub(crate) enum Command {
     /// queue one job after another), mean and p95 individual slowdown of the jobs that shared
     /// a GPU, the share of pairs with a slowdown above 50%, OOMs, and the share of the oracle's
     /// saving. Then a learning curve: Tandem trained on 0..90% of the pairs, its queue results
-    /// and its prediction error on the held-out pairs, next to a naive predictor. The same seed
-    /// gives the same report.
+    /// and its prediction error on the held-out pairs, next to a naive predictor. When every
+    /// job type of the catalog has a profile (data/catalogs/futurewei-p100-profiled.json), also
+    /// the profile path: Tandem given the jobs with their profiles, cold (nothing observed),
+    /// warm (the training pairs observed, the queued jobs new) and recurring (the observed
+    /// jobs again), the JRS ranking over the engine's clusters, the engine's predictions for
+    /// measured pairs of new jobs, and the measured pairs grouped by the engine's clusters. The
+    /// same seed gives the same report.
     Pairs(PairsArgs),
 
     /// Memory prediction: the engine's forest against simpler estimates, and the OOM guard.

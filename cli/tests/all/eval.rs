@@ -224,6 +224,81 @@ fn a_hand_written_catalog_runs_every_method_including_lucid() {
 }
 
 #[test]
+fn the_profiled_futurewei_catalog_adds_the_profile_path() {
+    let profiled = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../data/catalogs/futurewei-p100-profiled.json");
+    let profiled = profiled.to_str().unwrap();
+    let args = ["--catalog", profiled, "--queues", "30"];
+    let (first, report) = json_report(&args);
+    assert_eq!(
+        first,
+        json_report(&args).0,
+        "the profile path is reproducible"
+    );
+    let path = &report["profile_path"];
+    assert_eq!(path["clusters"].as_array().unwrap().len(), 12, "{path}");
+    let rows = path["methods"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(names[0], "jrs-clusters warm");
+    for objective in ["balanced", "min-slowdown", "max-packing"] {
+        for phase in ["cold", "warm", "recurring"] {
+            let name = format!("tandem-{objective} {phase}");
+            assert!(names.contains(&name.as_str()), "{name} missing: {names:?}");
+        }
+    }
+    let oracle = method(&report, "oracle")["packing_saving_pct"]
+        .as_f64()
+        .unwrap();
+    for row in rows {
+        assert!(
+            row["packing_saving_pct"].as_f64().unwrap() <= oracle + 1e-9,
+            "{row}"
+        );
+        assert!(row["of_oracle_pct"].as_f64().is_some(), "{row}");
+    }
+    // The warm engines observed every training pair.
+    let warm = rows
+        .iter()
+        .find(|r| r["method"] == "tandem-balanced warm")
+        .unwrap();
+    assert_eq!(
+        warm["engine"]["outcomes_observed"],
+        report["settings"]["training_pairs"]
+    );
+    // The curve's training sets are the phases': nothing observed is cold, the train share is
+    // warm.
+    let curve = path["curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 6);
+    let cold = rows
+        .iter()
+        .find(|r| r["method"] == "tandem-balanced cold")
+        .unwrap();
+    for (point, phase) in [(&curve[0], cold), (&curve[3], warm)] {
+        for figure in ["packing_saving_pct", "slowdown_p95_pct", "ooms"] {
+            assert_eq!(
+                point[figure], phase[figure],
+                "{figure}: {point} against {phase}"
+            );
+        }
+    }
+    assert_eq!(curve[0]["held_out"]["pairs"], 34);
+    // Every measured pair is in exactly one cluster pair, and in `within` or `across`.
+    let count = |rows: &Value| -> u64 {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["pairs"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(count(&path["cluster_pairs"]), 34);
+    assert_eq!(count(&path["within_across"]), 34);
+    // The catalog without profiles has no profile path.
+    let plain = profiled.replace("-profiled", "");
+    let (_, report) = json_report(&["--catalog", &plain, "--queues", "5"]);
+    assert!(report.get("profile_path").is_none(), "{report}");
+}
+
+#[test]
 fn the_same_seed_gives_the_same_report() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = write_catalog(dir.path(), &tiny_catalog());

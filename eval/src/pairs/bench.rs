@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use tandem_api::Profile;
 use tandem_catalog::{Catalog, colocated_times};
 
 use crate::error::{Error, Result};
@@ -26,6 +27,9 @@ pub(crate) struct TypeInfo {
     pub gpu_util_pct: Option<f64>,
     /// Peak device memory from the profile, in MiB.
     pub mem_used_mib: Option<u32>,
+    /// The catalog's profile of the type, when it has one (the profile path gives it to the
+    /// engine; the per-id path never does).
+    pub profile: Option<Profile>,
 }
 
 /// A measured pair of two different job types.
@@ -105,6 +109,7 @@ impl Bench {
                     .map(|p| f64::from(p.gpu_util_pct))
                     .or(job.gpu_util_pct_approx.map(f64::from)),
                 mem_used_mib: job.profile.as_ref().map(|p| p.mem_used_mib),
+                profile: job.profile.clone(),
             });
         }
         if types.len() < 2 {

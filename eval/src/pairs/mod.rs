@@ -7,7 +7,9 @@
 //! cluster ranking, a Lucid-style utilization rule, Tandem under its three objectives (through
 //! the real component, trained on a share of the measured pairs), and the oracle (maximum-weight
 //! matching on the measured table). A learning curve then shows what Tandem gains from more
-//! observed outcomes, on the queues and on held-out pairs. `docs/EVALUATION.md` is the protocol.
+//! observed outcomes, on the queues and on held-out pairs. On a catalog whose every job type
+//! has a profile, the profile path ([`ProfilePath`]) adds the engine given those profiles, cold
+//! and warm. `docs/EVALUATION.md` is the protocol.
 //!
 //! Everything random is drawn from generators seeded by `--seed`, each purpose from its own
 //! stream (queues, training split, random pairing, id keys), so one seed gives one report.
@@ -17,6 +19,7 @@ mod durations;
 mod engine;
 mod methods;
 mod metrics;
+mod profiled;
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +41,7 @@ use metrics::{HIGH_SLOWDOWN, QueueOutcome, mean, percentile, queue_outcome, spea
 pub use bench::ASSUMED_SOLO_S;
 pub use durations::{DurationRow, LENGTH_SPREAD, MixedDurations};
 pub use engine::Training;
+pub use profiled::{ClusterPairRow, PredictionRow, ProfileCurveRow, ProfilePath, TypeCluster};
 
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
 const DEFAULT_QUEUE_LIMIT: usize = 16;
@@ -83,6 +87,9 @@ pub struct Report {
     pub learning_curve: Vec<CurveRow>,
     /// The same queues with jobs of unequal lengths, hidden from Tandem and declared to it.
     pub mixed_durations: MixedDurations,
+    /// The jobs given with their profiles, cold and warm, when every job type has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_path: Option<ProfilePath>,
 }
 
 /// The catalog evaluated.
@@ -334,6 +341,20 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
 
     let mixed_durations =
         durations::run(runtime, bench, &secret, &queues, observed, settings.seed)?;
+    let profile_path = match profiled::Setup::new(runtime, bench, &secret, &queues, settings.seed) {
+        Some(setup) => {
+            let mut path = setup.run(observed)?;
+            path.curve = setup.curve(&split, &CURVE_SHARES)?;
+            for row in &mut path.methods {
+                row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
+            }
+            for row in &mut path.curve {
+                row.of_oracle_pct = of_oracle(row.packing_saving_pct, oracle_saving);
+            }
+            Some(path)
+        }
+        None => None,
+    };
 
     Ok(Report {
         catalog: CatalogInfo {
@@ -357,6 +378,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
         methods: rows,
         learning_curve,
         mixed_durations,
+        profile_path,
     })
 }
 

@@ -1,6 +1,6 @@
 //! The Futurewei mini-ML workload set (CentaurusInfra/alnair): Table II (solo completion
-//! times), Tables III and IV (co-located completion times) and the measured runs that give the
-//! jobs' telemetry.
+//! times), Tables III and IV (co-located completion times), and the measured runs (or the
+//! table the papers clustered) that give the jobs' telemetry.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -29,16 +29,40 @@ const MODEL_ALIASES: &[(&str, &str)] = &[
     ("reinforcementlearning", "rlcartpole"),
 ];
 
-/// How a Table II job is matched to a measured run of the workload file for its profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProfileJoin {
-    /// Same model, batch size and number of epochs: the measured run is that very job. What
-    /// `data/catalogs/futurewei-p100.json` uses.
+/// Values of the clustering table and the workload file that are this close are the same
+/// figure: both files print at most three decimals, and the runs' figures are kept as `f32`.
+const SAME_FIGURE: f64 = 5e-4;
+
+/// How a Table II job is matched to telemetry for its profile.
+#[derive(Debug, Clone, Copy)]
+pub enum ProfileJoin<'a> {
+    /// Same model, batch size and number of epochs in the workload file: the measured run is
+    /// that very job. What `data/catalogs/futurewei-p100.json` uses.
     ModelBatchEpochs,
-    /// Same model and batch size, whatever the epochs, where exactly one such run exists. The
-    /// profile is a peak over a run, which depends on what one step does (model, batch size)
-    /// rather than on how many steps there are; but the run is not the job of the tables.
+    /// Same model and batch size in the workload file, whatever the epochs, where exactly one
+    /// such run exists. The profile is a peak over a run, which depends on what one step does
+    /// (model, batch size) rather than on how many steps there are; but the run is not the job
+    /// of the tables.
     ModelBatch,
+    /// Same model and batch size in the table the papers clustered
+    /// (`futurewei_clustering_real_and_synthetic.csv`: `ID, Model, Dataset, Batch Size, MGUP,
+    /// MGMAP, MGTSAMP`), which holds the measured runs and the authors' interpolations of each
+    /// model across batch sizes, the Table II batch sizes among them. What
+    /// `data/catalogs/futurewei-p100-profiled.json` uses. The table numbers its models; a
+    /// number is read as the model of the measured runs its rows repeat (same batch size and
+    /// figures), so no mapping is typed in. The catalog's `source` says which profiles were
+    /// measured and which the authors interpolated.
+    Clustered(Input<'a>),
+}
+
+impl ProfileJoin<'_> {
+    /// The catalog's name under this join: the profiled catalog is kept beside the other.
+    fn catalog_name(&self) -> &'static str {
+        match self {
+            Self::ModelBatchEpochs | Self::ModelBatch => "futurewei-p100",
+            Self::Clustered(_) => "futurewei-p100-profiled",
+        }
+    }
 }
 
 /// One measured run of `futurewei_mini_ml_workload.csv`.
@@ -53,6 +77,18 @@ struct Run {
     mem_alloc_pct: f64,
 }
 
+/// One row of the clustering table, its model resolved through the measured runs.
+struct ClusteredRow {
+    id: String,
+    key: String,
+    batch_size: u32,
+    gpu_util_pct: f32,
+    mem_access_pct: f32,
+    mem_alloc_pct: f64,
+    /// The measured run the row repeats; `None` where the authors interpolated it.
+    run: Option<String>,
+}
+
 /// One job of Table II.
 struct TableJob {
     task: String,
@@ -62,7 +98,8 @@ struct TableJob {
     solo_s: f64,
 }
 
-/// Builds the `futurewei-p100` catalog.
+/// Builds the `futurewei-p100` catalog, or `futurewei-p100-profiled` under
+/// [`ProfileJoin::Clustered`].
 ///
 /// - `individual`: `futurewei_tableII_individual_runtime.csv` (`task, model, batch_size,
 ///   epochs, completion_time_s`, ...): one job type per row, named by `task`, with its solo
@@ -72,81 +109,33 @@ struct TableJob {
 ///   co-located time of each job, measured times kept in `colocated_time_s`.
 /// - `workload`: `futurewei_mini_ml_workload.csv` (`ID, Model, Epoch, BS, MGUP, MaGTSAMP,
 ///   MGMAP`, ...): profiles of the jobs that match a measured run under `join`; `null` for the
-///   others.
+///   others. Under [`ProfileJoin::Clustered`] the profiles come from the clustering table, and
+///   the runs only tell which of its rows were measured and which model each number is.
 pub fn futurewei(
     individual: Input<'_>,
     pairs: Input<'_>,
     workload: Input<'_>,
-    join: ProfileJoin,
+    join: ProfileJoin<'_>,
 ) -> Result<Catalog> {
     let runs = read_runs(workload)?;
     let jobs = read_jobs(individual)?;
+    let clustered = match join {
+        ProfileJoin::Clustered(table) => Some(read_clustered(table, &runs)?),
+        ProfileJoin::ModelBatchEpochs | ProfileJoin::ModelBatch => None,
+    };
 
     let mut matched = Vec::new();
     let mut unmatched = Vec::new();
     let mut job_types = Vec::new();
     for job in &jobs {
-        let same_model_batch: Vec<&Run> = runs
-            .iter()
-            .filter(|run| run.key == job.key && run.batch_size == job.batch_size)
-            .collect();
-        let candidates: Vec<&Run> = match join {
-            ProfileJoin::ModelBatchEpochs => same_model_batch
-                .iter()
-                .copied()
-                .filter(|run| run.epochs == job.epochs)
-                .collect(),
-            ProfileJoin::ModelBatch => same_model_batch.clone(),
-        };
-        let profile = match candidates.as_slice() {
-            [run] => {
-                matched.push(format!(
-                    "`{}` <- run ID {} (line {}, {} epochs)",
-                    job.task, run.id, run.line, run.epochs
-                ));
-                Some(Profile {
-                    gpu_util_pct: run.gpu_util_pct,
-                    mem_access_pct: run.mem_access_pct,
-                    mem_used_mib: (run.mem_alloc_pct / 100.0 * f64::from(GPU_MEMORY_MIB)).round()
-                        as u32,
-                    gpu_model: GPU_MODEL.to_owned(),
-                })
-            }
-            [] => {
-                let others: Vec<String> = same_model_batch
-                    .iter()
-                    .map(|run| format!("ID {} with {} epochs", run.id, run.epochs))
-                    .collect();
-                unmatched.push(if others.is_empty() {
-                    format!("`{}` (no run of that model and batch size)", job.task)
-                } else {
-                    format!(
-                        "`{}` (same model and batch size only in {})",
-                        job.task,
-                        others.join(", ")
-                    )
-                });
-                None
-            }
-            several => {
-                let ids: Vec<&str> = several.iter().map(|run| run.id.as_str()).collect();
-                unmatched.push(format!(
-                    "`{}` (ambiguous: runs ID {})",
-                    job.task,
-                    ids.join(", ")
-                ));
-                None
+        let profile = match &clustered {
+            Some(rows) => clustered_profile(job, rows, &mut matched, &mut unmatched),
+            None => {
+                let same_epochs = matches!(join, ProfileJoin::ModelBatchEpochs);
+                run_profile(job, &runs, same_epochs, &mut matched, &mut unmatched)
             }
         };
-        job_types.push(JobType {
-            name: job.task.clone(),
-            profile,
-            declared: None,
-            solo_throughput: BTreeMap::new(),
-            solo_time_s: BTreeMap::from([(GPU_MODEL.to_owned(), job.solo_s)]),
-            gpu_util_pct_approx: None,
-            peak_mem_mib: BTreeMap::new(),
-        });
+        job_types.push(job_type(job, profile));
     }
 
     let solo: HashMap<&str, f64> = jobs.iter().map(|j| (j.task.as_str(), j.solo_s)).collect();
@@ -158,6 +147,7 @@ pub fn futurewei(
             "same model and batch size, whatever the number of epochs (an approximation: the \
              run is not the job of the tables)"
         }
+        ProfileJoin::Clustered(_) => "",
     };
     let list = |items: &[String]| {
         if items.is_empty() {
@@ -174,6 +164,34 @@ pub fn futurewei(
             disagreements.join("; ")
         )
     };
+    let profiles = match join {
+        ProfileJoin::Clustered(_) => format!(
+            "Profiles: from futurewei_clustering_real_and_synthetic.csv, the table the papers \
+             clustered (the 49 measured runs of futurewei_mini_ml_workload.csv and the authors' \
+             interpolations of each model across batch sizes; taken from the repository at a \
+             commit before its authors removed it), row of the same model and batch size. Its \
+             Model column is a number; each number is read as the model of the measured runs \
+             whose batch size, MGUP, MGMAP and MaGTSAMP its rows repeat. gpu_util_pct = MGUP, \
+             mem_access_pct = MGTSAMP, mem_used_mib = MGMAP % of {GPU_MEMORY_MIB} MiB, rounded \
+             (TensorFlow reserves most device memory up front, so this overstates what a job \
+             needs, and many measured pairs sum to more than the GPU). A row that repeats a \
+             measured run is that run's telemetry (other epochs than the job of the tables); \
+             any other row was interpolated by the papers' authors, not measured: Tandem \
+             estimates none of it. Joined: {}. Not joined: {}.",
+            list(&matched),
+            list(&unmatched),
+        ),
+        ProfileJoin::ModelBatchEpochs | ProfileJoin::ModelBatch => format!(
+            "Profiles: joined to futurewei_mini_ml_workload.csv (repository path \
+             open-data/gpu-sharing/Dataset.csv) on {join_rule}; gpu_util_pct = MGUP, \
+             mem_access_pct = MaGTSAMP, mem_used_mib = MGMAP % of {GPU_MEMORY_MIB} MiB, rounded \
+             (TensorFlow reserves most device memory up front, so this overstates what a job \
+             needs). Joined: {}. profile is null where no measured run matches, since no \
+             telemetry is ever estimated: {}.",
+            list(&matched),
+            list(&unmatched),
+        ),
+    };
     let source = format!(
         "Futurewei mini-ML workload dataset, CentaurusInfra/alnair (Apache-2.0), vendored in \
          data/alnair/ (see data/README.md). GPU: a Tesla P100 with {GPU_MEMORY_MIB} MiB, \
@@ -187,20 +205,13 @@ pub fn futurewei(
          their whole runs, and the one that finished last ran alone after its partner ended, so \
          its speed overstates its throughput while sharing; use colocated_time_s where the \
          measured times themselves matter. The source's slowdown and packing-saving columns \
-         are not used (they derive from the times); {disagreements}. Profiles: joined to \
-         futurewei_mini_ml_workload.csv (repository path open-data/gpu-sharing/Dataset.csv) \
-         on {join_rule}; gpu_util_pct = MGUP, mem_access_pct = MaGTSAMP, mem_used_mib = MGMAP \
-         % of {GPU_MEMORY_MIB} MiB, rounded (TensorFlow reserves most device memory up front, \
-         so this overstates what a job needs). Joined: {}. profile is null where no measured \
-         run matches, since no telemetry is ever estimated: {}.",
+         are not used (they derive from the times); {disagreements}. {profiles}",
         jobs.len(),
         pairs.len(),
-        list(&matched),
-        list(&unmatched),
     );
 
     Catalog::new(
-        "futurewei-p100",
+        join.catalog_name(),
         source,
         vec![GpuModel {
             model: GPU_MODEL.to_owned(),
@@ -257,6 +268,203 @@ fn read_runs(workload: Input<'_>) -> Result<Vec<Run>> {
         });
     }
     Ok(runs)
+}
+
+/// A profile on the P100 from the source's percentages.
+fn profile(gpu_util_pct: f32, mem_access_pct: f32, mem_alloc_pct: f64) -> Profile {
+    Profile {
+        gpu_util_pct,
+        mem_access_pct,
+        mem_used_mib: (mem_alloc_pct / 100.0 * f64::from(GPU_MEMORY_MIB)).round() as u32,
+        gpu_model: GPU_MODEL.to_owned(),
+    }
+}
+
+/// The catalog's entry for a Table II job.
+fn job_type(job: &TableJob, profile: Option<Profile>) -> JobType {
+    JobType {
+        name: job.task.clone(),
+        profile,
+        declared: None,
+        solo_throughput: BTreeMap::new(),
+        solo_time_s: BTreeMap::from([(GPU_MODEL.to_owned(), job.solo_s)]),
+        gpu_util_pct_approx: None,
+        peak_mem_mib: BTreeMap::new(),
+    }
+}
+
+/// The profile of `job` from the one measured run of its model and batch size (and epochs,
+/// when `same_epochs`), noting the run in `matched`, or why there is none in `unmatched`.
+fn run_profile(
+    job: &TableJob,
+    runs: &[Run],
+    same_epochs: bool,
+    matched: &mut Vec<String>,
+    unmatched: &mut Vec<String>,
+) -> Option<Profile> {
+    let same_model_batch: Vec<&Run> = runs
+        .iter()
+        .filter(|run| run.key == job.key && run.batch_size == job.batch_size)
+        .collect();
+    let candidates: Vec<&Run> = same_model_batch
+        .iter()
+        .copied()
+        .filter(|run| !same_epochs || run.epochs == job.epochs)
+        .collect();
+    match candidates.as_slice() {
+        [run] => {
+            matched.push(format!(
+                "`{}` <- run ID {} (line {}, {} epochs)",
+                job.task, run.id, run.line, run.epochs
+            ));
+            Some(profile(
+                run.gpu_util_pct,
+                run.mem_access_pct,
+                run.mem_alloc_pct,
+            ))
+        }
+        [] => {
+            let others: Vec<String> = same_model_batch
+                .iter()
+                .map(|run| format!("ID {} with {} epochs", run.id, run.epochs))
+                .collect();
+            unmatched.push(if others.is_empty() {
+                format!("`{}` (no run of that model and batch size)", job.task)
+            } else {
+                format!(
+                    "`{}` (same model and batch size only in {})",
+                    job.task,
+                    others.join(", ")
+                )
+            });
+            None
+        }
+        several => {
+            let ids: Vec<&str> = several.iter().map(|run| run.id.as_str()).collect();
+            unmatched.push(format!(
+                "`{}` (ambiguous: runs ID {})",
+                job.task,
+                ids.join(", ")
+            ));
+            None
+        }
+    }
+}
+
+/// The profile of `job` from the clustering table's row of its model and batch size, noting
+/// the row (and whether it was measured) in `matched`, or why there is none in `unmatched`.
+fn clustered_profile(
+    job: &TableJob,
+    rows: &[ClusteredRow],
+    matched: &mut Vec<String>,
+    unmatched: &mut Vec<String>,
+) -> Option<Profile> {
+    let candidates: Vec<&ClusteredRow> = rows
+        .iter()
+        .filter(|row| row.key == job.key && row.batch_size == job.batch_size)
+        .collect();
+    match candidates.as_slice() {
+        [row] => {
+            let origin = match &row.run {
+                Some(run) => format!("measured: run ID {run}"),
+                None => "interpolated by the authors".to_owned(),
+            };
+            matched.push(format!("`{}` <- row ID {} ({origin})", job.task, row.id));
+            Some(profile(
+                row.gpu_util_pct,
+                row.mem_access_pct,
+                row.mem_alloc_pct,
+            ))
+        }
+        [] => {
+            unmatched.push(format!(
+                "`{}` (no row of that model and batch size)",
+                job.task
+            ));
+            None
+        }
+        several => {
+            let ids: Vec<&str> = several.iter().map(|row| row.id.as_str()).collect();
+            unmatched.push(format!(
+                "`{}` (ambiguous: rows ID {})",
+                job.task,
+                ids.join(", ")
+            ));
+            None
+        }
+    }
+}
+
+/// Reads the clustering table and names each row's model by the measured runs: a row whose
+/// batch size and three figures equal a run's repeats that run, and every repeated run of a
+/// model number must be of one model. Rows of a number no run names are left out.
+fn read_clustered(input: Input<'_>, runs: &[Run]) -> Result<Vec<ClusteredRow>> {
+    let table = Table::read(input)?;
+    table.require(&["ID", "Model", "Batch Size", "MGUP", "MGMAP", "MGTSAMP"])?;
+    let same = |a: f64, b: f64| (a - b).abs() < SAME_FIGURE;
+    // Each row with its model number; `key` is filled in once every number is resolved.
+    let mut numbered: Vec<(String, ClusteredRow)> = Vec::new();
+    // Model number -> (model key, line of the first row that said so).
+    let mut models: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    for row in table.rows() {
+        let percent = |column: &str| -> Result<f64> {
+            let value: f64 = row.number(column)?;
+            if (0.0..=100.0).contains(&value) {
+                Ok(value)
+            } else {
+                Err(row.error_in(column, format!("{value} is not a percentage")))
+            }
+        };
+        let (util, alloc, access) = (percent("MGUP")?, percent("MGMAP")?, percent("MGTSAMP")?);
+        let number = row.text("Model")?.to_owned();
+        let batch_size: u32 = row.number("Batch Size")?;
+        let run = runs.iter().find(|run| {
+            run.batch_size == batch_size
+                && same(f64::from(run.gpu_util_pct), util)
+                && same(f64::from(run.mem_access_pct), access)
+                && same(run.mem_alloc_pct, alloc)
+        });
+        if let Some(run) = run {
+            match models.get(&number) {
+                Some((key, line)) if *key != run.key => {
+                    return Err(row.error_in(
+                        "Model",
+                        format!(
+                            "model {number} repeats runs of two models (run ID {} here, another \
+                             model's run on line {line})",
+                            run.id
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    models.insert(number.clone(), (run.key.clone(), row.line()));
+                }
+            }
+        }
+        numbered.push((
+            number,
+            ClusteredRow {
+                id: row.text("ID")?.to_owned(),
+                key: String::new(),
+                batch_size,
+                gpu_util_pct: util as f32,
+                mem_access_pct: access as f32,
+                mem_alloc_pct: alloc,
+                run: run.map(|run| run.id.clone()),
+            },
+        ));
+    }
+    Ok(numbered
+        .into_iter()
+        .filter_map(|(number, row)| {
+            let (key, _) = models.get(&number)?;
+            Some(ClusteredRow {
+                key: key.clone(),
+                ..row
+            })
+        })
+        .collect())
 }
 
 fn read_jobs(individual: Input<'_>) -> Result<Vec<TableJob>> {
@@ -387,7 +595,7 @@ ID,Model,Dataset,Epoch,BS,MGUP,MaGTSAMP,MGMAP
         Input { origin, text }
     }
 
-    fn convert(join: ProfileJoin) -> Result<Catalog> {
+    fn convert(join: ProfileJoin<'_>) -> Result<Catalog> {
         futurewei(
             input("individual.csv", INDIVIDUAL),
             input("pairs.csv", PAIRS),
@@ -466,6 +674,73 @@ ID,Model,Dataset,Epoch,BS,MGUP,MaGTSAMP,MGMAP
         // 16.41% of 16280 MiB = 2671.548 MiB, rounded
         assert_eq!(bert.mem_used_mib, 2672);
         assert!(catalog.source().contains("whatever the number of epochs"));
+    }
+
+    /// The clustering table's shape; model 5 is Inception_v3 (row 1 repeats run 21), model 7
+    /// small BERT L2-H128 (row 3 repeats run 27), model 13 DCGAN (row 4 repeats run 34, row
+    /// 5 run 35). Row 2 and row 6 are interpolations; model 99 repeats no run.
+    const CLUSTERING: &str = "\
+ID,Model,Dataset,Batch Size,MGUP,MGMAP,MGTSAMP
+1,5,1,20,66.73,53.73,21.07
+2,13,3,230,43.64,14.93,14.55
+3,7,2,256,21.13,16.41,7.13
+4,13,3,256,46,16.11,15.53
+5,13,3,32,36.6,12.01,9.13
+6,99,9,20,1,1,1
+";
+
+    #[test]
+    fn the_clustered_join_names_models_by_the_runs_their_rows_repeat() {
+        let individual =
+            format!("{INDIVIDUAL}\"DCGAN (BS=230, Epoch=5)\",DCGAN,230,5,1,131.43,73.7\n");
+        let catalog = futurewei(
+            Input {
+                origin: "individual.csv",
+                text: &individual,
+            },
+            input("pairs.csv", PAIRS),
+            input("workload.csv", WORKLOAD),
+            ProfileJoin::Clustered(input("clustering.csv", CLUSTERING)),
+        )
+        .expect("converts");
+        assert_eq!(catalog.name(), "futurewei-p100-profiled");
+        let profile = |name: &str| catalog.job_type(name).and_then(|j| j.profile.clone());
+        // Row 2 is model 13 at batch size 230, which no run measured: the interpolation.
+        let dcgan = profile("DCGAN (BS=230, Epoch=5)").expect("row 2");
+        assert_eq!((dcgan.gpu_util_pct, dcgan.mem_access_pct), (43.64, 14.55));
+        // 14.93% of 16280 MiB = 2430.6
+        assert_eq!(dcgan.mem_used_mib, 2431);
+        let source = catalog.source();
+        assert!(
+            source.contains("`DCGAN (BS=230, Epoch=5)` <- row ID 2 (interpolated by the authors)")
+        );
+        assert!(source.contains("`DCGAN (BS=256, Epoch=5)` <- row ID 4 (measured: run ID 34)"));
+        assert!(
+            source.contains("`Inceptionv3 (BS=20, Epoch=5)` <- row ID 1 (measured: run ID 21)")
+        );
+        assert!(source.contains("Not joined: none."));
+    }
+
+    #[test]
+    fn a_model_number_that_repeats_two_models_is_an_error() {
+        // Row 5 now says model 7 (small BERT) but repeats a DCGAN run.
+        let clustering = CLUSTERING.replace("5,13,3,32", "5,7,3,32");
+        let error = futurewei(
+            input("individual.csv", INDIVIDUAL),
+            input("pairs.csv", PAIRS),
+            input("workload.csv", WORKLOAD),
+            ProfileJoin::Clustered(Input {
+                origin: "clustering.csv",
+                text: &clustering,
+            }),
+        )
+        .map(|_| ())
+        .expect_err("two models under one number");
+        assert_eq!(
+            error.to_string(),
+            "clustering.csv: line 6, column `Model`: model 7 repeats runs of two models (run ID \
+             35 here, another model's run on line 4)"
+        );
     }
 
     #[test]

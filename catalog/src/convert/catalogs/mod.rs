@@ -2,7 +2,8 @@
 //!
 //! - [`futurewei`]: the Futurewei mini-ML workload set (CentaurusInfra/alnair, Apache-2.0):
 //!   twelve TensorFlow jobs on a Tesla P100, alone and in 34 measured pairs, with telemetry for
-//!   the jobs that have a matching measured run.
+//!   the jobs that have a matching measured run; and the same jobs and pairs with every job's
+//!   telemetry from the table the papers clustered (`futurewei-p100-profiled`).
 //! - [`alnair_mps`]: the alnair packing study (PyTorch under NVIDIA MPS, GPU not stated):
 //!   time per 10 steps alone and next to another job.
 //! - [`gavel`]: Gavel's measured throughputs (stanford-futuredata/gavel, MIT) on K80, P100 and
@@ -55,6 +56,7 @@ fn input(file: &(String, String)) -> Input<'_> {
 const FUTUREWEI_INDIVIDUAL: &str = "alnair/futurewei_tableII_individual_runtime.csv";
 const FUTUREWEI_PAIRS: &str = "alnair/futurewei_tableIII_IV_pair_interference.csv";
 const FUTUREWEI_WORKLOAD: &str = "alnair/futurewei_mini_ml_workload.csv";
+const FUTUREWEI_CLUSTERING: &str = "alnair/futurewei_clustering_real_and_synthetic.csv";
 const MPS_INDIVIDUAL: &str = "alnair/packing_individual.csv";
 const MPS_PAIR_TIMES: &str = "alnair/packing_pair_time_per_10_steps_us.csv";
 const MPS_SLOWDOWN: &str = "alnair/packing_pair_slowdown_ratio.csv";
@@ -84,6 +86,16 @@ pub fn convert_all(data_dir: &Path) -> Result<Vec<Converted>> {
             input(&pairs),
             input(&workload),
             ProfileJoin::ModelBatchEpochs,
+        )?,
+    });
+    let clustering = read(FUTUREWEI_CLUSTERING)?;
+    converted.push(Converted {
+        file_name: "futurewei-p100-profiled.json".to_owned(),
+        catalog: futurewei(
+            input(&individual),
+            input(&pairs),
+            input(&workload),
+            ProfileJoin::Clustered(input(&clustering)),
         )?,
     });
 
