@@ -14,13 +14,15 @@
 //! test checks that the committed files equal a fresh conversion. A [`Trace`] (jobs in arrival
 //! order) and a [`Cluster`] (groups of identical GPU nodes) are what the simulator replays;
 //! [`convert::traces`] builds them from Gavel's and Alibaba's public traces, or generates one.
+//! [`DeclaredModels`] gives job types the models their users declare, from which the engine
+//! predicts the utilization the simulator's utilization baselines pack by.
 //!
 //! **Where a new data set goes:** its files in `data/<source>/`, its converter in
 //! `catalog/src/convert/catalogs/` (co-location measurements) or `catalog/src/convert/traces/`
 //! (job arrivals, cluster shapes); [`convert`] lists the steps.
 //!
 //! Modules point one way: [`error`](Error) and [`definitions`](colocated_times) are leaves;
-//! the formats ([`Catalog`], [`trace`], [`cluster`]) import only them; the converters import
+//! the formats ([`Catalog`], [`trace`], [`cluster`], [`declared`]) import only them; the converters import
 //! the formats; nothing imports a converter but this root's re-exports.
 //!
 //! ```no_run
@@ -43,12 +45,14 @@ mod catalog;
 pub mod cluster;
 pub mod convert;
 mod csv_input;
+pub mod declared;
 mod definitions;
 mod error;
 pub mod trace;
 
 pub use catalog::{Catalog, GpuModel, JobType, Pair};
 pub use cluster::{Cluster, GpuSlot, NodeGroup};
+pub use declared::{DeclaredModel, DeclaredModels};
 pub use definitions::{colocated_times, individual_slowdown, packing_saving};
 pub use error::{Error, Result};
 pub use trace::{Trace, TraceJob};

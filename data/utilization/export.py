@@ -145,6 +145,212 @@ def dqn():
     return keras.Model(observation, layers.Dense(2)(x))
 
 
+# Gavel's job types (stanford-futuredata/gavel, `workloads/pytorch/`): the networks its
+# trace commands train, rebuilt here from the architectures those scripts define, so that the
+# simulator's utilization baselines can be given each type's utilization as the engine predicts
+# it from the declared model (`gavel_job_types.csv` maps each job type to one of these).
+
+
+def basic_block(x, filters, stride):
+    """ResNet's basic block as kuangliu's CIFAR ResNet writes it (Gavel's ResNet-18)."""
+    out = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(x)
+    out = layers.ReLU()(layers.BatchNormalization()(out))
+    out = layers.Conv2D(filters, 3, padding="same", use_bias=False)(out)
+    out = layers.BatchNormalization()(out)
+    if stride != 1 or x.shape[-1] != filters:
+        x = layers.Conv2D(filters, 1, strides=stride, use_bias=False)(x)
+        x = layers.BatchNormalization()(x)
+    return layers.ReLU()(out + x)
+
+
+def resnet18_cifar10():
+    """Gavel's ResNet-18: kuangliu's CIFAR-10 ResNet-18 (32x32 images, 10 classes)."""
+    image = keras.Input((32, 32, 3), name="image")
+    x = layers.Conv2D(64, 3, padding="same", use_bias=False)(image)
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    for filters, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        x = basic_block(x, filters, stride)
+        x = basic_block(x, filters, 1)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(image, layers.Dense(10)(x))
+
+
+def resnet50_imagenet():
+    """Gavel's ResNet-50: torchvision's ResNet-50 on ImageNet (224x224, 1000 classes)."""
+    return keras.applications.ResNet50(input_shape=(224, 224, 3), weights=None, classes=1000,
+                                       classifier_activation=None)
+
+
+# Gavel's Transformer (attention-is-all-you-need-pytorch on Multi30k, `-proj_share_weight`):
+# d_model 512, 2048 inner, 8 heads of 64, 6 encoder and 6 decoder layers. Its batch is in
+# sentences, padded to the batch's longest: 32 tokens stands for that length (Multi30k's
+# sentences average about 13 tokens). The vocabularies are built from the data at run time;
+# 3,000 words each is their order at the preprocessing's minimum count.
+TRANSLATION_TOKENS = 32
+TRANSLATION_VOCABULARY = 3000
+
+
+def attention(query, memory, hidden, heads):
+    """Multi-head attention written out with dense layers and matrix products, as in bert()."""
+    head = hidden // heads
+
+    def split(t):
+        t = layers.Reshape((TRANSLATION_TOKENS, heads, head))(t)
+        return layers.Permute((2, 1, 3))(t)
+
+    q, k, v = split(layers.Dense(hidden)(query)), split(layers.Dense(hidden)(memory)), split(layers.Dense(hidden)(memory))
+    scores = layers.Lambda(lambda a: tf.matmul(a[0], a[1], transpose_b=True) / head**0.5)([q, k])
+    weights = layers.Softmax()(scores)
+    context = layers.Lambda(lambda a: tf.matmul(a[0], a[1]))([weights, v])
+    context = layers.Reshape((TRANSLATION_TOKENS, hidden))(layers.Permute((2, 1, 3))(context))
+    return layers.LayerNormalization(epsilon=1e-6)(query + layers.Dense(hidden)(context))
+
+
+def feed_forward(x, hidden, inner):
+    inner_out = layers.ReLU()(layers.Dense(inner)(x))
+    return layers.LayerNormalization(epsilon=1e-6)(x + layers.Dense(hidden)(inner_out))
+
+
+def transformer_multi30k(n_layers=6, hidden=512, inner=2048, heads=8):
+    """Gavel's Transformer: encoder-decoder over source and target sentences, the target
+    projection onto its vocabulary (the shared embedding weight is counted twice here)."""
+    source = keras.Input((TRANSLATION_TOKENS,), dtype="int32", name="source")
+    target = keras.Input((TRANSLATION_TOKENS,), dtype="int32", name="target")
+    x = PositionEmbedding()(layers.Embedding(TRANSLATION_VOCABULARY, hidden)(source))
+    for _ in range(n_layers):
+        x = feed_forward(attention(x, x, hidden, heads), hidden, inner)
+    y = PositionEmbedding()(layers.Embedding(TRANSLATION_VOCABULARY, hidden)(target))
+    for _ in range(n_layers):
+        y = attention(y, y, hidden, heads)
+        y = feed_forward(attention(y, x, hidden, heads), hidden, inner)
+    return keras.Model([source, target], layers.Dense(TRANSLATION_VOCABULARY, use_bias=False)(y))
+
+
+# Gavel's LM: PyTorch's word-language-model example on WikiText-2 with its defaults: 200-wide
+# embedding, two LSTM layers of 200, sequences of 35 tokens (bptt), 33,278 words.
+LM_TOKENS = 35
+LM_VOCABULARY = 33278
+
+
+def lstm_layer(x, units, steps):
+    """An LSTM over `steps` tokens, unrolled: the input projection of the whole sequence at
+    once (as cuDNN computes it), then one recurrent product and four gates per step."""
+    projected = layers.Dense(4 * units)(x)
+    h = c = None
+    outputs = []
+    for t in range(steps):
+        gates = layers.Lambda(lambda a, t=t: a[:, t, :])(projected)
+        if h is not None:
+            gates = gates + layers.Dense(4 * units, use_bias=False)(h)
+        i, f, g, o = (layers.Lambda(lambda a, k=k: a[:, k * units:(k + 1) * units])(gates)
+                      for k in range(4))
+        i, f, o = (layers.Activation("sigmoid")(v) for v in (i, f, o))
+        g = layers.Activation("tanh")(g)
+        c = i * g if c is None else f * c + i * g
+        h = o * layers.Activation("tanh")(c)
+        outputs.append(layers.Reshape((1, units))(h))
+    return layers.Concatenate(axis=1)(outputs)
+
+
+def lm_wikitext2(units=200):
+    """Gavel's LM: embedding, two unrolled LSTM layers, a dense decoder over the vocabulary."""
+    tokens = keras.Input((LM_TOKENS,), dtype="int32", name="tokens")
+    x = layers.Embedding(LM_VOCABULARY, units)(tokens)
+    for _ in range(2):
+        x = lstm_layer(x, units, LM_TOKENS)
+    return keras.Model(tokens, layers.Dense(LM_VOCABULARY)(x))
+
+
+# Gavel's Recommendation: recoder's DynamicAutoencoder (one hidden layer of 200, tanh) on
+# MovieLens-20M, item-based (`user_based=False`): an example is one item's vector over the
+# 116,677 training users of the preprocessing Gavel uses.
+RECOMMENDATION_USERS = 116677
+
+
+def recommendation_ml20m(hidden=200):
+    """The autoencoder at full width (its dynamic trimming to the batch's users keeps most of
+    them at Gavel's batch sizes)."""
+    item = keras.Input((RECOMMENDATION_USERS,), name="item")
+    x = layers.Dense(hidden, activation="tanh")(item)
+    return keras.Model(item, layers.Dense(RECOMMENDATION_USERS)(x))
+
+
+def instance_norm(x):
+    mean, variance = tf.nn.moments(x, axes=[1, 2], keepdims=True)
+    return (x - mean) / tf.sqrt(variance + 1e-5)
+
+
+def reflect(x, pad):
+    return layers.Lambda(lambda a: tf.pad(a, [[0, 0], [pad, pad], [pad, pad], [0, 0]], "REFLECT"))(x)
+
+
+def cyclegan_generator(blocks=9):
+    """PyTorch-GAN's GeneratorResNet: 7x7 in, two downsamplings, nine residual blocks, two
+    upsamplings (nearest, then a 3x3 convolution), 7x7 out."""
+    image = keras.Input((256, 256, 3))
+    x = layers.Conv2D(64, 7)(reflect(image, 3))
+    x = layers.ReLU()(layers.Lambda(instance_norm)(x))
+    for filters in (128, 256):
+        x = layers.Conv2D(filters, 3, strides=2, padding="same")(x)
+        x = layers.ReLU()(layers.Lambda(instance_norm)(x))
+    for _ in range(blocks):
+        y = layers.Conv2D(256, 3)(reflect(x, 1))
+        y = layers.ReLU()(layers.Lambda(instance_norm)(y))
+        y = layers.Lambda(instance_norm)(layers.Conv2D(256, 3)(reflect(y, 1)))
+        x = x + y
+    for filters in (128, 64):
+        x = layers.Conv2D(filters, 3, padding="same")(layers.UpSampling2D()(x))
+        x = layers.ReLU()(layers.Lambda(instance_norm)(x))
+    x = layers.Conv2D(3, 7)(reflect(x, 3))
+    return keras.Model(image, layers.Activation("tanh")(x))
+
+
+def cyclegan_discriminator():
+    """PyTorch-GAN's PatchGAN discriminator."""
+    image = keras.Input((256, 256, 3))
+    x = layers.LeakyReLU(0.2)(layers.Conv2D(64, 4, strides=2, padding="same")(image))
+    for filters in (128, 256, 512):
+        x = layers.Conv2D(filters, 4, strides=2, padding="same")(x)
+        x = layers.LeakyReLU(0.2)(layers.Lambda(instance_norm)(x))
+    x = layers.ZeroPadding2D(((1, 0), (1, 0)))(x)
+    return keras.Model(image, layers.Conv2D(1, 4, padding="same")(x))
+
+
+def cyclegan():
+    """Gavel's CycleGAN (PyTorch-GAN on monet2photo, 256x256, batch 1): one training step runs
+    the generators six times (identity, translation, cycle) and the discriminators six times
+    (on the translations for the generators' loss, then on real and translated images)."""
+    g_ab, g_ba = cyclegan_generator(), cyclegan_generator()
+    d_a, d_b = cyclegan_discriminator(), cyclegan_discriminator()
+    real_a = keras.Input((256, 256, 3), name="real_a")
+    real_b = keras.Input((256, 256, 3), name="real_b")
+    identity = [g_ba(real_a), g_ab(real_b)]
+    fake_b, fake_a = g_ab(real_a), g_ba(real_b)
+    cycle = [g_ba(fake_b), g_ab(fake_a)]
+    judged = [d_b(fake_b), d_a(fake_a), d_a(real_a), d_a(fake_a), d_b(real_b), d_b(fake_b)]
+    return keras.Model([real_a, real_b], identity + cycle + judged)
+
+
+def a3c_pong(actions=6, units=512):
+    """Gavel's A3C: rl_a3c_pytorch's A3Clstm on Pong (one 80x80 frame, four convolutions
+    with max pooling, an LSTM cell of 512, actor and critic heads), one step of a worker."""
+    frame = keras.Input((80, 80, 1), name="frame")
+    h = keras.Input((units,), name="h")
+    c = keras.Input((units,), name="c")
+    x = frame
+    for filters, kernel, pad in [(32, 5, 2), (32, 5, 1), (64, 4, 1), (64, 3, 1)]:
+        x = layers.ZeroPadding2D(pad)(x)
+        x = layers.ReLU()(layers.MaxPooling2D(2)(layers.Conv2D(filters, kernel)(x)))
+    x = layers.Flatten()(x)
+    gates = layers.Dense(4 * units)(x) + layers.Dense(4 * units)(h)
+    i, f, g, o = (layers.Lambda(lambda a, k=k: a[:, k * units:(k + 1) * units])(gates)
+                  for k in range(4))
+    i, f, o = (layers.Activation("sigmoid")(v) for v in (i, f, o))
+    c_next = f * c + i * layers.Activation("tanh")(g)
+    h_next = o * layers.Activation("tanh")(c_next)
+    return keras.Model([frame, h, c], [layers.Dense(1)(h_next), layers.Dense(actions)(h_next)])
+
+
 NETWORKS = {
     "mobilenet_v1": lambda: classifier(keras.applications.MobileNet),
     "nasnet_mobile": lambda: classifier(keras.applications.NASNetMobile),
@@ -161,6 +367,13 @@ NETWORKS = {
     "dcgan": dcgan,
     "unet_mobilenet_v2": unet,
     "dqn_cartpole": dqn,
+    "gavel_resnet18_cifar10": resnet18_cifar10,
+    "gavel_resnet50_imagenet": resnet50_imagenet,
+    "gavel_transformer_multi30k": transformer_multi30k,
+    "gavel_lm_wikitext2": lm_wikitext2,
+    "gavel_recommendation_ml20m": recommendation_ml20m,
+    "gavel_cyclegan_monet2photo": cyclegan,
+    "gavel_a3c_pong": a3c_pong,
 }
 
 

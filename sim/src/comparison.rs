@@ -1,14 +1,15 @@
 //! Comparing policies: one [`Scenario`] replayed under each policy in turn, gathered into the
 //! [`Report`] that the table, JSON and HTML page show.
 
-use tandem_catalog::{Cluster, Trace};
+use tandem_catalog::{Cluster, DeclaredModels, Trace};
 
 use crate::error::Result;
 use crate::inputs::check_inputs;
-use crate::metrics::{Inputs, PolicyReport, Report};
+use crate::metrics::{Inputs, PolicyReport, PredictedUtilization, Report};
 use crate::policy::{Known, PolicyName};
 use crate::settings::Settings;
 use crate::truth::Truth;
+use crate::utilization;
 use crate::world::simulate;
 
 /// What a comparison replays: the ground truth, the cluster and the trace, with the names the
@@ -25,6 +26,10 @@ pub struct Scenario<'a> {
     pub trace: &'a Trace,
     /// Its name in the report.
     pub trace_name: String,
+    /// Models declared for the job types, from which the engine predicts the GPU utilization
+    /// the utilization baselines pack by (where the catalogs measured none); its origin names
+    /// it in the report.
+    pub declared: Option<&'a DeclaredModels>,
 }
 
 /// Replays the scenario under each policy in turn and gathers the report. `progress` is told
@@ -39,7 +44,14 @@ pub fn compare(
 ) -> Result<Report> {
     settings.check()?;
     check_inputs(scenario.truth, scenario.cluster, scenario.trace)?;
-    let known = Known::of(scenario.truth);
+    let mut known = Known::of(scenario.truth);
+    let predicted_utilization = match scenario.declared {
+        Some(declared) => Some(PredictedUtilization {
+            declared_models: declared.origin.clone(),
+            job_types: utilization::predict(runtime, &mut known, declared)?,
+        }),
+        None => None,
+    };
     let mut reports = Vec::new();
     for &name in policies {
         match name.build(&known, runtime, settings.seed)? {
@@ -72,6 +84,7 @@ pub fn compare(
             jobs: scenario.trace.jobs.len(),
             cluster: scenario.cluster_name.clone(),
             gpus,
+            predicted_utilization,
         },
         settings: settings.clone(),
         policies: reports,

@@ -35,6 +35,15 @@ pub enum Error {
         /// The host's error.
         source: tandem_host::Error,
     },
+    /// The engine component failed to predict the utilization of the declared models of a
+    /// file (a trap, a deadline, an error it returned).
+    #[error("{origin}: the engine failed to predict the declared models' utilization")]
+    Prediction {
+        /// The declared-models file.
+        origin: String,
+        /// The host's error.
+        source: tandem_host::Error,
+    },
 }
 
 /// The simulator's result type.

@@ -11,11 +11,12 @@
 //! saving, OOMs and decisions per second per policy, as a table, JSON or an HTML page with
 //! plots.
 //!
-//! Modules by concern: [`trace`] and [`cluster`] are the input formats and [`convert`] builds
-//! them from public traces (all three re-exported from `tandem-catalog`, the home of public
-//! data and its converters), [`truth`] is the measured ground truth, [`settings`] a run's
+//! Modules by concern: [`trace`], [`cluster`] and [`declared`] are the input formats and
+//! [`convert`] builds traces and clusters from public traces (all four re-exported from
+//! `tandem-catalog`, the home of public data and its converters), [`truth`] is the measured ground truth, [`settings`] a run's
 //! settings, [`inputs`] the checks of a scenario before it runs, [`world`] the event loop,
-//! [`comparison`] one scenario under every policy, [`policy`] the policies,
+//! [`comparison`] one scenario under every policy, [`policy`] the policies, [`utilization`]
+//! the utilization the engine predicts from declared models for the utilization baselines,
 //! [`metrics`] what is measured, [`report`] how it is shown.
 //!
 //! Imports point one way: `settings`, `error`, the input formats and `truth` import nothing
@@ -32,16 +33,17 @@ pub mod policy;
 pub mod report;
 pub mod settings;
 pub mod truth;
+pub mod utilization;
 pub mod world;
 
 // The input formats and their converters live with the rest of the public data in
 // `tandem-catalog`; re-exported under their old paths so callers keep `tandem_sim::convert`.
 pub use tandem_catalog::convert::traces as convert;
-pub use tandem_catalog::{Cluster, Trace, cluster, trace};
+pub use tandem_catalog::{Cluster, DeclaredModels, Trace, cluster, declared, trace};
 
 pub use comparison::{Scenario, compare};
 pub use error::{Error, Result};
-pub use metrics::{JobRecord, PolicyReport, Report};
+pub use metrics::{JobRecord, PolicyReport, PredictedUtilization, Report};
 pub use policy::Policy;
 pub use settings::Settings;
 pub use truth::Truth;

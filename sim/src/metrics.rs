@@ -171,6 +171,29 @@ pub struct Inputs {
     pub cluster: String,
     /// GPUs per model, `(model, count)`.
     pub gpus: Vec<(String, usize)>,
+    /// Where the utilization baselines' utilization comes from, when the engine predicted it
+    /// from declared models.
+    pub predicted_utilization: Option<PredictedUtilization>,
+}
+
+/// Job types whose GPU utilization the engine predicted from their declared models.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictedUtilization {
+    /// The declared-models file (or description).
+    pub declared_models: String,
+    /// Job types given a prediction.
+    pub job_types: usize,
+}
+
+impl PredictedUtilization {
+    /// One sentence for a person: which policies pack by what, from where.
+    pub fn note(&self) -> String {
+        format!(
+            "ffd-util and lucid-style pack by GPU utilization the engine predicts from the declared \
+             models of {} job types ({}), where the catalogs measured none",
+            self.job_types, self.declared_models
+        )
+    }
 }
 
 /// The whole comparison.

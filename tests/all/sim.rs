@@ -133,3 +133,30 @@ fn with_declared_models_the_guard_prevents_every_oom() {
         assert_eq!(report.memory_ooms, 0, "{}", objective.as_str());
     }
 }
+
+/// Gavel measured no utilization; the models its job types declare let the engine predict one
+/// for every type, so the utilization baselines run on the demo.
+#[test]
+fn the_engine_predicts_every_demo_types_utilization_from_its_declared_model() {
+    let runtime = super::engine_runtime();
+    let truth = Truth::new(&demo::catalogs().unwrap()).unwrap();
+    let undeclared = Known::of(&truth);
+    for name in [PolicyName::FfdUtil, PolicyName::LucidStyle] {
+        assert!(name.build(&undeclared, &runtime, 1).unwrap().is_err());
+    }
+    let mut known = Known::of(&truth);
+    let declared = demo::declared_models().unwrap();
+    let predicted = tandem_sim::utilization::predict(&runtime, &mut known, &declared).unwrap();
+    assert_eq!(predicted, known.types.len());
+    let utilization: Vec<f32> = known
+        .types
+        .iter()
+        .map(|t| t.predicted_util_pct.unwrap())
+        .collect();
+    assert!(utilization.iter().all(|u| (0.0..=100.0).contains(u)));
+    // The prediction follows the model: not one figure for every type.
+    assert!(utilization.iter().any(|&u| u != utilization[0]));
+    for name in [PolicyName::FfdUtil, PolicyName::LucidStyle] {
+        assert!(name.build(&known, &runtime, 1).unwrap().is_ok());
+    }
+}

@@ -31,8 +31,10 @@ pub(crate) enum Command {
     /// the profile path: Tandem given the jobs with their profiles, cold (nothing observed),
     /// warm (the training pairs observed, the queued jobs new) and recurring (the observed
     /// jobs again), the JRS ranking over the engine's clusters, the engine's predictions for
-    /// measured pairs of new jobs, and the measured pairs grouped by the engine's clusters. The
-    /// same seed gives the same report.
+    /// measured pairs of new jobs, and the measured pairs grouped by the engine's clusters.
+    /// Last, mixed durations: the same queues with each job running its type's solo time times
+    /// a factor within 1/10..10, Tandem told the lengths (work and speeds) and not, against the
+    /// oracle on seconds saved. The same seed gives the same report.
     Pairs(PairsArgs),
 
     /// Memory prediction: the engine's forest against simpler estimates, and the OOM guard.

@@ -8,7 +8,7 @@ use clap::Args as ClapArgs;
 use tandem_catalog::Catalog;
 use tandem_host::Runtime;
 use tandem_sim::policy::PolicyName;
-use tandem_sim::{Cluster, Report, Scenario, Settings, Trace, Truth, demo};
+use tandem_sim::{Cluster, DeclaredModels, Report, Scenario, Settings, Trace, Truth, demo};
 
 use crate::args::{EngineArgs, Format};
 use crate::atomic::write_shared;
@@ -33,6 +33,14 @@ pub(crate) struct Args {
     /// Gavel catalogs, K80, P100 and V100, built in].
     #[arg(long = "catalog", value_name = "FILE")]
     catalogs: Vec<PathBuf>,
+
+    /// Models the job types' users declare, CSV (`job_type` and the fields of `tandem
+    /// declare`'s summary): the engine predicts each type's GPU utilization from its model, and
+    /// ffd-util and lucid-style pack by it where the catalogs measured none [default: with the
+    /// built-in catalogs, the built-in models of Gavel's job types,
+    /// data/utilization/gavel_models.csv; else none].
+    #[arg(long, value_name = "FILE")]
+    models: Option<PathBuf>,
 
     /// Policies to compare, comma-separated, or `all`: exclusive-fifo, random, ffd-util,
     /// schedtune-min-jct, jrs-ranking, lucid-style, tandem-balanced, tandem-min-slowdown,
@@ -92,6 +100,7 @@ impl Args {
     pub(crate) fn execute(self, engine: &EngineArgs) -> anyhow::Result<()> {
         let request = Request {
             catalogs: self.catalogs,
+            models: self.models,
             trace: self.trace,
             cluster: self.cluster,
             policies: if self.policies.iter().any(|p| p == "all") {
@@ -188,6 +197,7 @@ fn shell_quoted(arg: &str) -> String {
 #[derive(Debug)]
 struct Request {
     catalogs: Vec<PathBuf>,
+    models: Option<PathBuf>,
     trace: Option<PathBuf>,
     cluster: Option<PathBuf>,
     policies: Vec<String>,
@@ -212,7 +222,18 @@ fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let input = |e: tandem_sim::Error| -> anyhow::Error {
-        from_sim(e, |e| matches!(e, tandem_sim::Error::Input { .. }))
+        from_sim(e, |e| {
+            matches!(
+                e,
+                tandem_sim::Error::Input { .. }
+                    | tandem_sim::Error::Prediction {
+                        source: tandem_host::Error::Engine(tandem_api::EngineError::InvalidInput(
+                            _
+                        )),
+                        ..
+                    }
+            )
+        })
     };
     let catalogs: Vec<Catalog> = if request.catalogs.is_empty() {
         demo::catalogs().map_err(input)?
@@ -224,6 +245,13 @@ fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
             .collect::<anyhow::Result<_>>()?
     };
     let truth = Truth::new(&catalogs).map_err(input)?;
+    // Gavel's declared models name Gavel's job types: they come with the built-in catalogs
+    // only, and other catalogs get them by `--models`.
+    let declared = match &request.models {
+        Some(path) => Some(DeclaredModels::read(path).map_err(|e| input(e.into()))?),
+        None if request.catalogs.is_empty() => Some(demo::declared_models().map_err(input)?),
+        None => None,
+    };
     let (trace, trace_name) = match &request.trace {
         Some(path) => (
             Trace::read(path).map_err(|e| input(e.into()))?,
@@ -247,6 +275,7 @@ fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
         cluster_name,
         trace: &trace,
         trace_name,
+        declared: declared.as_ref(),
     };
     let mut progress = Progress::new();
     let report = tandem_sim::compare(

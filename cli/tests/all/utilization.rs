@@ -1,5 +1,6 @@
 //! The engine's bundled utilization table is what `tandem declare` makes of the networks the
-//! Futurewei runs trained: it is derived, never typed in.
+//! Futurewei runs trained, and the declared models of Gavel's job types are what it makes of
+//! the networks Gavel trained: both are derived, never typed in.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -72,6 +73,69 @@ fn the_bundled_utilization_table_is_derived_from_the_onnx_files() {
          TANDEM_BLESS=1 cargo test -p tandem-cli --test all utilization"
     );
     assert_eq!(bundled.lines().count(), 1 + 49);
+}
+
+/// The declared models of Gavel's job types, from the job-type map and the ONNX files, in the
+/// simulator's declared-models format.
+fn derive_gavel_models() -> String {
+    let mut out = String::from(
+        "job_type,batch_size,params_mib,activations_mib,input_mib,gflops,conv_layers,\
+         linear_layers,activation_layers,other_layers\n",
+    );
+    let mut reader = csv::Reader::from_path(repo("data/utilization/gavel_job_types.csv")).unwrap();
+    for record in reader.records() {
+        let record = record.unwrap();
+        let (job_type, network) = (&record[0], &record[1]);
+        let batch_size: u32 = record[2].parse().unwrap();
+        let onnx = std::fs::read(repo(&format!("data/utilization/onnx/{network}.onnx"))).unwrap();
+        let s = tandem_declare::summarize(&onnx, Some(batch_size)).unwrap();
+        // Job types hold commas only inside quotes, which Gavel's names never need.
+        assert!(!job_type.contains(','), "{job_type}");
+        out.push_str(&format!(
+            "{job_type},{},{:.4},{:.4},{:.6},{:.6},{},{},{},{}\n",
+            s.batch_size,
+            s.params_mib,
+            s.activations_mib,
+            s.input_mib,
+            s.gflops,
+            s.conv_layers,
+            s.linear_layers,
+            s.activation_layers,
+            s.other_layers,
+        ));
+    }
+    out
+}
+
+#[test]
+fn gavels_declared_models_are_derived_from_the_onnx_files() {
+    let derived = derive_gavel_models();
+    let path = repo("data/utilization/gavel_models.csv");
+    if std::env::var_os("TANDEM_BLESS").is_some() {
+        std::fs::write(&path, &derived).unwrap();
+    }
+    let bundled = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        bundled, derived,
+        "data/utilization/gavel_models.csv is stale; regenerate it with \
+         TANDEM_BLESS=1 cargo test -p tandem-cli --test all utilization"
+    );
+    // Every job type of Gavel's catalogs, each once.
+    let declared = tandem_catalog::DeclaredModels::parse(&bundled, "gavel_models.csv").unwrap();
+    let catalog = tandem_catalog::Catalog::read(repo("data/catalogs/gavel-v100.json")).unwrap();
+    let mut declared_types: Vec<&str> = declared
+        .models
+        .iter()
+        .map(|m| m.job_type.as_str())
+        .collect();
+    let mut catalog_types: Vec<&str> = catalog
+        .job_types()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    declared_types.sort_unstable();
+    catalog_types.sort_unstable();
+    assert_eq!(declared_types, catalog_types);
 }
 
 #[test]

@@ -117,6 +117,11 @@ pub struct KnownType {
     pub profile: Option<tandem_api::Profile>,
     /// Peak GPU utilization, 0..=100, if measured.
     pub util_pct: Option<f32>,
+    /// Peak GPU utilization, 0..=100, as the engine predicts it from a model declared for the
+    /// type outside the catalogs (the simulator's declared-models input), if any; the
+    /// utilization baselines pack by it where none was measured. Tandem's policies never see
+    /// it: they are told the catalogs' declared models alone.
+    pub predicted_util_pct: Option<f32>,
     /// The model its users declare, if any (its measured memory stays hidden).
     pub declared: Option<tandem_api::ModelSummary>,
 }
@@ -143,6 +148,7 @@ impl Known {
                     throughput: t.throughput.clone(),
                     profile: t.profile.clone(),
                     util_pct: t.util_pct,
+                    predicted_util_pct: None,
                     declared: t.declared.clone(),
                 })
                 .collect(),

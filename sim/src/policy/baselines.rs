@@ -189,15 +189,17 @@ impl Policy for RandomColocation {
     }
 }
 
-/// Every job type's utilization, or which type lacks one.
+/// Every job type's utilization (measured, else predicted from a declared model), or which
+/// type lacks one.
 fn utilizations(known: &Known) -> Result<Vec<f32>, String> {
     known
         .types
         .iter()
         .map(|t| {
-            t.util_pct.ok_or_else(|| {
+            t.util_pct.or(t.predicted_util_pct).ok_or_else(|| {
                 format!(
-                    "needs each job type's GPU utilization; the catalogs measured none for `{}`",
+                    "needs each job type's GPU utilization; the catalogs measured none for `{}` \
+                     and no declared model predicts one",
                     t.name
                 )
             })
@@ -215,7 +217,8 @@ impl FfdUtilization {
     /// Jobs per GPU at most.
     pub const CAP: usize = 3;
 
-    /// The policy, or why it cannot run (a job type without a measured utilization).
+    /// The policy, or why it cannot run (a job type with neither a measured nor a predicted
+    /// utilization).
     pub fn new(known: &Known) -> Result<Self, String> {
         Ok(Self {
             util: utilizations(known)?,
@@ -253,7 +256,8 @@ pub struct LucidStyle {
 }
 
 impl LucidStyle {
-    /// The policy, or why it cannot run (a job type without a measured utilization).
+    /// The policy, or why it cannot run (a job type with neither a measured nor a predicted
+    /// utilization).
     pub fn new(known: &Known) -> Result<Self, String> {
         Ok(Self {
             util: utilizations(known)?,

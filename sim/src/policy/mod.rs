@@ -4,7 +4,8 @@
 //! arrival order), every GPU with its running jobs, and what any scheduler of a real cluster
 //! could know about the job types ([`Known`]): the solo throughput of each type on each model
 //! (the history of its solo runs), and its profile and GPU utilization only where the catalog
-//! measured them. Pair speeds are never shown: a policy learns them only from the outcomes it is
+//! measured them (or, for the utilization baselines, where the engine predicted the utilization
+//! from a declared model). Pair speeds are never shown: a policy learns them only from the outcomes it is
 //! told about ([`Policy::learn`]): the history (a share of the catalog's measured pairs, the
 //! same for every policy) and every co-location finished during the run.
 //!

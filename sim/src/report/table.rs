@@ -6,7 +6,8 @@ use crate::metrics::{PolicyReport, Report};
 
 /// The report as a table for the terminal, with the reproducing command and the inputs above
 /// it; below it, how many of each policy's OOMs were memory overflows (where some were not),
-/// and the policies that could not run.
+/// where the utilization baselines' utilization came from (when predicted), and the policies
+/// that could not run.
 pub fn table(report: &Report) -> String {
     let mut table = Table::new();
     table
@@ -66,7 +67,12 @@ pub fn table(report: &Report) -> String {
         gpus.join(", "),
         report.inputs.catalogs.join(", "),
     );
-    for line in unmeasured.into_iter().chain(skipped) {
+    let predicted = report
+        .inputs
+        .predicted_utilization
+        .as_ref()
+        .map(|p| p.note());
+    for line in unmeasured.into_iter().chain(predicted).chain(skipped) {
         text.push_str(&line);
         text.push('\n');
     }

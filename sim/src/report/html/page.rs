@@ -108,6 +108,12 @@ fn header(report: &Report) -> Markup {
                     }
                 }
             }
+            @if let Some(predicted) = &inputs.predicted_utilization {
+                tr {
+                    th { "utilization" }
+                    td { (predicted.note()) }
+                }
+            }
         }
         h2 { "Settings" }
         p { "The same for every policy." }

@@ -97,6 +97,7 @@ fn report(command: &str, policies: Vec<PolicyReport>) -> Report {
             jobs: 2000,
             cluster: "cluster.csv".into(),
             gpus: vec![("V100".into(), 32), ("K80".into(), 16)],
+            predicted_utilization: None,
         },
         settings: Settings::default(),
         policies,
