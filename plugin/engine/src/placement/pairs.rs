@@ -63,8 +63,10 @@ pub(super) fn place_matched_pairs<'q>(
         .collect();
     idle_models.sort_unstable();
     idle_models.dedup();
-    // What pair values are counted in when run times are known: the queued jobs' mean run
-    // time (each on its fastest model), so that the matching maximizes seconds saved.
+    // The unit of pair values when run times are known and the objective weighs seconds: the
+    // queued jobs' mean run time (each on its fastest model), the same for every pair, so the
+    // matching maximizes the seconds saved. A pair of unknown run times counts as two jobs of
+    // that length.
     let known: Vec<f64> = order.iter().filter_map(|(_, r)| fastest_s(r)).collect();
     let unit_s = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
     let mut edges = Vec::new();
