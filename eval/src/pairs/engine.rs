@@ -5,8 +5,6 @@
 //! keys job ids; see `tandem_host::keys`) and every job of that type carries the keyed id, so what the engine learns
 //! about a job type it learns per id, exactly as it would for a recurring workload.
 
-use std::collections::HashMap;
-
 use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy, Prediction};
 use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
@@ -32,8 +30,6 @@ pub(crate) struct Trained {
     recommender: Recommender,
     /// Keyed id of each job type.
     ids: Vec<String>,
-    /// Keyed id -> job type.
-    types: HashMap<String, usize>,
     /// How training went.
     pub training: Training,
 }
@@ -67,7 +63,6 @@ impl Trained {
             .iter()
             .map(|t| keyed_id(secret, &t.name))
             .collect();
-        let types = ids.iter().cloned().zip(0..).collect();
         let mut training = Training::default();
         for &p in observed {
             let pair = &bench.pairs[p];
@@ -90,7 +85,6 @@ impl Trained {
         Ok(Self {
             recommender,
             ids,
-            types,
             training,
         })
     }
@@ -130,50 +124,7 @@ impl Trained {
                 work: work.map(|w| w[position]),
             })
             .collect();
-        // Half as many GPUs as jobs: the queue starts at once only by sharing, which is when
-        // grouping matters (with a GPU per job, `balanced` runs every job alone).
-        let gpus: Vec<Gpu> = (0..queue.len().div_ceil(2))
-            .map(|i| Gpu {
-                id: format!("eval/{i}"),
-                node: "eval".into(),
-                spec: GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
-                residents: vec![],
-            })
-            .collect();
-        let answer = self
-            .recommender
-            .recommend(&jobs, &gpus)
-            .map_err(|source| Error::Engine {
-                doing: "the engine failed to group an evaluation queue",
-                source,
-            })?;
-        let position = |id: &str| -> Result<usize> {
-            let t = self.types.get(id).copied();
-            t.and_then(|t| queue.iter().position(|&q| q == t))
-                .ok_or_else(|| {
-                    Error::Answer(format!(
-                        "the engine placed a job `{id}` that was not queued"
-                    ))
-                })
-        };
-        let mut pairs = Vec::new();
-        for placement in &answer.placements {
-            match placement.jobs.as_slice() {
-                [_] => {}
-                [a, b] => {
-                    let (i, j) = (position(a)?, position(b)?);
-                    pairs.push((i.min(j), i.max(j)));
-                }
-                jobs => {
-                    return Err(Error::Answer(format!(
-                        "the engine put {} jobs on {} although at most 2 may share a GPU",
-                        jobs.len(),
-                        placement.gpu
-                    )));
-                }
-            }
-        }
-        Ok(pairs)
+        group(&mut self.recommender, bench, &jobs)
     }
 
     /// The engine's prediction for types `a` and `b` sharing a GPU of the evaluated model.
@@ -189,4 +140,51 @@ impl Trained {
             &GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
         )
     }
+}
+
+/// The engine's grouping of `jobs` (a queue, in order, ids distinct) on half as many idle GPUs
+/// of the evaluated model: its placements of two jobs are the pairs (positions in `jobs`); a
+/// job placed alone or left unplaced runs alone. Half as many GPUs as jobs: the queue starts at
+/// once only by sharing, which is when grouping matters (with a GPU per job, `balanced` runs
+/// every job alone).
+pub(crate) fn group(recommender: &mut Recommender, bench: &Bench, jobs: &[Job]) -> Result<Pairs> {
+    let gpus: Vec<Gpu> = (0..jobs.len().div_ceil(2))
+        .map(|i| Gpu {
+            id: format!("eval/{i}"),
+            node: "eval".into(),
+            spec: GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
+            residents: vec![],
+        })
+        .collect();
+    let answer = recommender
+        .recommend(jobs, &gpus)
+        .map_err(|source| Error::Engine {
+            doing: "the engine failed to group an evaluation queue",
+            source,
+        })?;
+    let position = |id: &str| -> Result<usize> {
+        jobs.iter().position(|job| job.id == id).ok_or_else(|| {
+            Error::Answer(format!(
+                "the engine placed a job `{id}` that was not queued"
+            ))
+        })
+    };
+    let mut pairs = Vec::new();
+    for placement in &answer.placements {
+        match placement.jobs.as_slice() {
+            [_] => {}
+            [a, b] => {
+                let (i, j) = (position(a)?, position(b)?);
+                pairs.push((i.min(j), i.max(j)));
+            }
+            jobs => {
+                return Err(Error::Answer(format!(
+                    "the engine put {} jobs on {} although at most 2 may share a GPU",
+                    jobs.len(),
+                    placement.gpu
+                )));
+            }
+        }
+    }
+    Ok(pairs)
 }

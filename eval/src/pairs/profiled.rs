@@ -19,12 +19,12 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy, Profile};
+use tandem_api::{GpuSpec, Job, Objective, Outcome, Policy, Profile};
 use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
 
 use super::bench::Bench;
-use super::engine::Training;
+use super::engine::{self, Training};
 use super::methods::Pairs;
 use super::metrics::{HIGH_SLOWDOWN, mean, spearman};
 use super::{MethodRow, score};
@@ -429,45 +429,7 @@ fn group(
             ..Job::profiled(id.clone(), profiles[t].clone())
         })
         .collect();
-    let gpus: Vec<Gpu> = (0..queue.len().div_ceil(2))
-        .map(|i| Gpu {
-            id: format!("eval/{i}"),
-            node: "eval".into(),
-            spec: GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
-            residents: vec![],
-        })
-        .collect();
-    let answer = recommender
-        .recommend(&jobs, &gpus)
-        .map_err(|source| Error::Engine {
-            doing: "the engine failed to group an evaluation queue",
-            source,
-        })?;
-    let position = |id: &str| -> Result<usize> {
-        ids.iter().position(|i| i == id).ok_or_else(|| {
-            Error::Answer(format!(
-                "the engine placed a job `{id}` that was not queued"
-            ))
-        })
-    };
-    let mut pairs = Vec::new();
-    for placement in &answer.placements {
-        match placement.jobs.as_slice() {
-            [_] => {}
-            [a, b] => {
-                let (i, j) = (position(a)?, position(b)?);
-                pairs.push((i.min(j), i.max(j)));
-            }
-            jobs => {
-                return Err(Error::Answer(format!(
-                    "the engine put {} jobs on {} although at most 2 may share a GPU",
-                    jobs.len(),
-                    placement.gpu
-                )));
-            }
-        }
-    }
-    Ok(pairs)
+    engine::group(recommender, bench, &jobs)
 }
 
 /// The engine's predictions for the measured pairs `pairs` (indices into `bench.pairs`), each
