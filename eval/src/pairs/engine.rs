@@ -63,25 +63,7 @@ impl Trained {
             .iter()
             .map(|t| keyed_id(secret, &t.name))
             .collect();
-        let mut training = Training::default();
-        for &p in observed {
-            let pair = &bench.pairs[p];
-            let outcome = Outcome {
-                gpu_model: bench.gpu_model.clone(),
-                jobs: vec![ids[pair.a].clone(), ids[pair.b].clone()],
-                solo_s: vec![bench.types[pair.a].solo_s, bench.types[pair.b].solo_s],
-                colocated_s: pair.colocated_s.to_vec(),
-            };
-            match recommender.observe_outcome(&outcome) {
-                Ok(()) => training.outcomes_observed += 1,
-                Err(error) => {
-                    training.outcomes_rejected += 1;
-                    training
-                        .first_rejection
-                        .get_or_insert_with(|| error.to_string());
-                }
-            }
-        }
+        let training = observe_outcomes(&mut recommender, bench, observed, &ids);
         Ok(Self {
             recommender,
             ids,
@@ -187,4 +169,35 @@ pub(crate) fn group(recommender: &mut Recommender, bench: &Bench, jobs: &[Job]) 
         }
     }
     Ok(pairs)
+}
+
+/// Feeds `recommender` the outcomes of the measured pairs `observed` (indices into
+/// `bench.pairs`), each job type under its id in `ids`; a refusal is counted, and nothing is
+/// learned from it.
+pub(crate) fn observe_outcomes(
+    recommender: &mut Recommender,
+    bench: &Bench,
+    observed: &[usize],
+    ids: &[String],
+) -> Training {
+    let mut training = Training::default();
+    for &p in observed {
+        let pair = &bench.pairs[p];
+        let outcome = Outcome {
+            gpu_model: bench.gpu_model.clone(),
+            jobs: vec![ids[pair.a].clone(), ids[pair.b].clone()],
+            solo_s: vec![bench.types[pair.a].solo_s, bench.types[pair.b].solo_s],
+            colocated_s: pair.colocated_s.to_vec(),
+        };
+        match recommender.observe_outcome(&outcome) {
+            Ok(()) => training.outcomes_observed += 1,
+            Err(error) => {
+                training.outcomes_rejected += 1;
+                training
+                    .first_rejection
+                    .get_or_insert_with(|| error.to_string());
+            }
+        }
+    }
+    training
 }

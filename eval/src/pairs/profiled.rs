@@ -19,12 +19,12 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use tandem_api::{GpuSpec, Job, Objective, Outcome, Policy, Profile};
+use tandem_api::{GpuSpec, Job, Objective, Policy, Profile};
 use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
 
 use super::bench::Bench;
-use super::engine::{self, Training};
+use super::engine::{self, Training, observe_outcomes};
 use super::methods::Pairs;
 use super::metrics::{HIGH_SLOWDOWN, mean, spearman};
 use super::{MethodRow, score};
@@ -379,36 +379,6 @@ fn observe_profiles(
                 })
         })
         .collect()
-}
-
-/// Feeds the outcomes of the pairs `observed`, under `ids`; a refusal is counted, as the
-/// per-id path counts it.
-fn observe_outcomes(
-    recommender: &mut Recommender,
-    bench: &Bench,
-    observed: &[usize],
-    ids: &[String],
-) -> Training {
-    let mut training = Training::default();
-    for &p in observed {
-        let pair = &bench.pairs[p];
-        let outcome = Outcome {
-            gpu_model: bench.gpu_model.clone(),
-            jobs: vec![ids[pair.a].clone(), ids[pair.b].clone()],
-            solo_s: vec![bench.types[pair.a].solo_s, bench.types[pair.b].solo_s],
-            colocated_s: pair.colocated_s.to_vec(),
-        };
-        match recommender.observe_outcome(&outcome) {
-            Ok(()) => training.outcomes_observed += 1,
-            Err(error) => {
-                training.outcomes_rejected += 1;
-                training
-                    .first_rejection
-                    .get_or_insert_with(|| error.to_string());
-            }
-        }
-    }
-    training
 }
 
 /// The engine's grouping of a queue whose jobs carry `ids` (in queue order) and their types'
