@@ -45,6 +45,7 @@
 mod background;
 mod build_script;
 pub mod cycles;
+pub mod deny;
 pub mod docs;
 pub mod fuzz;
 mod guest;

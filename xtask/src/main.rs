@@ -73,7 +73,8 @@ enum Task {
     /// Not tandem-kube-scheduler, which links this workspace's library (kube-scheduler-plugin).
     E2eBins,
     /// Run the whole gate, stopping at the first failure: fmt, import cycles, the
-    /// documentation's references (`cargo xtask docs`), clippy, docs,
+    /// documentation's references (`cargo xtask docs`), what the dependencies may be
+    /// (`cargo xtask deny`), clippy, docs,
     /// the unit and integration tests (`cargo test --workspace`, which replays every fuzz
     /// target's seeds and kept corpus), then every end-to-end tier (the framework plugin's Go
     /// code is gofmt'd, vetted and unit-tested where its scheduler is built).
@@ -108,6 +109,10 @@ enum Task {
     /// the `--help` sources names a file or folder that exists; fails naming each that does
     /// not. No network: links to other sites are not followed.
     Docs,
+    /// Check the dependencies against deny.toml: `cargo deny check licenses bans sources`,
+    /// offline, after `cargo fetch`. Builds cargo-deny (a pinned release, from crates.io) into
+    /// ~/.cache/tandem the first time.
+    Deny,
     /// Fuzz the parsers (coverage-guided, libFuzzer) for a fixed time per target.
     ///
     /// Builds the `tandem-fuzz` targets with stable rustc's coverage instrumentation into
@@ -203,6 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Task::Docs => tasks::docs(&workspace)?,
+        Task::Deny => tandem_xtask::deny::check(&workspace)?,
         Task::Helm => println!("{}", tandem_xtask::helm::ensure_helm()?.display()),
         Task::VcScheduler => {
             let build = tasks::vc_scheduler(&workspace)?;

@@ -485,6 +485,8 @@ pub fn test(workspace: &Workspace) -> Result<()> {
             cycles(workspace)?;
             eprintln!("==> references in the documentation");
             docs(workspace)?;
+            eprintln!("==> what the dependencies may be (deny.toml)");
+            crate::deny::check(workspace)?;
         }
         let mut cargo = workspace.cargo(step.args);
         let mut shown = String::new();
