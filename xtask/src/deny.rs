@@ -9,13 +9,12 @@
 //! advisory database from the network).
 
 use std::fs::{self, File};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
 use crate::process::{fresh_cargo, run};
-use crate::tasks::Workspace;
 
 /// The cargo-deny release built.
 pub const CARGO_DENY_VERSION: &str = "0.20.2";
@@ -72,17 +71,15 @@ pub fn ensure_cargo_deny() -> Result<PathBuf> {
 }
 
 /// Fetches every package of the lock file, then runs `cargo deny check licenses bans sources`
-/// offline in the workspace.
-pub fn check(workspace: &Workspace) -> Result<()> {
+/// offline in the workspace at `root`.
+pub fn check(root: &Path) -> Result<()> {
     let deny = ensure_cargo_deny()?;
     let mut fetch = fresh_cargo();
-    fetch
-        .current_dir(workspace.root())
-        .args(["fetch", "--locked"]);
+    fetch.current_dir(root).args(["fetch", "--locked"]);
     run(&mut fetch).context("cargo fetch could not fill the registry cache for cargo-deny")?;
     let mut check = std::process::Command::new(&deny);
     check
-        .current_dir(workspace.root())
+        .current_dir(root)
         .args(["--offline", "check"])
         .args(CHECKS);
     eprintln!("==> cargo deny --offline check {}", CHECKS.join(" "));

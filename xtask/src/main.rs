@@ -208,7 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Task::Docs => tasks::docs(&workspace)?,
-        Task::Deny => tandem_xtask::deny::check(&workspace)?,
+        Task::Deny => tandem_xtask::deny::check(workspace.root())?,
         Task::Helm => println!("{}", tandem_xtask::helm::ensure_helm()?.display()),
         Task::VcScheduler => {
             let build = tasks::vc_scheduler(&workspace)?;

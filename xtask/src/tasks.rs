@@ -486,7 +486,7 @@ pub fn test(workspace: &Workspace) -> Result<()> {
             eprintln!("==> references in the documentation");
             docs(workspace)?;
             eprintln!("==> what the dependencies may be (deny.toml)");
-            crate::deny::check(workspace)?;
+            crate::deny::check(workspace.root())?;
         }
         let mut cargo = workspace.cargo(step.args);
         let mut shown = String::new();

@@ -18,10 +18,10 @@ use tandem_engine::grouping::{Edge, best_pairs};
 use tandem_host::Runtime;
 
 use super::bench::Bench;
+use super::draws::{Stream, rng};
 use super::engine::Trained;
 use super::methods::{self, JrsRanking, Pairs};
-use super::metrics::mean;
-use super::{Stream, of_oracle, rng};
+use super::metrics::{mean, of_oracle};
 use crate::error::Result;
 
 /// How far apart job lengths are: each job runs its type's solo time times a factor within

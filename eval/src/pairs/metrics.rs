@@ -72,6 +72,14 @@ pub(crate) fn queue_outcome(
     outcome
 }
 
+/// A method's saving relative to the oracle's, in %, when both are known and the oracle saves.
+pub(crate) fn of_oracle(saving: Option<f64>, oracle: Option<f64>) -> Option<f64> {
+    match (saving, oracle) {
+        (Some(method), Some(best)) if best > 0.0 => Some(100.0 * method / best),
+        _ => None,
+    }
+}
+
 /// Mean, or `None` for no values.
 pub(crate) fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)

@@ -15,17 +15,17 @@
 //! stream (queues, training split, random pairing, id keys), so one seed gives one report.
 
 mod bench;
+mod draws;
 mod durations;
 mod engine;
 mod methods;
 mod metrics;
 mod profiled;
+mod rows;
 
 use std::path::{Path, PathBuf};
 
 use rand::seq::SliceRandom as _;
-use rand::{Rng as _, SeedableRng as _};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use tandem_api::Objective;
 use tandem_catalog::Catalog;
@@ -34,14 +34,16 @@ use tandem_host::Runtime;
 
 use crate::error::{Error, Result};
 use bench::Bench;
+use draws::{Stream, draw_queues, key_secret, rng, training_count};
 use engine::Trained;
-use methods::Pairs;
-use metrics::{HIGH_SLOWDOWN, QueueOutcome, mean, percentile, queue_outcome, spearman};
+use metrics::{mean, of_oracle, spearman};
+use rows::{Summary, not_applicable, outcome_of, score};
 
 pub use bench::ASSUMED_SOLO_S;
 pub use durations::{DurationRow, LENGTH_SPREAD, MixedDurations};
 pub use engine::Training;
 pub use profiled::{ClusterPairRow, PredictionRow, ProfileCurveRow, ProfilePath, TypeCluster};
+pub use rows::MethodRow;
 
 /// Largest default queue: enough for a scheduling cycle's worth of pairing decisions.
 const DEFAULT_QUEUE_LIMIT: usize = 16;
@@ -131,35 +133,6 @@ pub struct Resolved {
     pub seed: u64,
 }
 
-/// What one method achieved over every queue.
-#[derive(Debug, Serialize)]
-pub struct MethodRow {
-    /// Method name (`random`, `first-come`, `jrs-ranking`, `lucid-style`, `tandem-balanced`,
-    /// `tandem-min-slowdown`, `tandem-max-packing`, `oracle`).
-    pub method: &'static str,
-    /// Whether the method could run on this catalog; every figure is `null` when it could not.
-    pub applicable: bool,
-    /// Why it could not.
-    pub reason: Option<String>,
-    /// Mean number of pairs formed per queue (OOMs included).
-    pub pairs_per_queue: Option<f64>,
-    /// Mean over queues of the queue's packing saving, in %.
-    pub packing_saving_pct: Option<f64>,
-    /// Mean IndSD of the jobs that shared a GPU (measured pairs), in %.
-    pub slowdown_mean_pct: Option<f64>,
-    /// 95th percentile (nearest rank) of the same, in %.
-    pub slowdown_p95_pct: Option<f64>,
-    /// Share of the measured pairs formed in which a job slowed down by more than 50%, in %.
-    pub high_slowdown_pairs_pct: Option<f64>,
-    /// Pairs formed that were never measured (counted as out of memory), over all queues.
-    pub ooms: Option<usize>,
-    /// `packing_saving_pct` relative to the oracle's, in %.
-    pub of_oracle_pct: Option<f64>,
-    /// For Tandem: how its training outcomes were taken.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub engine: Option<Training>,
-}
-
 /// One point of the learning curve.
 #[derive(Debug, Serialize)]
 pub struct CurveRow {
@@ -200,27 +173,6 @@ pub struct CurveRow {
     pub predict_errors: usize,
     /// The first such error, for the reader.
     pub first_predict_error: Option<String>,
-}
-
-/// The independent random streams of one evaluation.
-#[derive(Debug, Clone, Copy)]
-enum Stream {
-    /// Which job types each queue holds, and their order.
-    Queues = 1,
-    /// Which measured pairs are observed.
-    Split = 2,
-    /// The `random` method's matchings.
-    RandomPairing = 3,
-    /// The id-keying secret.
-    Keys = 4,
-    /// Each job's length in the mixed-duration protocol.
-    Lengths = 5,
-}
-
-/// The generator of one stream for `seed`.
-fn rng(seed: u64, stream: Stream) -> Xoshiro256PlusPlus {
-    // `seed_from_u64` expands through SplitMix64, so nearby inputs give unrelated streams.
-    Xoshiro256PlusPlus::seed_from_u64(seed ^ (stream as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// Settings checked against their catalog: everything needed to run, nothing run yet.
@@ -382,127 +334,10 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
     })
 }
 
-/// A method's saving relative to the oracle's, in %, when both are known and the oracle saves.
-fn of_oracle(saving: Option<f64>, oracle: Option<f64>) -> Option<f64> {
-    match (saving, oracle) {
-        (Some(method), Some(best)) if best > 0.0 => Some(100.0 * method / best),
-        _ => None,
-    }
-}
-
 /// Reads the catalog; any problem with it is bad input ([`Error::is_bad_input`]).
 fn read_catalog(path: &Path) -> Result<Catalog> {
     // The catalog's errors start with the file and keep their cause as their source.
     Ok(Catalog::read(path)?)
-}
-
-/// Number of pairs observed for a training share: the share of all, rounded to the nearest.
-fn training_count(share: f64, pairs: usize) -> usize {
-    ((share * pairs as f64).round() as usize).min(pairs)
-}
-
-/// `count` queues of `size` distinct job types each, drawn without replacement, in a random
-/// order (the order is the queue's submission order).
-fn draw_queues(bench: &Bench, count: u32, size: usize, seed: u64) -> Vec<Vec<usize>> {
-    let mut rng = rng(seed, Stream::Queues);
-    (0..count)
-        .map(|_| {
-            let mut types: Vec<usize> = (0..bench.types.len()).collect();
-            types.shuffle(&mut rng);
-            types.truncate(size);
-            types
-        })
-        .collect()
-}
-
-/// The id-keying secret, derived from the seed. Keyed ids still hide every name from the
-/// engine; deriving the secret (rather than drawing it from the OS) keeps the engine's inputs,
-/// and so any tie it breaks by id, the same from run to run.
-fn key_secret(seed: u64) -> Vec<u8> {
-    let mut secret = vec![0_u8; 32];
-    rng(seed, Stream::Keys).fill(secret.as_mut_slice());
-    secret
-}
-
-/// Runs one method over every queue and sums up what it achieved.
-fn score(
-    method: &'static str,
-    bench: &Bench,
-    queues: &[Vec<usize>],
-    mut group: impl FnMut(&[usize]) -> Result<Pairs>,
-) -> Result<MethodRow> {
-    let mut outcomes = Vec::with_capacity(queues.len());
-    for queue in queues {
-        let pairs = group(queue)?;
-        outcomes.push(outcome_of(bench, queue, &pairs));
-    }
-    let summary = Summary::of(&outcomes);
-    Ok(MethodRow {
-        method,
-        applicable: true,
-        reason: None,
-        pairs_per_queue: Some(summary.pairs as f64 / queues.len() as f64),
-        packing_saving_pct: summary.packing_saving_pct,
-        slowdown_mean_pct: mean(&summary.slowdowns).map(|s| 100.0 * s),
-        slowdown_p95_pct: summary.slowdown_p95_pct,
-        high_slowdown_pairs_pct: summary.high_slowdown_pairs_pct,
-        ooms: Some(summary.ooms),
-        of_oracle_pct: None,
-        engine: None,
-    })
-}
-
-fn not_applicable(method: &'static str, reason: String) -> MethodRow {
-    MethodRow {
-        method,
-        applicable: false,
-        reason: Some(reason),
-        pairs_per_queue: None,
-        packing_saving_pct: None,
-        slowdown_mean_pct: None,
-        slowdown_p95_pct: None,
-        high_slowdown_pairs_pct: None,
-        ooms: None,
-        of_oracle_pct: None,
-        engine: None,
-    }
-}
-
-/// Scores one queue's grouping under the measured table.
-fn outcome_of(bench: &Bench, queue: &[usize], pairs: &[(usize, usize)]) -> QueueOutcome {
-    let solo: Vec<f64> = queue.iter().map(|&t| bench.types[t].solo_s).collect();
-    queue_outcome(&solo, pairs, |i, j| bench.colocated(queue[i], queue[j]))
-}
-
-/// The figures of a method over all its queues.
-struct Summary {
-    pairs: usize,
-    ooms: usize,
-    slowdowns: Vec<f64>,
-    packing_saving_pct: Option<f64>,
-    slowdown_p95_pct: Option<f64>,
-    high_slowdown_pairs_pct: Option<f64>,
-}
-
-impl Summary {
-    fn of(outcomes: &[QueueOutcome]) -> Self {
-        let savings: Vec<f64> = outcomes.iter().map(QueueOutcome::packing_saving).collect();
-        let slowdowns: Vec<f64> = outcomes.iter().flat_map(|o| o.slowdowns.clone()).collect();
-        let worst: Vec<f64> = outcomes
-            .iter()
-            .flat_map(|o| o.worst_slowdowns.clone())
-            .collect();
-        let high = worst.iter().filter(|&&s| s > HIGH_SLOWDOWN).count();
-        Self {
-            pairs: outcomes.iter().map(|o| o.pairs).sum(),
-            ooms: outcomes.iter().map(|o| o.ooms).sum(),
-            packing_saving_pct: mean(&savings).map(|s| 100.0 * s),
-            slowdown_p95_pct: percentile(&slowdowns, 0.95).map(|s| 100.0 * s),
-            high_slowdown_pairs_pct: (!worst.is_empty())
-                .then(|| 100.0 * high as f64 / worst.len() as f64),
-            slowdowns,
-        }
-    }
 }
 
 /// Tandem (`balanced`) trained on the first `share` of the shuffled pairs: its queues, and its
@@ -626,30 +461,5 @@ impl Scored {
             }
         }
         scored
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn training_counts_round_and_stay_within_the_pairs() {
-        assert_eq!(training_count(0.5, 306), 153);
-        assert_eq!(training_count(0.1, 306), 31);
-        assert_eq!(training_count(0.0, 306), 0);
-        assert_eq!(training_count(1.0, 306), 306);
-        assert_eq!(training_count(0.9, 0), 0);
-    }
-
-    #[test]
-    fn streams_are_reproducible_and_distinct() {
-        assert_eq!(key_secret(7), key_secret(7));
-        assert_ne!(key_secret(7), key_secret(8));
-        let mut a = rng(7, Stream::Queues);
-        let mut b = rng(7, Stream::Split);
-        let draws =
-            |r: &mut Xoshiro256PlusPlus| (0..4).map(|_| r.r#gen::<u64>()).collect::<Vec<_>>();
-        assert_ne!(draws(&mut a), draws(&mut b));
     }
 }

@@ -24,10 +24,11 @@ use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
 
 use super::bench::Bench;
+use super::draws::training_count;
 use super::engine::{self, Training, observe_outcomes};
 use super::methods::Pairs;
 use super::metrics::{HIGH_SLOWDOWN, mean, spearman};
-use super::{MethodRow, score};
+use super::rows::{MethodRow, score};
 use crate::error::{Error, Result};
 
 /// What the profile path measured (`profile_path` in the JSON output).
@@ -291,8 +292,7 @@ impl<'a> Setup<'a> {
         shares
             .iter()
             .map(|&share| {
-                let (observed, held_out) =
-                    split.split_at(super::training_count(share, split.len()));
+                let (observed, held_out) = split.split_at(training_count(share, split.len()));
                 let mut warm = self.bootstrap(Objective::Balanced)?;
                 observe_profiles(&mut warm, &self.profiles, &self.seen_ids)?;
                 let training = observe_outcomes(&mut warm, self.bench, observed, &self.seen_ids);
