@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The columns after `job_type` are the fields of the engine's
-//! [`ModelSummary`](tandem_api::ModelSummary), as `tandem declare` prints them for an ONNX file.
+//! [`ModelSummary`], as `tandem declare` prints them for an ONNX file.
 //! The simulator hands each type's summary to the engine, which predicts the type's GPU
 //! utilization from it; the utilization baselines pack by that prediction where the catalogs
 //! measured no utilization. `data/utilization/gavel_models.csv` is this file for Gavel's job
