@@ -59,19 +59,26 @@ fn derive_table() -> String {
     out
 }
 
-#[test]
-fn the_bundled_utilization_table_is_derived_from_the_onnx_files() {
-    let derived = derive_table();
-    let path = repo("plugin/engine/data/futurewei_utilization.csv");
+/// The file at `rel` (from the repository root), which must be `derived` byte for byte;
+/// `TANDEM_BLESS=1` writes `derived` there first.
+fn checked_in(rel: &str, derived: &str) -> String {
+    let path = repo(rel);
     if std::env::var_os("TANDEM_BLESS").is_some() {
-        std::fs::write(&path, &derived).unwrap();
+        std::fs::write(&path, derived).unwrap();
     }
     let bundled = std::fs::read_to_string(&path).unwrap();
     assert_eq!(
         bundled, derived,
-        "plugin/engine/data/futurewei_utilization.csv is stale; regenerate it with \
+        "{rel} is stale; regenerate it with \
          TANDEM_BLESS=1 cargo test -p tandem-cli --test all utilization"
     );
+    bundled
+}
+
+#[test]
+fn the_bundled_utilization_table_is_derived_from_the_onnx_files() {
+    let derived = derive_table();
+    let bundled = checked_in("plugin/engine/data/futurewei_utilization.csv", &derived);
     assert_eq!(bundled.lines().count(), 1 + 49);
 }
 
@@ -110,16 +117,7 @@ fn derive_gavel_models() -> String {
 #[test]
 fn gavels_declared_models_are_derived_from_the_onnx_files() {
     let derived = derive_gavel_models();
-    let path = repo("data/utilization/gavel_models.csv");
-    if std::env::var_os("TANDEM_BLESS").is_some() {
-        std::fs::write(&path, &derived).unwrap();
-    }
-    let bundled = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(
-        bundled, derived,
-        "data/utilization/gavel_models.csv is stale; regenerate it with \
-         TANDEM_BLESS=1 cargo test -p tandem-cli --test all utilization"
-    );
+    let bundled = checked_in("data/utilization/gavel_models.csv", &derived);
     // Every job type of Gavel's catalogs, each once.
     let declared = tandem_catalog::DeclaredModels::parse(&bundled, "gavel_models.csv").unwrap();
     let catalog = tandem_catalog::Catalog::read(repo("data/catalogs/gavel-v100.json")).unwrap();
