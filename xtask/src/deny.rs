@@ -8,13 +8,13 @@
 //! file, for every target, in the registry cache; advisories are not checked (they need the
 //! advisory database from the network).
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::process::{fresh_cargo, run};
+use crate::process::{fresh_cargo, hold_lock, run};
 
 /// The cargo-deny release built.
 pub const CARGO_DENY_VERSION: &str = "0.20.2";
@@ -33,17 +33,10 @@ pub fn ensure_cargo_deny() -> Result<PathBuf> {
         return Ok(binary);
     }
     fs::create_dir_all(&root).with_context(|| format!("could not create {}", root.display()))?;
-    let lock_path = root.join(".build.lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("could not create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "tandem-xtask: waiting for another build of cargo-deny in {}",
-            root.display()
-        );
-        lock.lock()
-            .with_context(|| format!("could not lock {}", lock_path.display()))?;
-    }
+    let _lock = hold_lock(
+        &root.join(".build.lock"),
+        &format!("another build of cargo-deny in {}", root.display()),
+    )?;
     if binary.is_file() {
         return Ok(binary);
     }

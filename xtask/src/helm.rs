@@ -6,14 +6,14 @@
 //! beside the Kubernetes binaries and cached the same way: nothing is rebuilt when it is there,
 //! and a file lock lets one build run while another process waits for it.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::process::{display, output, run};
+use crate::process::{display, hold_lock, output, run};
 
 /// The Helm release built: v3, the major version most clusters' tooling runs.
 pub const HELM_VERSION: &str = "v3.22.0";
@@ -35,17 +35,10 @@ pub fn ensure_helm() -> Result<PathBuf> {
         return Ok(binary);
     }
     fs::create_dir_all(&entry).with_context(|| format!("could not create {}", entry.display()))?;
-    let lock_path = entry.join(".build.lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("could not create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "tandem-xtask: waiting for another build of helm in {}",
-            entry.display()
-        );
-        lock.lock()
-            .with_context(|| format!("could not lock {}", lock_path.display()))?;
-    }
+    let _lock = hold_lock(
+        &entry.join(".build.lock"),
+        &format!("another build of helm in {}", entry.display()),
+    )?;
     if binary.is_file() {
         return Ok(binary);
     }

@@ -11,14 +11,14 @@
 //! files and the build recipe, so a changed module gets a fresh directory and an unchanged one
 //! is built once. Go's own build cache stays where Go keeps it (`go env GOCACHE`).
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail, ensure};
 
-use crate::process::{display, output, run};
+use crate::process::{display, hold_lock, output, run};
 
 /// `xtask/kube/go.mod`: what the binaries are built from.
 pub const GO_MOD: &str = include_str!("../kube/go.mod");
@@ -204,17 +204,13 @@ fn ensure_in(entry: &Path, programs: &[Program]) -> Result<()> {
     }
 
     fs::create_dir_all(&bin).with_context(|| format!("could not create {}", bin.display()))?;
-    let lock_path = entry.join(".build.lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("could not create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "tandem-xtask: waiting for another build of the Kubernetes binaries in {}",
+    let _lock = hold_lock(
+        &entry.join(".build.lock"),
+        &format!(
+            "another build of the Kubernetes binaries in {}",
             entry.display()
-        );
-        lock.lock()
-            .with_context(|| format!("could not lock {}", lock_path.display()))?;
-    }
+        ),
+    )?;
     // Someone else may have finished while we waited.
     if all_exist() {
         return Ok(());

@@ -25,7 +25,7 @@ use anyhow::{Context as _, Result, ensure};
 use crate::kube::{
     check_go, hash_parts, kube_dir, kubernetes_version_ldflags, remove_leftovers, required_version,
 };
-use crate::process::{display, fresh_cargo, output, run};
+use crate::process::{display, fresh_cargo, hold_lock, output, run};
 
 /// The variable `cargo xtask` sets for the tests and benchmarks it runs: the path of the
 /// `tandem-kube-scheduler` it has just ensured.
@@ -195,17 +195,10 @@ fn ensure_in(entry: &Path, module: &[(String, Vec<u8>)], library: &Path) -> Resu
         return Ok(binary);
     }
     fs::create_dir_all(&bin).with_context(|| format!("could not create {}", bin.display()))?;
-    let lock_path = entry.join(".build.lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("could not create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "tandem-xtask: waiting for another build of {BINARY} in {}",
-            entry.display()
-        );
-        lock.lock()
-            .with_context(|| format!("could not lock {}", lock_path.display()))?;
-    }
+    let _lock = hold_lock(
+        &entry.join(".build.lock"),
+        &format!("another build of {BINARY} in {}", entry.display()),
+    )?;
     if binary.is_file() {
         return Ok(binary);
     }

@@ -2,7 +2,9 @@
 //! that name the command.
 
 use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context as _, Result, bail};
@@ -150,6 +152,21 @@ pub(crate) fn output(command: &mut Command) -> Result<String> {
         );
     }
     String::from_utf8(stdout).with_context(|| format!("`{}` printed non-UTF-8", display(command)))
+}
+
+/// Takes the lock file at `lock_path` (created if missing), waiting while another process holds
+/// it and saying so (`tandem-xtask: waiting for <waiting_for>`): what xtask builds into its
+/// caches is built by one process at a time, and the others use the result. The lock is held
+/// while the returned file lives.
+pub(crate) fn hold_lock(lock_path: &Path, waiting_for: &str) -> Result<File> {
+    let lock = File::create(lock_path)
+        .with_context(|| format!("could not create {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        eprintln!("tandem-xtask: waiting for {waiting_for}");
+        lock.lock()
+            .with_context(|| format!("could not lock {}", lock_path.display()))?;
+    }
+    Ok(lock)
 }
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, Result, bail, ensure};
 
-use crate::process::{display, output, run};
+use crate::process::{display, hold_lock, output, run};
 
 /// The target guests are built for: no WASI, so a component imports only what its WIT world
 /// names.
@@ -229,17 +229,10 @@ fn ensure_debian_toolchain(dir: &Path) -> Result<WasmToolchain> {
     }
 
     fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
-    let lock_path = dir.join(".bootstrap.lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("could not create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "tandem-xtask: waiting for another bootstrap of {}",
-            dir.display()
-        );
-        lock.lock()
-            .with_context(|| format!("could not lock {}", lock_path.display()))?;
-    }
+    let _lock = hold_lock(
+        &dir.join(".bootstrap.lock"),
+        &format!("another bootstrap of {}", dir.display()),
+    )?;
     // Someone else may have finished while we waited.
     if prefix.is_dir() && check_prefix(&prefix).is_ok() {
         return Ok(WasmToolchain::Debian { prefix });

@@ -17,7 +17,7 @@
 //! source Go reads (`go.mod`, `go.sum`, `*.go`, `*.s`, embedded files; `.git` is skipped), so
 //! a changed source gets a fresh entry and an unchanged one is built once, under a file lock.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -25,7 +25,7 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, ensure};
 
 use crate::kube::{check_go, hash_parts, remove_leftovers};
-use crate::process::{display, output, run};
+use crate::process::{display, hold_lock, output, run};
 
 /// The variable naming the directory of Volcano's source to build from.
 pub const VOLCANO_SRC_VAR: &str = "TANDEM_VOLCANO_SRC";
@@ -191,17 +191,10 @@ pub fn ensure_vc_scheduler(source: &Path) -> Result<VolcanoBuild> {
     }
     let bin = entry.join("bin");
     fs::create_dir_all(&bin).with_context(|| format!("could not create {}", bin.display()))?;
-    let lock_path = entry.join(".build.lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("could not create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "tandem-xtask: waiting for another build of vc-scheduler in {}",
-            entry.display()
-        );
-        lock.lock()
-            .with_context(|| format!("could not lock {}", lock_path.display()))?;
-    }
+    let _lock = hold_lock(
+        &entry.join(".build.lock"),
+        &format!("another build of vc-scheduler in {}", entry.display()),
+    )?;
     if build.scheduler.is_file() {
         return Ok(build);
     }
