@@ -181,6 +181,32 @@ impl Engine {
     }
 }
 
+/// What a placement on one node came to: the GPUs chosen, or why the node cannot take the job
+/// (a decision, not a failure: a failure of the engine is an [`EngineFailure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// The job was recorded on these GPUs.
+    Placed {
+        /// The GPU ids.
+        gpus: Vec<String>,
+        /// On a GPU the job may share, the memory the guard reserves for it, MiB (see
+        /// [`EngineState::reservation`]); `None` for GPUs taken alone.
+        reserved_mib: Option<u32>,
+    },
+    /// The node cannot take the job, in words for a person.
+    Refused(String),
+}
+
+impl Placement {
+    /// The GPUs chosen, or the reason the node cannot take the job.
+    pub fn into_result(self) -> Result<Vec<String>, String> {
+        match self {
+            Self::Placed { gpus, .. } => Ok(gpus),
+            Self::Refused(why) => Err(why),
+        }
+    }
+}
+
 /// The best GPU of one node for a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeScore {
@@ -499,14 +525,9 @@ impl EngineState {
     }
 
     /// Chooses where `job` runs on `node` and records it there at once, so the next decision
-    /// sees it: the engine's best GPU for a one-GPU job; for a job of `gpus` GPUs (which
-    /// never share), the first idle ones. Returns the GPU ids, or why the node cannot take it.
-    pub fn place(
-        &mut self,
-        job: &Job,
-        node: &str,
-        gpus: u32,
-    ) -> Result<Result<Vec<String>, String>, EngineFailure> {
+    /// sees it: the engine's best GPU for a one-GPU job, with the memory the guard reserves
+    /// for it there; for a job of `gpus` GPUs (which never share), the first idle ones.
+    pub fn place(&mut self, job: &Job, node: &str, gpus: u32) -> Result<Placement, EngineFailure> {
         self.place_with(job, node, gpus, gpus > 1)
     }
 
@@ -518,7 +539,7 @@ impl EngineState {
         job: &Job,
         node: &str,
         gpus: u32,
-    ) -> Result<Result<Vec<String>, String>, EngineFailure> {
+    ) -> Result<Placement, EngineFailure> {
         self.place_with(job, node, gpus, true)
     }
 
@@ -565,7 +586,7 @@ impl EngineState {
         node: &str,
         gpus: u32,
         alone: bool,
-    ) -> Result<Result<Vec<String>, String>, EngineFailure> {
+    ) -> Result<Placement, EngineFailure> {
         let chosen: Vec<u32> = if !alone {
             let choice = self
                 .recommender
@@ -573,7 +594,7 @@ impl EngineState {
                 .map_err(failed("choose-gpu"))?;
             match choice.gpu {
                 Some(handle) => vec![handle],
-                None => return Ok(Err(choice.reason)),
+                None => return Ok(Placement::Refused(choice.reason)),
             }
         } else {
             let cluster = self.recommender.cluster();
@@ -586,7 +607,7 @@ impl EngineState {
                 .take(gpus as usize)
                 .collect();
             if idle.len() < gpus as usize {
-                return Ok(Err(format!(
+                return Ok(Placement::Refused(format!(
                     "the job needs {gpus} idle GPUs, {} are idle",
                     idle.len()
                 )));
@@ -606,10 +627,15 @@ impl EngineState {
             .update_cluster(&binds)
             .map_err(failed("update-cluster"))?;
         let cluster = self.recommender.cluster();
-        Ok(Ok(chosen
+        let gpus: Vec<String> = chosen
             .iter()
             .filter_map(|&h| cluster.get(h).map(|g| g.id.clone()))
-            .collect()))
+            .collect();
+        let reserved_mib = match gpus.as_slice() {
+            [gpu] if !alone => self.reservation(job, gpu)?,
+            _ => None,
+        };
+        Ok(Placement::Placed { gpus, reserved_mib })
     }
 
     /// Takes `job` off the GPUs `gpu_ids` (a placement undone); GPUs it is not on are skipped.
@@ -729,14 +755,16 @@ mod tests {
                 gpu: None
             }
         );
-        let placed = state.place(&job, "n1", 1).unwrap().unwrap();
+        let placed = state.place(&job, "n1", 1).unwrap().into_result().unwrap();
         // Beside the light job rather than the one saturating its GPU.
         assert_eq!(placed, ["n1/0"]);
         assert_eq!(state.gpu(0).unwrap().residents.len(), 2);
         state.unplace("p", &placed).unwrap();
         assert_eq!(state.gpu(0).unwrap().residents.len(), 1);
         // Two GPUs are needed, none is idle.
-        let why = state.place(&Job::new("x"), "n1", 2).unwrap().unwrap_err();
+        let Placement::Refused(why) = state.place(&Job::new("x"), "n1", 2).unwrap() else {
+            panic!("two GPUs placed where none is idle");
+        };
         assert!(why.contains("2 idle GPUs, 0 are idle"), "{why}");
     }
 

@@ -48,7 +48,9 @@ use std::time::Duration;
 use axum::Router;
 use tandem_api::ModelSummary;
 
-pub use engine::{CallError, Engine, EngineError, EngineFailure, EngineState, NodeScore};
+pub use engine::{
+    CallError, Engine, EngineError, EngineFailure, EngineState, NodeScore, Placement,
+};
 pub use identity::JobKeys;
 pub use leadership::Leadership;
 use learning::DeclaredModels;

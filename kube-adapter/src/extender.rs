@@ -517,7 +517,7 @@ mod tests {
         assert_eq!(scores[0].score, MAX_PRIORITY);
         assert!(scores[1].score < scores[0].score, "{scores:?}");
         let chosen = engine.place(&job_of(&p), "a", 1).unwrap();
-        assert_eq!(chosen, Ok(vec!["a/0".to_owned()]));
+        assert_eq!(chosen.into_result(), Ok(vec!["a/0".to_owned()]));
     }
 
     #[test]
@@ -566,7 +566,12 @@ mod tests {
         .unwrap();
         assert!(out.unresolvable["a"].contains("needs 2 GPUs, the node has 1"));
         let chosen = engine.place(&job_of(&pending("p", 2)), "a", 2).unwrap();
-        assert!(chosen.unwrap_err().contains("needs 2 idle GPUs"));
+        assert!(
+            chosen
+                .into_result()
+                .unwrap_err()
+                .contains("needs 2 idle GPUs")
+        );
     }
 
     #[test]

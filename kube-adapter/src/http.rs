@@ -16,8 +16,8 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use tandem_adapter_core::EngineError;
 use tandem_adapter_core::http::{parse, timed};
+use tandem_adapter_core::{EngineError, Placement};
 
 use crate::app::App;
 use crate::cluster::placement_annotations;
@@ -279,20 +279,12 @@ async fn bind_pod(
         let (job, node, count) = (job_of(gp), args.node.clone(), gp.gpus);
         (gpus, reserved_mib) = match app
             .decide("bind", app.view(), move |engine, _| {
-                let gpus = match engine.place(&job, &node, count)? {
-                    Ok(gpus) => gpus,
-                    Err(why) => return Ok(Err(why)),
-                };
-                let reserved = match gpus.as_slice() {
-                    [gpu] => engine.reservation(&job, gpu)?,
-                    _ => None,
-                };
-                Ok(Ok((gpus, reserved)))
+                engine.place(&job, &node, count)
             })
             .await
         {
-            Ok(Ok(placed)) => placed,
-            Ok(Err(why)) => {
+            Ok(Placement::Placed { gpus, reserved_mib }) => (gpus, reserved_mib),
+            Ok(Placement::Refused(why)) => {
                 return Err(("no GPU fits any more", format!("Tandem: {why}")));
             }
             Err(EngineError::Failed(engine)) => {

@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tandem_adapter_core::declaration::{Carrier, Declaration, Field, Raw, Refusal, Source};
 use tandem_adapter_core::outcomes::Run;
-use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState};
+use tandem_adapter_core::{
+    Core, EngineError, EngineFailure, EngineState, Placement as EnginePlacement,
+};
 use tandem_api::{Gpu, GpuSpec, Job, ModelSummary, Objective, Policy, Prediction};
 
 use crate::identity;
@@ -511,8 +513,8 @@ impl App {
                     })
                     .collect();
                 let placed = match state.place(&job, &node, 1)? {
-                    Ok(placed) => placed,
-                    Err(why) => return Ok(Verdict::Pass(why)),
+                    EnginePlacement::Placed { gpus, .. } => gpus,
+                    EnginePlacement::Refused(why) => return Ok(Verdict::Pass(why)),
                 };
                 let Some(gpu) = placed
                     .first()
@@ -640,8 +642,8 @@ impl App {
         self.decide("start", objective, move |state, table, gpus| {
             let job = Job::new(&keyed);
             let placed = match state.place(&job, &node, 1)? {
-                Ok(placed) => placed,
-                Err(why) => return Ok(Grant::None(why)),
+                EnginePlacement::Placed { gpus, .. } => gpus,
+                EnginePlacement::Refused(why) => return Ok(Grant::None(why)),
             };
             let Some(gpu) = placed
                 .first()

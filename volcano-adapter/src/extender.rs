@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use tandem_adapter_core::declaration::Refusal;
-use tandem_adapter_core::{EngineError, EngineFailure, EngineState};
+use tandem_adapter_core::{EngineError, EngineFailure, EngineState, Placement};
 use tandem_api::Job;
 use tandem_kube_adapter::app::{App, MODEL_NOT_READ};
 use tandem_kube_adapter::cluster::{ClusterView, GpuPod};
@@ -429,41 +429,19 @@ pub fn node_scores(
         .collect()
 }
 
-/// Where [`place`] put a task: its GPUs, and on a shared GPU the memory the guard reserved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placed {
-    /// The GPU ids.
-    pub gpus: Vec<String>,
-    /// The reservation, MiB, for a task sharing one GPU.
-    pub reserved_mib: Option<u32>,
-}
-
-/// Places `task` on `node`: the engine's best GPU for a shared task, idle GPUs for one that
-/// takes them alone; recorded in the engine at once. `Ok(Err)` says why the node cannot take
-/// it any more.
+/// Places `task` on `node`: the engine's best GPU for a shared task (with the memory the guard
+/// reserves there), idle GPUs for one that takes them alone; recorded in the engine at once.
 pub fn place(
     engine: &mut EngineState,
     task: &Task,
     node: &str,
-) -> Result<Result<Placed, String>, EngineFailure> {
+) -> Result<Placement, EngineFailure> {
     let job = task.job();
     if task.alone() {
-        return Ok(engine
-            .place_alone(&job, node, task.pod.gpus)?
-            .map(|gpus| Placed {
-                gpus,
-                reserved_mib: None,
-            }));
+        engine.place_alone(&job, node, task.pod.gpus)
+    } else {
+        engine.place(&job, node, 1)
     }
-    let gpus = match engine.place(&job, node, 1)? {
-        Ok(gpus) => gpus,
-        Err(why) => return Ok(Err(why)),
-    };
-    let reserved_mib = match gpus.as_slice() {
-        [gpu] => engine.reservation(&job, gpu)?,
-        _ => None,
-    };
-    Ok(Ok(Placed { gpus, reserved_mib }))
 }
 
 #[cfg(test)]
@@ -606,10 +584,10 @@ mod tests {
         // p is profiled (4,500 MiB on a V100): that is what the guard reserves beside x.
         assert_eq!(
             place(&mut engine, &p, "a").unwrap(),
-            Ok(Placed {
+            Placement::Placed {
                 gpus: vec!["a/0".into()],
                 reserved_mib: Some(4_500)
-            })
+            }
         );
     }
 
@@ -627,10 +605,10 @@ mod tests {
         // A gang member has its GPU to itself: no shared reservation to write.
         assert_eq!(
             place(&mut engine, &first, "a").unwrap(),
-            Ok(Placed {
+            Placement::Placed {
                 gpus: vec!["a/1".into()],
                 reserved_mib: None
-            })
+            }
         );
         // The GPU the first member took is no longer idle: the second fails here.
         let failed = predicate_alone(&engine, &second, "a");
@@ -639,7 +617,10 @@ mod tests {
             failed.message.contains("gang members take GPUs alone"),
             "{failed:?}"
         );
-        assert!(place(&mut engine, &second, "a").unwrap().is_err());
+        assert!(matches!(
+            place(&mut engine, &second, "a").unwrap(),
+            Placement::Refused(_)
+        ));
         engine.unplace(&first.pod.job, &["a/1".to_owned()]).unwrap();
         assert_eq!(node_scores(&engine, &second, &["a".into()], None), [100]);
     }

@@ -19,9 +19,9 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use tandem_adapter_core::EngineError;
 use tandem_adapter_core::declaration::Field;
 use tandem_adapter_core::http::{Failure, parse, timed};
+use tandem_adapter_core::{EngineError, Placement};
 use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_ANNOTATION, placement_annotations};
 
 use crate::extender::{self, SessionJob, Task, Volcano};
@@ -252,11 +252,11 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                 })
                 .await
         };
-        let placed = match placed {
-            Ok(Ok(placed)) => placed,
+        let (gpus, reserved_mib) = match placed {
+            Ok(Placement::Placed { gpus, reserved_mib }) => (gpus, reserved_mib),
             // Another allocation of this session took what the predicate saw: vc-scheduler
             // undoes this one and tries again.
-            Ok(Err(why)) => {
+            Ok(Placement::Refused(why)) => {
                 return Ok(axum::Json(EventResponse {
                     error_message: format!("Tandem: {why}"),
                 }));
@@ -266,9 +266,8 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                 return Ok(axum::Json(EventResponse::default()));
             }
         };
-        let gpus = placed.gpus;
         volcano.record(&task, &node, &gpus);
-        let annotations = placement_annotations(&gpus, placed.reserved_mib);
+        let annotations = placement_annotations(&gpus, reserved_mib);
         if let Err(error) = annotate(&volcano, &task, Some(&annotations)).await {
             // The pod would run on a GPU Tandem cannot show: undo, and let the allocation fail.
             volcano.unrecord(&task);

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde::{Deserialize, Serialize};
 use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_adapter_core::store::{AdapterState, StoreError};
-use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys};
+use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys, Placement};
 use tandem_api::{ModelCap, Objective, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_adapter::cluster::{
@@ -693,12 +693,8 @@ impl Plugin {
         self.sync()?;
         let job = extender::job_of(&pod);
         match self.engine.place(&job, node, pod.gpus)? {
-            Err(reason) => Ok(Err(format!("Tandem: {reason}"))),
-            Ok(gpus) => {
-                let reserved_mib = match gpus.as_slice() {
-                    [gpu] => self.engine.reservation(&job, gpu)?,
-                    _ => None,
-                };
+            Placement::Refused(reason) => Ok(Err(format!("Tandem: {reason}"))),
+            Placement::Placed { gpus, reserved_mib } => {
                 let annotations = placement_annotations(&gpus, reserved_mib);
                 let assumed = GpuPod {
                     node: Some(node.to_owned()),
