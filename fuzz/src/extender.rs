@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 use k8s_openapi::api::core::v1::Pod;
 use tandem_adapter_core::JobKeys;
 use tandem_adapter_core::http::{Failure, parse};
-use tandem_kube_adapter::cluster;
 use tandem_kube_adapter::extender::{BindingArgs, ExtenderArgs};
+use tandem_kube_common::cluster;
 use tandem_volcano_adapter::wire::{
     EventRequest, PredicateRequest, PrioritizeRequest, SessionOpenRequest, TaskInfo,
 };

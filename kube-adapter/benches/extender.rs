@@ -29,8 +29,10 @@ use tandem_adapter_core::{
 };
 use tandem_api::{Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::app::{App, ClusterFile, Source};
-use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_LABEL, PRODUCT_LABEL};
+use tandem_kube_adapter::Extender;
+use tandem_kube_common::app::{App, ClusterFile, Source};
+use tandem_kube_common::cluster::{GPU_ANNOTATION, MEMORY_LABEL, PRODUCT_LABEL};
+use tandem_kube_common::decide::FilterPasses;
 
 const NODES: usize = 1_000;
 const GPUS_PER_NODE: u32 = 4;
@@ -152,7 +154,8 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         let (stop, shutdown) = Shutdown::new();
-        let router = tandem_adapter_core::http::router(core, app);
+        let extender = Arc::new(Extender::new(app, FilterPasses::default()));
+        let router = tandem_adapter_core::http::router(core, extender);
         let server = tokio::spawn(serve_listener(router, listener, shutdown));
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
         let base = format!("http://{addr}");

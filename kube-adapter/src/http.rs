@@ -19,15 +19,17 @@ use kube::api::{ObjectMeta, PostParams};
 use tandem_adapter_core::http::{parse, timed};
 use tandem_adapter_core::{EngineError, Placement};
 
-use crate::app::App;
-use crate::cluster::placement_annotations;
+use tandem_kube_common::app::App;
+use tandem_kube_common::cluster::placement_annotations;
+use tandem_kube_common::decide::{self, FilterPasses, NodeScores, job_of};
+
 use crate::extender::{
-    self, BindingArgs, BindingResult, ExtenderArgs, FilterPasses, FilterResult, HostPriority,
-    NodeList, NodeScores, job_of,
+    BindingArgs, BindingResult, ExtenderArgs, FilterResult, HostPriority, NodeList,
 };
+use crate::frontend::Extender;
 
 /// The extender is the adapter core's front-end: its routes, and ready once the view is synced.
-impl tandem_adapter_core::Frontend for App {
+impl tandem_adapter_core::Frontend for Extender {
     const TYPE: &'static str = "kube-scheduler extender";
 
     const VERBS: &'static [&'static str] = &["filter", "prioritize", "bind"];
@@ -37,20 +39,21 @@ impl tandem_adapter_core::Frontend for App {
     }
 
     fn is_ready(&self) -> bool {
-        App::is_ready(self)
+        self.app.is_ready()
     }
 }
 
 /// The extender's routes, for the core's router.
-pub fn routes(app: Arc<App>) -> Router {
+pub fn routes(extender: Arc<Extender>) -> Router {
     Router::new()
         .route("/filter", post(filter))
         .route("/prioritize", post(prioritize))
         .route("/bind", post(bind))
-        .with_state(app)
+        .with_state(extender)
 }
 
-async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response {
+    let app = Arc::clone(&extender.app);
     let core = Arc::clone(&app.core);
     timed(&core, "filter", async move {
         let mut args: ExtenderArgs = parse("filter", &body)?;
@@ -70,17 +73,17 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
         }
         let view = app.view();
         let epoch = view.1;
-        let passes = app.filter_passes;
+        let passes = extender.filter_passes;
         let judged = {
             let pod = pod.clone();
             app.decide("filter", view, move |engine, view| {
-                let refused = extender::refusal(engine, &pod);
+                let refused = decide::refusal(engine, &pod);
                 let scores = if pod.gpus == 1 {
-                    extender::candidate_scores(engine, &pod, &candidates)?
+                    decide::candidate_scores(engine, &pod, &candidates)?
                 } else {
                     Vec::new()
                 };
-                let filtered = extender::filter(engine, view, &pod, &candidates, &scores, passes)?;
+                let filtered = decide::filter(engine, view, &pod, &candidates, &scores, passes)?;
                 // Only `prioritize` reads the scores again, and the scheduler calls it only
                 // when more than one node passes.
                 let scores = (passes == FilterPasses::Fitting && pod.gpus == 1)
@@ -114,9 +117,9 @@ async fn filter(State(app): State<Arc<App>>, body: Bytes) -> Response {
             }
         };
         if let Some(scores) = scores {
-            app.keep_scores(&pod, epoch, Arc::new(scores));
+            extender.keep_scores(&pod, epoch, Arc::new(scores));
         }
-        let extender::Filtered {
+        let decide::Filtered {
             passed,
             failed,
             unresolvable,
@@ -164,7 +167,8 @@ fn pass_all(args: &ExtenderArgs, candidates: Vec<String>) -> FilterResult {
     result
 }
 
-async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn prioritize(State(extender): State<Arc<Extender>>, body: Bytes) -> Response {
+    let app = Arc::clone(&extender.app);
     let core = Arc::clone(&app.core);
     timed(&core, "prioritize", async move {
         let args: ExtenderArgs = parse("prioritize", &body)?;
@@ -182,7 +186,7 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
             return Ok(axum::Json(zeros(&candidates)));
         };
         let (view, epoch) = app.view();
-        let scores = match app.cached_scores(&pod, epoch) {
+        let scores = match extender.cached_scores(&pod, epoch) {
             Some(scores) if candidates.iter().all(|n| scores.contains_key(n)) => Ok(scores),
             _ if pod.gpus > 1 => Ok(Arc::new(NodeScores::new())),
             _ => {
@@ -190,19 +194,23 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 app.decide(
                     "prioritize",
                     (Arc::clone(&view), epoch),
-                    move |engine, _| extender::score_nodes(engine, &pod, &names),
+                    move |engine, _| decide::score_nodes(engine, &pod, &names),
                 )
                 .await
                 .map(Arc::new)
             }
         };
         match scores {
-            Ok(scores) => Ok(axum::Json(extender::prioritize(
-                &view,
-                &pod,
-                &candidates,
-                &scores,
-            ))),
+            Ok(scores) => {
+                let ranked = decide::prioritize(&view, &pod, &candidates, &scores);
+                Ok(axum::Json(
+                    candidates
+                        .into_iter()
+                        .zip(ranked)
+                        .map(|(host, score)| HostPriority { host, score })
+                        .collect::<Vec<_>>(),
+                ))
+            }
             Err(error) => {
                 // Equal scores leave the choice to the scheduler's own plugins.
                 app.core.metrics.engine_errors.inc();
@@ -215,7 +223,8 @@ async fn prioritize(State(app): State<Arc<App>>, body: Bytes) -> Response {
     .await
 }
 
-async fn bind(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn bind(State(extender): State<Arc<Extender>>, body: Bytes) -> Response {
+    let app = Arc::clone(&extender.app);
     let core = Arc::clone(&app.core);
     timed(&core, "bind", async move {
         let started = Instant::now();

@@ -11,7 +11,9 @@ use tandem_adapter_core::serve::serve_listener;
 use tandem_adapter_core::{Core, CoreConfig, EngineState, JobKeys, Leadership, Limits, Shutdown};
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::app::{App, ClusterFile, Source};
+use tandem_kube_adapter::Extender;
+use tandem_kube_common::app::{App, ClusterFile, Source};
+use tandem_kube_common::decide::FilterPasses;
 use tandem_tests::components;
 
 const TOKEN: &str = "intake-token-for-the-test";
@@ -88,7 +90,8 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, shutdown) = Shutdown::new();
-    let router = tandem_adapter_core::http::router(Arc::clone(&core), app);
+    let extender = Arc::new(Extender::new(app, FilterPasses::default()));
+    let router = tandem_adapter_core::http::router(Arc::clone(&core), extender);
     let server = tokio::spawn(serve_listener(router, listener, shutdown));
     let client = reqwest::Client::new();
 

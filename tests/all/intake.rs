@@ -16,8 +16,10 @@ use tandem_adapter_core::serve::serve_listener;
 use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Stored};
 use tandem_adapter_core::{Core, CoreConfig, EngineState, JobKeys, Leadership, Limits, Shutdown};
 use tandem_api::Policy;
-use tandem_kube_adapter::app::{App, ClusterFile, Source};
-use tandem_kube_adapter::store::{CONFIG_MAP_CAPACITY as CAPACITY, to_config_map};
+use tandem_kube_adapter::Extender;
+use tandem_kube_common::app::{App, ClusterFile, Source};
+use tandem_kube_common::decide::FilterPasses;
+use tandem_kube_common::store::{CONFIG_MAP_CAPACITY as CAPACITY, to_config_map};
 
 const TOKEN: &str = "intake-token-for-the-test";
 
@@ -150,7 +152,8 @@ impl Adapter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, shutdown) = Shutdown::new();
-        let router = tandem_adapter_core::http::router(Arc::clone(&core), app);
+        let extender = Arc::new(Extender::new(app, FilterPasses::default()));
+        let router = tandem_adapter_core::http::router(Arc::clone(&core), extender);
         let server = tokio::spawn(serve_listener(router, listener, shutdown));
         Adapter {
             core,

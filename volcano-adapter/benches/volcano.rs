@@ -37,7 +37,7 @@ use tandem_adapter_core::{
 };
 use tandem_api::{Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::app::{App, ClusterFile, Source};
+use tandem_kube_common::app::{App, ClusterFile, Source};
 use tandem_volcano_adapter::Volcano;
 use tandem_xtask::volcano::VolcanoBuild;
 

@@ -24,9 +24,9 @@ use k8s_openapi::api::core::v1::Pod;
 use tandem_adapter_core::declaration::Refusal;
 use tandem_adapter_core::{EngineError, EngineFailure, EngineState, Placement};
 use tandem_api::Job;
-use tandem_kube_adapter::app::{App, MODEL_NOT_READ};
-use tandem_kube_adapter::cluster::{ClusterView, GpuPod};
-use tandem_kube_adapter::lean::LeanPod;
+use tandem_kube_common::app::{App, MODEL_NOT_READ};
+use tandem_kube_common::cluster::{ClusterView, GpuPod};
+use tandem_kube_common::lean::LeanPod;
 
 use crate::wire::{PredicateResponse, TaskInfo, UNRESOLVABLE, UNSCHEDULABLE};
 
@@ -452,7 +452,7 @@ mod tests {
     use tandem_adapter_core::{EMBEDDED_ENGINE, JobKeys};
     use tandem_api::{Outcome, Policy, Profile};
     use tandem_host::{HostConfig, Runtime};
-    use tandem_kube_adapter::cluster::gpu_pod;
+    use tandem_kube_common::cluster::gpu_pod;
 
     const RESOURCE: &str = "nvidia.com/gpu";
 
@@ -480,7 +480,7 @@ mod tests {
         if let Some((node, gpu)) = at {
             pod.spec.as_mut().unwrap().node_name = Some(node.to_owned());
             pod.metadata.annotations = Some(BTreeMap::from([(
-                tandem_kube_adapter::cluster::GPU_ANNOTATION.to_owned(),
+                tandem_kube_common::cluster::GPU_ANNOTATION.to_owned(),
                 gpu.to_owned(),
             )]));
         }

@@ -22,7 +22,7 @@ use kube::api::{Patch, PatchParams};
 use tandem_adapter_core::declaration::Field;
 use tandem_adapter_core::http::{Failure, parse, timed};
 use tandem_adapter_core::{EngineError, Placement};
-use tandem_kube_adapter::cluster::{GPU_ANNOTATION, MEMORY_ANNOTATION, placement_annotations};
+use tandem_kube_common::cluster::{GPU_ANNOTATION, MEMORY_ANNOTATION, placement_annotations};
 
 use crate::extender::{self, SessionJob, Task, Volcano};
 use crate::wire::{

@@ -12,7 +12,8 @@
 //! It is a thin front-end: the engine, knowledge base, intake and metrics are
 //! [`tandem_adapter_core`]'s, and the Kubernetes side (watchers of Nodes and Pods, the GPU
 //! annotation, the knowledge base in a ConfigMap written by the Lease holder) is
-//! [`tandem_kube_adapter`]'s, started by [`tandem_kube_adapter::start`]. So a cluster that runs
+//! [`tandem_kube_common`]'s (as it is the kube-scheduler extender's), started by
+//! [`tandem_kube_common::start`]. So a cluster that runs
 //! both kube-scheduler's and Volcano's adapter keeps one knowledge base: the same ConfigMap,
 //! one writer elected by the same Lease, the same identities of jobs.
 //!
@@ -39,7 +40,7 @@ pub use options::Options;
 
 /// Runs the adapter until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> anyhow::Result<()> {
-    let started = tandem_kube_adapter::start(&options.kube).await?;
+    let started = tandem_kube_common::start(&options.kube).await?;
     let volcano = Arc::new(Volcano::new(Arc::clone(&started.app), options.score_weight));
     started.serve(volcano).await
 }

@@ -29,7 +29,7 @@ pub struct Options {
 
     /// Options shared with tandem-kube-adapter.
     #[command(flatten)]
-    pub kube: tandem_kube_adapter::Options,
+    pub kube: tandem_kube_common::Options,
 }
 
 fn parse_weight(text: &str) -> Result<f64, String> {

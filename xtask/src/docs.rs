@@ -58,6 +58,7 @@ pub fn documents(root: &Path) -> Result<Vec<PathBuf>> {
         "cli/src/lib.rs",
         "cli/src/args.rs",
         "kube-adapter/src/options.rs",
+        "kube-common/src/options.rs",
         "volcano-adapter/src/options.rs",
         "slurm-adapter/src/options.rs",
         "profiler/src/options.rs",

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use serde_json::{Value, json};
-use tandem_kube_adapter::extender::Verdict;
 use tandem_kube_capi::plugin::Plugin;
+use tandem_kube_common::decide::Verdict;
 
 const NODES: usize = 500;
 const PODS: usize = 1_500;

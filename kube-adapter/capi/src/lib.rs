@@ -6,7 +6,7 @@
 //! ConfigMap as their API JSON) and asks the questions of the scheduling cycle; everything
 //! decided — keyed identities, the cluster view, the OOM guard, the sharing cap, the reasons,
 //! the scores, the GPU choice, the knowledge base's format — is decided here, by the same code
-//! as the HTTP extender ([`tandem_kube_adapter`]), around the same engine component.
+//! as the HTTP extender ([`tandem_kube_common::decide`]), around the same engine component.
 //!
 //! # The contract
 //! - A plugin is an opaque [`TandemPlugin`] from [`tandem_plugin_new`], freed by

@@ -6,7 +6,7 @@
 //! plugin therefore keeps its own copy of what the extender's watchers keep — GPU nodes and
 //! the pods holding their GPUs — and brings the engine's view up to date lazily, at the next
 //! PreFilter after something that matters changed. Every decision is the extender's
-//! ([`tandem_kube_adapter::extender`]): the same OOM guard, sharing cap, reasons and scores.
+//! ([`tandem_kube_common::decide`]): the same OOM guard, sharing cap, reasons and scores.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -22,12 +22,10 @@ use tandem_adapter_core::store::{AdapterState, StoreError};
 use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys, Placement};
 use tandem_api::{ModelCap, Objective, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::cluster::{
-    ClusterView, GpuPod, gpu_model, gpu_pod, placement_annotations,
-};
-use tandem_kube_adapter::extender::{self, Verdict};
-use tandem_kube_adapter::lean::LeanPod;
-use tandem_kube_adapter::store::{AssembleError, Encoded, Head, encode, read_head};
+use tandem_kube_common::cluster::{ClusterView, GpuPod, gpu_model, gpu_pod, placement_annotations};
+use tandem_kube_common::decide::{self, Verdict};
+use tandem_kube_common::lean::LeanPod;
+use tandem_kube_common::store::{AssembleError, Encoded, Head, encode, read_head};
 
 /// Why a call into the plugin failed. Every message is meant for a person reading the
 /// scheduler's log or a pod's events.
@@ -666,12 +664,12 @@ impl Plugin {
         self.sync()?;
         let names = self.names();
         let scores = if pod.gpus == 1 {
-            extender::candidate_scores(&mut self.engine, &pod, &names)?
+            decide::candidate_scores(&mut self.engine, &pod, &names)?
         } else {
             Vec::new()
         };
-        let verdicts = extender::judge(&mut self.engine, &self.view, &pod, &names, &scores)?;
-        let refused = extender::refusal(&self.engine, &pod).map(|refusal| refusal.field.key());
+        let verdicts = decide::judge(&mut self.engine, &self.view, &pod, &names, &scores)?;
+        let refused = decide::refusal(&self.engine, &pod).map(|refusal| refusal.field.key());
         self.cycle = Some(pod);
         Ok(Prepared {
             managed: true,
@@ -691,7 +689,7 @@ impl Plugin {
             _ => return Err(Error::NotPrepared(uid.to_owned())),
         };
         self.sync()?;
-        let job = extender::job_of(&pod);
+        let job = decide::job_of(&pod);
         match self.engine.place(&job, node, pod.gpus)? {
             Placement::Refused(reason) => Ok(Err(format!("Tandem: {reason}"))),
             Placement::Placed { gpus, reserved_mib } => {

@@ -162,7 +162,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
         .arg(dir.join("scheduler-token"))
         .env(
             "RUST_LOG",
-            "tandem_kube_adapter=debug,tandem_adapter_core=info,info",
+            "tandem_kube_adapter=debug,tandem_kube_common=debug,tandem_adapter_core=info,info",
         );
     let mut adapter = spawn_logged(command, &log)?;
     let result = async {

@@ -76,7 +76,10 @@ pub(crate) fn start_with(
         .arg("--intake-token-file")
         .arg(dir.join("intake-token"))
         .args(extra)
-        .env("RUST_LOG", "tandem_kube_adapter=debug,info");
+        .env(
+            "RUST_LOG",
+            "tandem_kube_adapter=debug,tandem_kube_common=debug,info",
+        );
     Ok(Adapter {
         process: spawn_logged(command, log)?,
         url: format!("http://127.0.0.1:{port}"),

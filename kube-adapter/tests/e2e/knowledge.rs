@@ -15,7 +15,7 @@ use tandem_adapter_core::EMBEDDED_ENGINE;
 use tandem_adapter_core::store::{AdapterState, StoreError};
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::store::{ConfigMapStore, Head, read_head, shard_selector};
+use tandem_kube_common::store::{ConfigMapStore, Head, read_head, shard_selector};
 
 use crate::cluster::{Cluster, ensure_namespace};
 

@@ -29,7 +29,7 @@ use tandem_adapter_core::JobKeys;
 use tandem_adapter_core::store::AdapterState;
 use tandem_api::{GpuSpec, Outcome, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_adapter::store::to_config_map;
+use tandem_kube_common::store::to_config_map;
 
 use crate::cluster::{
     Cluster, Component, KUBECONFIG_PLACEHOLDER, create_gpu_node, ensure_namespace, wait_for_binding,

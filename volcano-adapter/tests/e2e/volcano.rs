@@ -165,7 +165,7 @@ pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<
         .args(["--gpu-price", "A100=3.0"])
         .env(
             "RUST_LOG",
-            "tandem_volcano_adapter=debug,tandem_kube_adapter=debug,info",
+            "tandem_volcano_adapter=debug,tandem_kube_common=debug,info",
         );
     Ok(Adapter {
         process: spawn_logged(command, log)?,

@@ -1,5 +1,5 @@
 //! Decoding a bound pod as the API server sends it: `k8s_openapi`'s full `Pod` against the
-//! adapters' lean decoding ([`tandem_kube_adapter::lean`]), in one run.
+//! adapters' lean decoding ([`tandem_kube_common::lean`]), in one run.
 //!
 //! Every watch event and every scheduler request carries a whole pod, so its decoding is paid
 //! once per event in the extender's process. The pod (`benches/data/bound-pod.json`) is a Job's
@@ -8,13 +8,13 @@
 //! batches of decodes for at least two seconds after a warm-up; the median batch gives the
 //! time per decode, and the ratio compares the two.
 //!
-//! Run: `cargo bench -p tandem-kube-adapter --bench decode`.
+//! Run: `cargo bench -p tandem-kube-common --bench decode`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use tandem_kube_adapter::lean::LeanPod;
+use tandem_kube_common::lean::LeanPod;
 
 const POD: &str = include_str!("data/bound-pod.json");
 const BATCH: u32 = 1_000;

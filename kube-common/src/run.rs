@@ -1,4 +1,5 @@
-//! Starting the adapter: engine, store, watchers, election, server; and stopping it cleanly.
+//! Starting a Kubernetes front-end: engine, store, watchers, election, server; and stopping it
+//! cleanly.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,8 +58,8 @@ impl Options {
 }
 
 /// A started adapter: the core, the front-end state the watchers feed (or a fixed cluster),
-/// and how to serve them. Every Kubernetes front-end (kube-scheduler's extender here, Volcano's
-/// in `tandem-volcano-adapter`) starts the same way and serves its own verbs over the same
+/// and how to serve them. Every Kubernetes front-end (kube-scheduler's extender in
+/// `tandem-kube-adapter`, Volcano's in `tandem-volcano-adapter`) starts the same way and serves its own verbs over the same
 /// [`App`], so a cluster running several keeps one knowledge base under one Lease.
 pub struct Started {
     /// The shared core.
@@ -93,13 +94,6 @@ impl Started {
         }
         served
     }
-}
-
-/// Runs the kube-scheduler extender until SIGTERM or Ctrl-C.
-pub async fn run(options: Options) -> anyhow::Result<()> {
-    let started = start(&options).await?;
-    let app = Arc::clone(&started.app);
-    started.serve(app).await
 }
 
 /// Starts what every Kubernetes front-end needs: the engine (from the stored knowledge base or
@@ -149,8 +143,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             options.scheduler_timeout,
             Source::Fixed(file),
         )
-        .with_costs(options.costs())
-        .with_filter_passes(options.filter_passes);
+        .with_costs(options.costs());
         return Ok(Started {
             core: Arc::clone(&app.core),
             app: Arc::new(app),
@@ -205,8 +198,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
                 pods: stores.pods.0.clone(),
             },
         )
-        .with_costs(options.costs())
-        .with_filter_passes(options.filter_passes),
+        .with_costs(options.costs()),
     );
     watch::spawn(
         Arc::clone(&app),

@@ -1,6 +1,7 @@
-//! The kube-scheduler front-end's state: where its view of the cluster comes from, what `bind`
-//! placed before the watchers confirm it, and the scores kept from `filter` for `prioritize`.
-//! The engine, the knowledge base, the intake and the metrics are the core's.
+//! A Kubernetes front-end's state: where its view of the cluster comes from, and what it
+//! placed before the watchers confirm it. The engine, the knowledge base, the intake and the
+//! metrics are the core's; what only one scheduler's protocol needs (the extender's scores kept
+//! from `filter` for `prioritize`, say) is its front-end's.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +19,6 @@ use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState, JobKeys
 use tandem_api::ModelSummary;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
-use crate::extender::{FilterPasses, NodeScores};
 
 /// How long a GPU choice made by `bind` is assumed before the pod watcher must confirm it.
 const ASSUME_FOR: Duration = Duration::from_secs(60);
@@ -59,16 +59,6 @@ struct Assumed {
     at: Instant,
 }
 
-/// The scores computed by the last `filter`, kept for the `prioritize` of the same pod that
-/// kube-scheduler sends next.
-#[derive(Debug)]
-struct ScoreCache {
-    pod: String,
-    /// The view and the knowledge they were computed against.
-    epochs: (u64, u64),
-    scores: Arc<NodeScores>,
-}
-
 /// Everything the extender's handlers need beside the core.
 pub struct App {
     /// The shared core: engine, knowledge base, intake, metrics.
@@ -78,8 +68,6 @@ pub struct App {
     /// kube-scheduler's `httpTimeout` for this extender: a bind answered later may have been
     /// given up on (and bound by the scheduler itself), so `bind` stops before it.
     pub scheduler_timeout: Duration,
-    /// Which nodes `filter` passes (`--filter-passes`).
-    pub filter_passes: FilterPasses,
     source: Source,
     view: RwLock<Arc<ClusterView>>,
     dirty: AtomicBool,
@@ -89,7 +77,6 @@ pub struct App {
     synced: Arc<AtomicU64>,
     assumed: Mutex<HashMap<String, Assumed>>,
     ready: AtomicBool,
-    scores: Mutex<Option<ScoreCache>>,
     /// Pods already counted as bound without Tandem's record.
     unrecorded: Mutex<HashSet<String>>,
     /// Where each pod holding GPUs runs, as the view knows it (node and GPUs), by UID: a pod
@@ -140,7 +127,6 @@ impl App {
             core,
             resource,
             scheduler_timeout,
-            filter_passes: FilterPasses::default(),
             source,
             view: RwLock::new(Arc::new(ClusterView::default())),
             dirty: AtomicBool::new(true),
@@ -148,7 +134,6 @@ impl App {
             synced: Arc::new(AtomicU64::new(0)),
             assumed: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
-            scores: Mutex::new(None),
             unrecorded: Mutex::new(HashSet::new()),
             residency: Mutex::new(HashMap::new()),
             catch_up_due: AtomicBool::new(false),
@@ -164,12 +149,6 @@ impl App {
     /// The front-end with GPU models priced and powered by `costs`.
     pub fn with_costs(mut self, costs: GpuCosts) -> Self {
         self.costs = costs;
-        self
-    }
-
-    /// The front-end with `filter` passing the nodes `passes` says.
-    pub fn with_filter_passes(mut self, passes: FilterPasses) -> Self {
-        self.filter_passes = passes;
         self
     }
 
@@ -397,36 +376,6 @@ impl App {
                 work(state, &view)
             })
             .await
-    }
-
-    /// The engine's scores of a one-GPU `pod` on `candidates`: from the last `filter` of the
-    /// same pod when nothing changed since (kube-scheduler sends `prioritize` right after
-    /// `filter`, over the nodes that passed), else from the engine.
-    pub fn cached_scores(&self, pod: &GpuPod, epoch: u64) -> Option<Arc<NodeScores>> {
-        let cache = self
-            .scores
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        cache
-            .as_ref()
-            .filter(|hit| {
-                !pod.uid.is_empty()
-                    && hit.pod == pod.uid
-                    && hit.epochs == (epoch, self.core.epoch())
-            })
-            .map(|hit| Arc::clone(&hit.scores))
-    }
-
-    /// Keeps `scores` of `pod` for its `prioritize`.
-    pub fn keep_scores(&self, pod: &GpuPod, epoch: u64, scores: Arc<NodeScores>) {
-        *self
-            .scores
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ScoreCache {
-            pod: pod.uid.clone(),
-            epochs: (epoch, self.core.epoch()),
-            scores,
-        });
     }
 
     /// Records `bind`'s choice so view rebuilds keep it until the watcher shows the annotation,

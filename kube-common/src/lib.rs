@@ -1,0 +1,32 @@
+//! What every Kubernetes front-end of Tandem shares: the kube-scheduler extender
+//! (`tandem-kube-adapter`), the Volcano extender (`tandem-volcano-adapter`) and the
+//! kube-scheduler framework plugin's library (`tandem-kube-capi`).
+//!
+//! On top of [`tandem_adapter_core`] (the engine, the knowledge base, the intake, the metrics),
+//! this is the Kubernetes layer, laid out as a pod flows through it:
+//!
+//! - [`cluster`]: nodes and pods to the engine's GPUs and residents (pure), and the annotations
+//!   a placement writes on a pod; [`lean`] decodes pods with only the fields Tandem reads.
+//! - [`decide`]: Tandem's decisions on nodes for a pod, which each front-end puts in its
+//!   scheduler's words.
+//! - [`app`]: a front-end's state (cluster view, placements not yet confirmed, declared
+//!   models read, learning from finished pods) over the core.
+//! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
+//! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder.
+//! - [`start`] ([`Options`]): the start-up every Kubernetes front-end shares — engine resumed
+//!   or bootstrapped, store, watchers, election, follower — then [`Started::serve`] with the
+//!   front-end's verbs.
+
+pub mod app;
+pub mod cluster;
+pub mod decide;
+pub mod leader;
+pub mod lean;
+pub mod store;
+pub mod watch;
+
+mod options;
+mod run;
+
+pub use options::Options;
+pub use run::{Started, start};
