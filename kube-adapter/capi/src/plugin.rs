@@ -719,11 +719,11 @@ impl Plugin {
         uid: &str,
         resource_version: &str,
     ) -> Result<Option<Prepared>, Error> {
-        // Not an answer yet: the call with the pod that follows is the one counted.
-        let started = Instant::now();
         if self.versions.get(uid).map(String::as_str) != Some(resource_version) {
+            // Not an answer: the call with the pod that follows is the one counted.
             return Ok(None);
         }
+        let started = Instant::now();
         let pod = self.pods.get(uid).cloned();
         self.judge(pod, started).map(Some)
     }
