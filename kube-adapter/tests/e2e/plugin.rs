@@ -168,6 +168,15 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .and_then(|value| value.trim().parse().ok())
 }
 
+/// The family of a sample's `series`: its name without labels, or a histogram's suffix.
+fn family_of(series: &str) -> &str {
+    let name = series.split('{').next().unwrap_or_default();
+    ["_bucket", "_count", "_sum"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name)
+}
+
 /// `result`, having printed the components' logs if it is an error.
 fn logged(cluster: &Cluster, result: Result<()>) -> Result<()> {
     if result.is_err() {
@@ -505,13 +514,15 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
                 value.is_some_and(|v| v >= least),
                 "{series} is {value:?}, want at least {least}"
             );
-            families.insert(series.split(['{', ' ']).next().unwrap_or_default());
+            families.insert(family_of(series));
         }
         for (series, want) in exactly {
             let value = sample(&metrics, series);
             println!("the scheduler's /metrics: {series} {value:?}");
             ensure!(value == Some(want), "{series} is {value:?}, want {want}");
+            families.insert(family_of(series));
         }
+        ensure!(families.len() >= 5, "{families:?}");
         // The time the answers took is real time, not zero.
         let latency = sample(
             &metrics,
