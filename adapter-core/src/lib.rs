@@ -352,12 +352,7 @@ impl Core {
 
     /// Counts a declaration refused at a scheduler's call, by field.
     pub fn refused(&self, refusal: &declaration::Refusal) {
-        self.metrics
-            .declarations_refused
-            .get_or_create(&metrics::Field {
-                field: refusal.field.key().to_owned(),
-            })
-            .inc();
+        self.metrics.refused(refusal);
     }
 }
 

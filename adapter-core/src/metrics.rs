@@ -100,6 +100,9 @@ pub struct Metrics {
     pub view_gpus: Gauge,
     /// Distinct GPU states among them (what a decision over the whole view costs).
     pub view_states: Gauge,
+    /// Times the cluster view was rebuilt and the engine told of it, after nodes or the pods
+    /// holding GPUs changed: how often the watch stream costs a pass over the whole view.
+    pub view_rebuilds: Counter,
     /// Binds finished after the scheduler's own time limit had passed: the scheduler may have
     /// given up on them (and bound the pod itself).
     pub binds_late: Counter,
@@ -164,6 +167,7 @@ impl Default for Metrics {
         let engine_abandoned = Counter::default();
         let view_gpus = Gauge::default();
         let view_states = Gauge::default();
+        let view_rebuilds = Counter::default();
         let binds_late = Counter::default();
         let binds_without_tandem = Counter::default();
         let declarations_refused = Family::<Field, Counter>::default();
@@ -302,6 +306,11 @@ impl Default for Metrics {
             view_states.clone(),
         );
         registry.register(
+            "view_rebuilds",
+            "Times the cluster view was rebuilt and the engine told of it",
+            view_rebuilds.clone(),
+        );
+        registry.register(
             "binds_late",
             "Binds finished after the scheduler's own time limit had passed",
             binds_late.clone(),
@@ -358,6 +367,7 @@ impl Default for Metrics {
             engine_abandoned,
             view_gpus,
             view_states,
+            view_rebuilds,
             binds_late,
             binds_without_tandem,
             declarations_refused,
@@ -448,10 +458,20 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// Records the size of the engine's cluster view.
+    /// Records a rebuilt cluster view the engine was just told of, and its size.
     pub fn observe_view(&self, summary: &tandem_api::ClusterSummary) {
+        self.view_rebuilds.inc();
         self.view_gpus.set(i64::from(summary.gpus));
         self.view_states.set(i64::from(summary.states));
+    }
+
+    /// Counts a job refused at a scheduler's call for the declaration `refusal` names.
+    pub fn refused(&self, refusal: &crate::declaration::Refusal) {
+        self.declarations_refused
+            .get_or_create(&Field {
+                field: refusal.field.key().to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a fail-open answer of `verb`.
@@ -537,5 +557,22 @@ mod tests {
         assert_eq!(sample(&text, stored), Some(0.0));
         metrics.stored(1_000);
         assert!(sample(&metrics.encode(), stored).unwrap() > 1.7e9);
+    }
+
+    #[test]
+    fn every_view_the_engine_is_told_of_is_counted_with_its_size() {
+        let metrics = Metrics::default();
+        for gpus in [4, 6] {
+            metrics.observe_view(&tandem_api::ClusterSummary {
+                gpus,
+                nodes: 2,
+                states: 2,
+                handles: gpus,
+            });
+        }
+        let text = metrics.encode();
+        assert_eq!(sample(&text, "tandem_view_rebuilds_total"), Some(2.0));
+        assert_eq!(sample(&text, "tandem_view_gpus"), Some(6.0));
+        assert_eq!(sample(&text, "tandem_view_states"), Some(2.0));
     }
 }

@@ -20,13 +20,17 @@
 //!   returned as [`TANDEM_ERROR`] with its message, and a trap or deadline inside the engine
 //!   component is an ordinary engine error (the host rebuilds the instance from its last
 //!   snapshot, so the next call is served).
+//! - [`tandem_plugin_metrics`] answers what the plugin counted, in the adapters' metric
+//!   families ([`Metrics`]), as OpenMetrics text: the Go side re-exports it in kube-scheduler's
+//!   own `/metrics`.
 
 pub mod plugin;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub use plugin::{Config, Error, Plugin, Prepared, Reserved, Settings};
+use tandem_adapter_core::metrics::Metrics;
 
 /// What a call returned: [`TANDEM_OK`], [`TANDEM_REFUSED`], [`TANDEM_ERROR`] or
 /// [`TANDEM_UNSEEN`].
@@ -73,16 +77,29 @@ impl TandemBuf {
     }
 }
 
-/// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock.
+/// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock, and
+/// its metrics beside it.
 #[derive(Debug)]
-pub struct TandemPlugin(Mutex<Plugin>);
+pub struct TandemPlugin {
+    plugin: Mutex<Plugin>,
+    /// The plugin's metrics, outside the lock: a scrape does not wait for a scheduling cycle.
+    metrics: Arc<Metrics>,
+}
 
 impl TandemPlugin {
+    fn new(plugin: Plugin) -> Self {
+        let metrics = Arc::clone(plugin.metrics());
+        Self {
+            plugin: Mutex::new(plugin),
+            metrics,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Plugin> {
         // A panic while the lock was held left the plugin in some state; every later call
         // checks its input and the view is rebuilt from events, so carrying on beats refusing
         // every pod from now on.
-        self.0
+        self.plugin
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -211,7 +228,7 @@ pub unsafe extern "C" fn tandem_plugin_new(
         }
         match Plugin::new(args) {
             Ok((state, settings)) => {
-                let handle = Box::into_raw(Box::new(TandemPlugin(Mutex::new(state))));
+                let handle = Box::into_raw(Box::new(TandemPlugin::new(state)));
                 // SAFETY: non-null (checked) and valid for writes by the caller's contract.
                 unsafe { plugin.write(handle) };
                 ok_json(&settings)
@@ -553,6 +570,26 @@ pub unsafe extern "C" fn tandem_plugin_stored(
             }
         })
     }
+}
+
+/// What the plugin counted, as OpenMetrics text (the families every adapter serves at
+/// `/metrics`: `tandem_decisions_total`, `tandem_request_latency_seconds`, ...), in `out`.
+/// It does not wait for a call running on the plugin.
+///
+/// # Safety
+/// `plugin` is a live handle; `out` must not be null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_metrics(
+    plugin: *const TandemPlugin,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    guarded(out, || {
+        // SAFETY: the caller's contract.
+        match unsafe { handle(plugin) } {
+            Ok(plugin) => (TANDEM_OK, plugin.metrics.encode().into_bytes()),
+            Err(outcome) => outcome,
+        }
+    })
 }
 
 #[cfg(test)]

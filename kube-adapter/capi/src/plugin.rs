@@ -7,18 +7,24 @@
 //! the pods holding their GPUs — and brings the engine's view up to date lazily, at the next
 //! PreFilter after something that matters changed. Every decision is the extender's
 //! ([`tandem_kube_common::decide`]): the same OOM guard, sharing cap, reasons and scores.
+//!
+//! What it does is counted in the adapters' metric families ([`Metrics`]), which the Go side
+//! re-exports in kube-scheduler's own `/metrics`: decisions and their latency per verb
+//! ([`PREFILTER`], [`RESERVE`]), engine calls and their failures, refused declarations, the
+//! view's size and rebuilds, and the knowledge base's size and writes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde::{Deserialize, Serialize};
 use tandem_adapter_core::gpu_models::GpuCosts;
-use tandem_adapter_core::store::{AdapterState, StoreError};
+use tandem_adapter_core::metrics::{Metrics, Verb};
+use tandem_adapter_core::store::{AdapterState, StoreError, stored_size};
 use tandem_adapter_core::{EMBEDDED_ENGINE, EngineFailure, EngineState, JobKeys, Placement};
 use tandem_api::{ModelCap, Objective, Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
@@ -238,16 +244,10 @@ pub struct Prepared {
     pub names: Arc<[String]>,
     /// The verdict on each node of the table, in its order.
     pub verdicts: Vec<Verdict>,
-    /// The declaration field refused (its key, [`Field::key`]), when the pod declared
-    /// something Tandem cannot read: the Go side counts it in
-    /// `tandem_declarations_refused_total`, as the adapters do.
-    ///
-    /// [`Field::key`]: tandem_adapter_core::declaration::Field::key
-    pub refused: Option<&'static str>,
 }
 
 /// The version of [`Prepared::encode`]'s layout (its first byte).
-pub const PREPARED_FORMAT: u8 = 2;
+pub const PREPARED_FORMAT: u8 = 3;
 
 /// Kinds of a node's verdict in [`Prepared::encode`].
 const FITS: u8 = 0;
@@ -270,7 +270,6 @@ impl Prepared {
     /// u32 V, then V × (u8 kind: 0 fits, 1 fails, 2 unresolvable; u8 score 0..=100;
     ///     u16 reason: index into the reasons, for kinds 1 and 2)
     /// u32 R, then R × (u32 length, UTF-8 reason): each distinct reason once
-    /// u32 length, UTF-8 key of the declaration field refused (length 0: none)
     /// ```
     pub fn encode(&self, known_generation: u64) -> Vec<u8> {
         let mut out = vec![PREPARED_FORMAT, u8::from(self.managed)];
@@ -315,7 +314,6 @@ impl Prepared {
         for why in reasons {
             put_text(&mut out, why);
         }
-        put_text(&mut out, self.refused.unwrap_or_default());
         out
     }
 }
@@ -335,9 +333,16 @@ struct Assumed {
     pod: GpuPod,
 }
 
+/// The plugin's verb PreFilter, as its metrics name it.
+pub const PREFILTER: &str = "prefilter";
+/// The plugin's verb Reserve, as its metrics name it.
+pub const RESERVE: &str = "reserve";
+
 /// The plugin's state: the engine and what it knows of the cluster.
 pub struct Plugin {
     engine: EngineState,
+    /// What the plugin did, in the adapters' metric families.
+    metrics: Arc<Metrics>,
     keys: JobKeys,
     config: Config,
     policy: Policy,
@@ -378,6 +383,8 @@ pub struct Plugin {
     /// The shards the head of the last [`Plugin::snapshot`] lists (what `shards` becomes once
     /// it is written).
     writing: BTreeMap<String, String>,
+    /// The stored size of the last [`Plugin::snapshot`], recorded once it is written.
+    writing_bytes: usize,
 }
 
 /// What [`Plugin::restore`] reads: the head ConfigMap alone, or with the shards it lists.
@@ -453,6 +460,17 @@ fn input<T: serde::de::DeserializeOwned>(what: &'static str, json: &[u8]) -> Res
     })
 }
 
+/// The result label of a call that failed with `error`: `rejected` for what the scheduler
+/// sent or asked, `error` for the engine or the store.
+fn failure_result(error: &Error) -> &'static str {
+    match error {
+        Error::Config(_) | Error::Secret(_) | Error::Input { .. } | Error::NotPrepared(_) => {
+            "rejected"
+        }
+        Error::Start(_) | Error::Engine(_) | Error::Store(_) => "error",
+    }
+}
+
 impl Plugin {
     /// Starts the plugin from its arguments (JSON): reads the id secret, loads the engine
     /// component (the embedded one, or `engine`) and starts a fresh knowledge base from the
@@ -480,6 +498,18 @@ impl Plugin {
             .bootstrap(&policy, tandem_adapter_core::SEED)
             .map_err(Error::Start)?;
         recommender.set_policy(&policy).map_err(Error::Start)?;
+        let metrics = Arc::new(Metrics::default());
+        // The plugin never lets a pod through without Tandem (an engine failure is an error
+        // status, and the scheduler tries the pod again): its fail-opens stay at zero, and are
+        // exported so that a dashboard over every adapter finds them.
+        for verb in [PREFILTER, RESERVE] {
+            metrics
+                .fail_opens
+                .get_or_create(&Verb {
+                    verb: verb.to_owned(),
+                })
+                .inc_by(0);
+        }
         let settings = Settings {
             namespace: config.namespace.clone(),
             knowledge_config_map: config.knowledge_config_map.clone(),
@@ -488,6 +518,7 @@ impl Plugin {
         Ok((
             Self {
                 engine: EngineState::new(runtime, recommender),
+                metrics,
                 keys,
                 config,
                 policy,
@@ -507,9 +538,41 @@ impl Plugin {
                 version: None,
                 shards: BTreeMap::new(),
                 writing: BTreeMap::new(),
+                writing_bytes: 0,
             },
             settings,
         ))
+    }
+
+    /// The plugin's metrics, shared: a scrape reads them without waiting for the plugin.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Runs `work`, the engine's part of `call`, timing it and counting its failure.
+    fn engine_call<T>(
+        &mut self,
+        call: &'static str,
+        work: impl FnOnce(&mut Self) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let started = Instant::now();
+        let result = work(self);
+        self.metrics
+            .observe_engine_call(call, started.elapsed().as_secs_f64());
+        if let Err(Error::Engine(_)) = &result {
+            self.metrics.engine_errors.inc();
+        }
+        result
+    }
+
+    /// Counts an answer of `verb` begun at `started`: `ok`, or the failure's result label.
+    fn decided<T>(&self, verb: &str, started: Instant, result: &Result<T, Error>) {
+        let label = match result {
+            Ok(_) => "ok",
+            Err(error) => failure_result(error),
+        };
+        self.metrics
+            .record(verb, label, started.elapsed().as_secs_f64());
     }
 
     /// A node was added or changed (the Node object as JSON).
@@ -609,7 +672,8 @@ impl Plugin {
             .cloned();
         let view = ClusterView::build(self.nodes.values(), pods, &self.config.resource)
             .with_costs(&self.config.costs());
-        self.engine.sync(view.gpus().cloned())?;
+        let summary = self.engine.sync(view.gpus().cloned())?;
+        self.metrics.observe_view(&summary);
         self.view = view;
         self.dirty = false;
         self.residents_moved = false;
@@ -631,9 +695,17 @@ impl Plugin {
     /// PreFilter: judges the pod (JSON) on every node Tandem knows, with one engine call for
     /// the scores (and one more for the reasons when no node fits).
     pub fn prefilter(&mut self, json: &[u8]) -> Result<Prepared, Error> {
-        let pod = input::<LeanPod>("Pod", json)?.0;
+        let started = Instant::now();
+        let pod = match input::<LeanPod>("Pod", json) {
+            Ok(pod) => pod.0,
+            Err(error) => {
+                let failed = Err(error);
+                self.decided(PREFILTER, started, &failed);
+                return failed;
+            }
+        };
         let pod = gpu_pod(&pod, &self.keys, &self.config.resource);
-        self.judge(pod)
+        self.judge(pod, started)
     }
 
     /// PreFilter for the pod with UID `uid` at `resource_version`, from what its events told
@@ -646,14 +718,17 @@ impl Plugin {
         resource_version: &str,
     ) -> Result<Option<Prepared>, Error> {
         if self.versions.get(uid).map(String::as_str) != Some(resource_version) {
+            // Not an answer: the call with the pod that follows is the one counted.
             return Ok(None);
         }
+        let started = Instant::now();
         let pod = self.pods.get(uid).cloned();
-        self.judge(pod).map(Some)
+        self.judge(pod, started).map(Some)
     }
 
-    /// PreFilter's verdicts for `pod` (`None`: a pod Tandem does not manage).
-    fn judge(&mut self, pod: Option<GpuPod>) -> Result<Prepared, Error> {
+    /// PreFilter's verdicts for `pod` (`None`: a pod Tandem does not manage, which is no
+    /// decision of Tandem's and is not counted), asked at `started`.
+    fn judge(&mut self, pod: Option<GpuPod>, started: Instant) -> Result<Prepared, Error> {
         self.cycle = None;
         let Some(pod) = pod else {
             return Ok(Prepared::unmanaged());
@@ -661,36 +736,68 @@ impl Plugin {
         if pod.gpus > 1 && self.residents_moved {
             self.dirty = true;
         }
-        self.sync()?;
-        let names = self.names();
-        let scores = if pod.gpus == 1 {
-            decide::candidate_scores(&mut self.engine, &pod, &names)?
-        } else {
-            Vec::new()
-        };
-        let verdicts = decide::judge(&mut self.engine, &self.view, &pod, &names, &scores)?;
-        let refused = decide::refusal(&self.engine, &pod).map(|refusal| refusal.field.key());
-        self.cycle = Some(pod);
-        Ok(Prepared {
-            managed: true,
-            generation: self.generation,
-            names,
-            verdicts,
-            refused,
-        })
+        let judged = self.engine_call(PREFILTER, |plugin| {
+            plugin.sync()?;
+            let names = plugin.names();
+            let scores = if pod.gpus == 1 {
+                decide::candidate_scores(&mut plugin.engine, &pod, &names)?
+            } else {
+                Vec::new()
+            };
+            let verdicts = decide::judge(&mut plugin.engine, &plugin.view, &pod, &names, &scores)?;
+            let refusal = decide::refusal(&plugin.engine, &pod);
+            Ok((names, verdicts, refusal))
+        });
+        let prepared = judged.map(|(names, verdicts, refusal)| {
+            // Counted once per scheduling attempt, as the extender counts once per filter.
+            if let Some(refusal) = refusal {
+                self.metrics.refused(&refusal);
+            }
+            Prepared {
+                managed: true,
+                generation: self.generation,
+                names,
+                verdicts,
+            }
+        });
+        self.decided(PREFILTER, started, &prepared);
+        if prepared.is_ok() {
+            self.cycle = Some(pod);
+        }
+        prepared
     }
 
     /// Reserve: chooses the pod's GPUs on `node` and records them in the engine at once, so
     /// the next pod's decision sees them. `Ok(Err(reason))` when the node cannot take it after
-    /// all.
+    /// all, which is counted as `rejected`.
     pub fn reserve(&mut self, uid: &str, node: &str) -> Result<Result<Reserved, String>, Error> {
+        let started = Instant::now();
+        let reserved = self.choose(uid, node);
+        let label = match &reserved {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(_)) => "rejected",
+            Err(error) => failure_result(error),
+        };
+        self.metrics
+            .record(RESERVE, label, started.elapsed().as_secs_f64());
+        reserved
+    }
+
+    /// Reserve's choice, uncounted.
+    fn choose(&mut self, uid: &str, node: &str) -> Result<Result<Reserved, String>, Error> {
         let pod = match self.cycle.take() {
             Some(pod) if pod.uid == uid => pod,
             _ => return Err(Error::NotPrepared(uid.to_owned())),
         };
-        self.sync()?;
         let job = decide::job_of(&pod);
-        match self.engine.place(&job, node, pod.gpus)? {
+        let chosen = self.engine_call(RESERVE, |plugin| {
+            plugin.sync()?;
+            plugin
+                .engine
+                .place(&job, node, pod.gpus)
+                .map_err(Error::from)
+        })?;
+        match chosen {
             Placement::Refused(reason) => Ok(Err(format!("Tandem: {reason}"))),
             Placement::Placed { gpus, reserved_mib } => {
                 let annotations = placement_annotations(&gpus, reserved_mib);
@@ -713,8 +820,11 @@ impl Plugin {
     /// Unreserve: undoes Reserve's choice for the pod (binding failed or was abandoned).
     pub fn unreserve(&mut self, uid: &str) -> Result<(), Error> {
         if let Some(assumed) = self.assumed.remove(uid) {
-            self.engine
-                .unplace(&assumed.pod.job, &assumed.pod.assigned)?;
+            self.engine_call("unreserve", |plugin| {
+                Ok(plugin
+                    .engine
+                    .unplace(&assumed.pod.job, &assumed.pod.assigned)?)
+            })?;
             self.residents_moved = true;
         }
         Ok(())
@@ -730,11 +840,14 @@ impl Plugin {
     ) -> Result<(), Error> {
         let profile: Profile = input("Profile", profile_json)?;
         let id = self.keys.key(namespace, job);
-        self.engine
-            .recommender()
-            .observe_profile(&id, &profile)
-            .map_err(tandem_adapter_core::engine::failed("observe-profile"))?;
-        Ok(())
+        self.engine_call("observe-profile", |plugin| {
+            plugin
+                .engine
+                .recommender()
+                .observe_profile(&id, &profile)
+                .map_err(tandem_adapter_core::engine::failed("observe-profile"))?;
+            Ok(())
+        })
     }
 
     /// Loads the knowledge base from its head ConfigMap (JSON, as read from the API server),
@@ -778,11 +891,17 @@ impl Plugin {
                 }
             }
         };
-        self.engine.replace(&stored.engine)?;
-        self.engine
-            .recommender()
-            .set_policy(&self.policy)
-            .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
+        self.engine_call("restore", |plugin| {
+            plugin.engine.replace(&stored.engine)?;
+            plugin
+                .engine
+                .recommender()
+                .set_policy(&plugin.policy)
+                .map_err(tandem_adapter_core::engine::failed("set-policy"))?;
+            Ok(())
+        })?;
+        self.metrics
+            .stored(stored_size(&stored.engine, &stored.adapter));
         self.adapter = stored.adapter;
         self.version = Some(stored.version);
         self.shards = uids;
@@ -793,12 +912,15 @@ impl Plugin {
     /// knowledge base was read, else to replace the version read or last written (optimistic
     /// concurrency). Shards the head read last lists are reused, not written again.
     pub fn snapshot(&mut self) -> Result<Vec<u8>, Error> {
-        let engine = self
-            .engine
-            .recommender()
-            .snapshot()
-            .map_err(tandem_adapter_core::engine::failed("save"))?
-            .to_vec();
+        let engine = self.engine_call("snapshot", |plugin| {
+            Ok(plugin
+                .engine
+                .recommender()
+                .snapshot()
+                .map_err(tandem_adapter_core::engine::failed("save"))?
+                .to_vec())
+        })?;
+        self.writing_bytes = stored_size(&engine, &self.adapter);
         let (head, shards, listed) = match encode(
             &self.config.knowledge_config_map,
             self.version.as_deref(),
@@ -855,5 +977,7 @@ impl Plugin {
     pub fn stored(&mut self, version: &str) {
         self.version = Some(version.to_owned());
         self.shards = std::mem::take(&mut self.writing);
+        self.metrics.store_writes.inc();
+        self.metrics.stored(self.writing_bytes);
     }
 }

@@ -76,8 +76,6 @@ fn decode(bytes: &[u8], table: &[String]) -> Value {
         let len = u32_at(take(4));
         reasons.push(String::from_utf8(take(len).to_vec()).unwrap());
     }
-    let len = u32_at(take(4));
-    let refused = String::from_utf8(take(len).to_vec()).unwrap();
     assert_eq!(at, bytes.len(), "trailing bytes");
     let table: Vec<String> = if names.is_empty() {
         table.to_vec()
@@ -95,7 +93,7 @@ fn decode(bytes: &[u8], table: &[String]) -> Value {
         }
     }
     json!({ "managed": true, "generation": generation, "names": names, "scores": scores,
-            "failed": failed, "unresolvable": unresolvable, "refused": refused })
+            "failed": failed, "unresolvable": unresolvable })
 }
 
 fn new_plugin(args: &Value) -> (TandemStatus, String, *mut TandemPlugin) {
@@ -189,6 +187,24 @@ impl Fixture {
         decode(&bytes, &[])
     }
 
+    /// The plugin's metrics, as the Go side reads them.
+    fn metrics(&self) -> String {
+        let (status, text) = call(|out| {
+            // SAFETY: a live handle and a valid buffer.
+            unsafe { tandem_plugin_metrics(self.plugin, out) }
+        });
+        assert_eq!(status, TANDEM_OK, "{text}");
+        text
+    }
+
+    /// The value of the sample `series` (name and labels as written) in the plugin's metrics.
+    fn sample(&self, series: &str) -> Option<f64> {
+        let text = self.metrics();
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|value| value.trim().parse().ok())
+    }
+
     fn reserve(&self, uid: &str, node: &str) -> (TandemStatus, String) {
         call(|out| {
             // SAFETY: a live handle and valid pointers.
@@ -249,13 +265,20 @@ fn cluster(plugin: &Fixture) {
 }
 
 #[test]
-fn a_bad_declaration_is_refused_everywhere_and_named_for_the_metric() {
+fn a_bad_declaration_is_refused_everywhere_and_counted_by_field() {
     let plugin = fixture(json!({}));
     cluster(&plugin);
+    let refused = |field: &str| {
+        plugin.sample(&format!(
+            "tandem_declarations_refused_total{{field=\"{field}\"}}"
+        ))
+    };
+    assert_eq!(refused("model"), Some(0.0));
     let mut bad = pod("p", None, None);
     bad["metadata"]["annotations"] = json!({ "tandem.dev/model": "resnet50" });
     let prepared = plugin.prepared(&bad);
-    assert_eq!(prepared["refused"], "model", "{prepared}");
+    assert_eq!(refused("model"), Some(1.0));
+    assert_eq!(refused("priority"), Some(0.0));
     for node in ["a", "b"] {
         let why = prepared["unresolvable"][node].as_str().unwrap_or_default();
         assert!(
@@ -263,7 +286,99 @@ fn a_bad_declaration_is_refused_everywhere_and_named_for_the_metric() {
             "{prepared}"
         );
     }
-    assert_eq!(plugin.prepared(&pod("q", None, None))["refused"], "");
+    plugin.prepared(&pod("q", None, None));
+    assert_eq!(refused("model"), Some(1.0));
+}
+
+#[test]
+fn the_plugins_work_is_counted_in_the_adapters_metric_families() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let sample = |series: &str| plugin.sample(series).unwrap_or(-1.0);
+    // Before any pod: the fail-opens the plugin never has, at zero; no view yet.
+    assert_eq!(sample(r#"tandem_fail_opens_total{verb="prefilter"}"#), 0.0);
+    assert_eq!(sample("tandem_view_rebuilds_total"), 0.0);
+    assert_eq!(
+        sample(r#"tandem_engine_call_seconds_count{call="observe-profile"}"#),
+        5.0
+    );
+
+    plugin.prepared(&pod("p", None, None));
+    assert_eq!(plugin.reserve("uid-p", "a").0, TANDEM_OK);
+    // a holds x and p: the cap turns q away there.
+    plugin.prepared(&pod("q", None, None));
+    assert_eq!(plugin.reserve("uid-q", "a").0, TANDEM_REFUSED);
+    // Unreadable, and Reserve without PreFilter: the scheduler's requests, rejected.
+    assert_eq!(plugin.prefilter(&json!({ "metadata": 7 })).0, TANDEM_ERROR);
+    assert_eq!(plugin.reserve("uid-other", "b").0, TANDEM_ERROR);
+    // Not Tandem's pod: no decision of Tandem's.
+    let cpu_pod = json!({ "metadata": { "name": "web", "uid": "w" },
+        "spec": { "containers": [{ "name": "main" }] } });
+    assert_eq!(plugin.prepared(&cpu_pod)["managed"], false);
+
+    for (series, want) in [
+        (
+            r#"tandem_decisions_total{verb="prefilter",result="ok"}"#,
+            2.0,
+        ),
+        (
+            r#"tandem_decisions_total{verb="prefilter",result="rejected"}"#,
+            1.0,
+        ),
+        (r#"tandem_decisions_total{verb="reserve",result="ok"}"#, 1.0),
+        (
+            r#"tandem_decisions_total{verb="reserve",result="rejected"}"#,
+            2.0,
+        ),
+        (
+            r#"tandem_request_latency_seconds_count{verb="prefilter"}"#,
+            3.0,
+        ),
+        (
+            r#"tandem_request_latency_seconds_count{verb="reserve"}"#,
+            3.0,
+        ),
+        (r#"tandem_engine_call_seconds_count{call="prefilter"}"#, 2.0),
+        (r#"tandem_engine_call_seconds_count{call="reserve"}"#, 2.0),
+        ("tandem_engine_errors_total", 0.0),
+        ("tandem_view_gpus", 2.0),
+        // Built once at the first PreFilter; Reserve records its choice in the engine
+        // without rebuilding the view.
+        ("tandem_view_rebuilds_total", 1.0),
+        ("tandem_store_writes_total", 0.0),
+    ] {
+        assert_eq!(sample(series), want, "{series} in\n{}", plugin.metrics());
+    }
+    let bucket = r#"tandem_request_latency_seconds_bucket{le="+Inf",verb="prefilter"}"#;
+    assert_eq!(sample(bucket), 3.0);
+    assert!(sample(r#"tandem_request_latency_seconds_sum{verb="prefilter"}"#) > 0.0);
+
+    // A node coming makes the next PreFilter rebuild the view.
+    plugin.set("node", &node("c"));
+    plugin.prepared(&pod("q", None, None));
+    assert_eq!(sample("tandem_view_rebuilds_total"), 2.0);
+    assert_eq!(sample("tandem_view_gpus"), 3.0);
+
+    // The knowledge base, once written, is counted with its size.
+    let (status, snapshot) = call(|out| {
+        // SAFETY: a live handle and a valid buffer.
+        unsafe { tandem_plugin_snapshot(plugin.plugin, out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{snapshot}");
+    assert_eq!(sample("tandem_store_writes_total"), 0.0);
+    let version = "7";
+    let (status, text) = call(|out| {
+        // SAFETY: a live handle and valid pointers.
+        unsafe { tandem_plugin_stored(plugin.plugin, version.as_ptr(), version.len(), out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{text}");
+    assert_eq!(sample("tandem_store_writes_total"), 1.0);
+    assert!(
+        sample("tandem_store_bytes") > 1_000.0,
+        "{}",
+        plugin.metrics()
+    );
+    assert!(plugin.metrics().ends_with("# EOF\n"));
 }
 
 #[test]
@@ -588,6 +703,20 @@ fn a_panic_inside_the_engine_is_an_error_for_that_pod_and_the_next_pod_is_served
     assert!(text.contains("panicked"), "{text}");
     let next = plugin.prepared(&pod("good", None, None));
     assert_eq!(next["scores"]["a"], 50, "{next}");
+    for (series, want) in [
+        ("tandem_engine_errors_total", 1.0),
+        (
+            r#"tandem_decisions_total{verb="prefilter",result="error"}"#,
+            1.0,
+        ),
+        (
+            r#"tandem_decisions_total{verb="prefilter",result="ok"}"#,
+            1.0,
+        ),
+        (r#"tandem_fail_opens_total{verb="prefilter"}"#, 0.0),
+    ] {
+        assert_eq!(plugin.sample(series), Some(want), "{series}");
+    }
 }
 
 #[test]

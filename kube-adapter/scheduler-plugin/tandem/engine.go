@@ -59,8 +59,6 @@ type prepared struct {
 	table    *nodeTable
 	verdicts []byte
 	reasons  []string
-	// refused is the declaration field Tandem refused ("" for none).
-	refused string
 }
 
 // verdict is the kind, score and reason of node name; ok is false for a node the table
@@ -165,14 +163,13 @@ func decodePrepared(b []byte, table *nodeTable) (*prepared, error) {
 	for i := range reasons {
 		reasons[i] = r.text()
 	}
-	refused := r.text()
 	switch {
 	case r.err != nil:
 		return nil, fmt.Errorf("cannot read Tandem's PreFilter answer: %w", r.err)
 	case table == nil || table.generation != generation || len(table.index) != count:
 		return nil, fmt.Errorf("Tandem's PreFilter answer follows node table %d, not the one held", generation)
 	}
-	return &prepared{managed: true, table: table, verdicts: verdicts, reasons: reasons, refused: refused}, nil
+	return &prepared{managed: true, table: table, verdicts: verdicts, reasons: reasons}, nil
 }
 
 // reserved is Reserve's answer: the annotations Bind puts on the Binding (the GPUs, and the
@@ -352,6 +349,12 @@ func (e *engine) restore(knowledge []byte) (restored, error) {
 		return restored{}, fmt.Errorf("cannot read Tandem's restore answer %q", answer)
 	}
 	return restored{Shards: fetch.Shards}, nil
+}
+
+// metrics is what Rust counted, as OpenMetrics text (see metrics.go). It does not wait for a
+// scheduling cycle: Rust keeps the metrics outside the plugin's lock.
+func (e *engine) metrics() ([]byte, error) {
+	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_metrics(e.handle, out) })
 }
 
 // snapshot is the knowledge-base ConfigMaps (JSON: shards, head, shards to collect) to write.

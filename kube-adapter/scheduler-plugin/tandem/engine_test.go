@@ -17,7 +17,7 @@ type node struct {
 
 // encode writes a managed PreFilter answer in the layout of Rust's Prepared::encode, the
 // table's names included when withTable is set.
-func encode(generation uint64, withTable bool, nodes []node, reasons []string, refused string) []byte {
+func encode(generation uint64, withTable bool, nodes []node, reasons []string) []byte {
 	out := []byte{preparedFormat, 1}
 	out = binary.LittleEndian.AppendUint64(out, generation)
 	text := func(s string) {
@@ -42,7 +42,6 @@ func encode(generation uint64, withTable bool, nodes []node, reasons []string, r
 	for _, r := range reasons {
 		text(r)
 	}
-	text(refused)
 	return out
 }
 
@@ -56,11 +55,11 @@ var threeNodes = []node{
 
 func TestDecodeReadsTheTableVerdictsAndReasons(t *testing.T) {
 	reasons := []string{"no GPU of the model", "would run out of GPU memory"}
-	p, err := decodePrepared(encode(7, true, threeNodes, reasons, "tandem.dev/gpu-util"), nil)
+	p, err := decodePrepared(encode(7, true, threeNodes, reasons), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.managed || p.refused != "tandem.dev/gpu-util" || p.table.generation != 7 {
+	if !p.managed || p.table.generation != 7 {
 		t.Fatalf("got %+v", p)
 	}
 	if want := []string{"a", "b", "c", "d", "e"}; !reflect.DeepEqual(p.table.names, want) {
@@ -88,22 +87,22 @@ func TestDecodeReadsTheTableVerdictsAndReasons(t *testing.T) {
 }
 
 func TestDecodeKeepsTheHeldTableOfTheSameGeneration(t *testing.T) {
-	first, err := decodePrepared(encode(3, true, threeNodes, []string{"x", "y"}, ""), nil)
+	first, err := decodePrepared(encode(3, true, threeNodes, []string{"x", "y"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := decodePrepared(encode(3, false, threeNodes, []string{"x", "y"}, ""), first.table)
+	again, err := decodePrepared(encode(3, false, threeNodes, []string{"x", "y"}), first.table)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.table != first.table {
 		t.Error("an answer without names did not keep the held table")
 	}
-	if _, err := decodePrepared(encode(4, false, threeNodes, []string{"x", "y"}, ""), first.table); err == nil ||
+	if _, err := decodePrepared(encode(4, false, threeNodes, []string{"x", "y"}), first.table); err == nil ||
 		!strings.Contains(err.Error(), "node table 4") {
 		t.Errorf("an answer following another generation was read: %v", err)
 	}
-	if _, err := decodePrepared(encode(3, false, threeNodes, []string{"x", "y"}, ""), nil); err == nil {
+	if _, err := decodePrepared(encode(3, false, threeNodes, []string{"x", "y"}), nil); err == nil {
 		t.Error("an answer without names was read with no table held")
 	}
 }
@@ -113,7 +112,7 @@ func TestDecodeRefusesUnmanagedTruncatedAndForeignAnswers(t *testing.T) {
 	if err != nil || p.managed {
 		t.Fatalf("unmanaged: %+v, %v", p, err)
 	}
-	whole := encode(1, true, threeNodes, []string{"x", "y"}, "")
+	whole := encode(1, true, threeNodes, []string{"x", "y"})
 	for cut := 0; cut < len(whole); cut++ {
 		if _, err := decodePrepared(whole[:cut], nil); err == nil {
 			t.Fatalf("an answer cut at %d of %d bytes was read", cut, len(whole))
@@ -126,7 +125,7 @@ func TestDecodeRefusesUnmanagedTruncatedAndForeignAnswers(t *testing.T) {
 }
 
 func TestRankedVisitsFittingNodesBestFirstAndStops(t *testing.T) {
-	p, err := decodePrepared(encode(1, true, threeNodes, []string{"x", "y"}, ""), nil)
+	p, err := decodePrepared(encode(1, true, threeNodes, []string{"x", "y"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,11 +81,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	register()
 	eng, s, err := newEngine(args)
 	if err != nil {
 		return nil, err
 	}
+	register(eng)
 	p := &Plugin{handle: h, engine: eng, settings: s}
 	p.kb = newKnowledge(h.ClientSet(), eng, s)
 	if err := p.kb.load(ctx); err != nil {
@@ -168,9 +168,6 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if !verdict.managed {
 		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	if verdict.refused != "" {
-		declarationsRefused.WithLabelValues(verdict.refused).Inc()
 	}
 	c := &cycle{verdict: verdict}
 	state.Write(stateKey, c)

@@ -9,9 +9,10 @@
 #include <stdint.h>
 
 // The version of [`Prepared::encode`]'s layout (its first byte).
-#define PREPARED_FORMAT 2
+#define PREPARED_FORMAT 3
 
-// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock.
+// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock, and
+// its metrics beside it.
 typedef struct TandemPlugin TandemPlugin;
 
 // Bytes allocated by this library and handed to the caller, who frees them with
@@ -195,5 +196,13 @@ TandemStatus tandem_plugin_stored(const struct TandemPlugin *plugin,
                                   const uint8_t *version,
                                   size_t version_len,
                                   struct TandemBuf *out);
+
+// What the plugin counted, as OpenMetrics text (the families every adapter serves at
+// `/metrics`: `tandem_decisions_total`, `tandem_request_latency_seconds`, ...), in `out`.
+// It does not wait for a call running on the plugin.
+//
+// # Safety
+// `plugin` is a live handle; `out` must not be null.
+TandemStatus tandem_plugin_metrics(const struct TandemPlugin *plugin, struct TandemBuf *out);
 
 #endif  /* TANDEM_KUBE_CAPI_H */

@@ -16,7 +16,9 @@
 //! - what pods declare in annotations (docs/DECLARING.md): a declared model whose predicted
 //!   memory fits only the A100 lands there, a malformed declaration is refused with the
 //!   annotation named in the pod's events, and `cost` goes to the cheaper T4 while `latency`
-//!   goes to the faster A100 (prices from the plugin's `gpuPrices`).
+//!   goes to the faster A100 (prices from the plugin's `gpuPrices`); kube-scheduler's own
+//!   `/metrics` then holds the adapters' Tandem families, counting that work (decisions and
+//!   their latency, engine calls, the view's GPUs and rebuilds, the refused declaration).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -142,6 +144,37 @@ async fn prepare(cluster: &Cluster) -> Result<(kube::Client, JobKeys)> {
         create_gpu_node(&client, node, 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
     }
     Ok((client, keys))
+}
+
+/// kube-scheduler's own `/metrics`, as Prometheus scrapes it.
+async fn scheduler_metrics(cluster: &Cluster) -> Result<String> {
+    let url = cluster
+        .scheduler_metrics_url()
+        .context("no scheduler was started")?;
+    Ok(crate::cluster::insecure_http_client()?
+        .get(url)
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?)
+}
+
+/// The value of `series` (`name{labels}`, labels sorted by name as the scheduler writes them)
+/// in a metrics text; `None` when the scheduler does not export it.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// The family of a sample's `series`: its name without labels, or a histogram's suffix.
+fn family_of(series: &str) -> &str {
+    let name = series.split('{').next().unwrap_or_default();
+    ["_bucket", "_count", "_sum"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name)
 }
 
 /// `result`, having printed the components' logs if it is an error.
@@ -415,29 +448,6 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
             event.contains("tandem.dev/model") && event.contains("resnet50"),
             "{event}"
         );
-        // Counted in kube-scheduler's own /metrics, as the adapters count refusals in theirs.
-        let url = cluster
-            .scheduler_metrics_url()
-            .context("no scheduler was started")?;
-        let metrics = crate::cluster::insecure_http_client()?
-            .get(url)
-            .send()
-            .await?
-            .error_for_status()?
-            .text()
-            .await?;
-        let refused = metrics
-            .lines()
-            .find(|l| l.starts_with("tandem_declarations_refused_total{field=\"model\"}"))
-            .unwrap_or_default();
-        println!("the scheduler's /metrics: {refused}");
-        let count: f64 = refused
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        ensure!(count >= 1.0, "the refusal was not counted: {refused:?}");
-
         for (pod, priority, expect) in [("thrifty", "cost", "t4-"), ("urgent", "latency", "a100-")]
         {
             let annotations = json!({
@@ -453,6 +463,78 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
                 "{pod} ({priority}) should land on {expect}*, got {node:?}"
             );
         }
+
+        // The work above, counted in kube-scheduler's own /metrics in the families every
+        // adapter serves: three pods placed (each judged by PreFilter, its GPU chosen by
+        // Reserve), bad-model judged and refused at least once, four GPUs in the view.
+        let metrics = scheduler_metrics(&cluster).await?;
+        let placed = 3.0;
+        let at_least = [
+            (
+                r#"tandem_decisions_total{result="ok",verb="prefilter"}"#,
+                placed + 1.0,
+            ),
+            (
+                r#"tandem_decisions_total{result="ok",verb="reserve"}"#,
+                placed,
+            ),
+            (
+                r#"tandem_request_latency_seconds_count{verb="prefilter"}"#,
+                placed + 1.0,
+            ),
+            (
+                r#"tandem_request_latency_seconds_bucket{verb="reserve",le="+Inf"}"#,
+                placed,
+            ),
+            (
+                r#"tandem_engine_call_seconds_count{call="prefilter"}"#,
+                placed + 1.0,
+            ),
+            (
+                r#"tandem_engine_call_seconds_count{call="reserve"}"#,
+                placed,
+            ),
+            (r#"tandem_declarations_refused_total{field="model"}"#, 1.0),
+            ("tandem_view_rebuilds_total", 1.0),
+        ];
+        let exactly = [
+            ("tandem_view_gpus", 4.0),
+            ("tandem_engine_errors_total", 0.0),
+            (
+                r#"tandem_declarations_refused_total{field="priority"}"#,
+                0.0,
+            ),
+            (r#"tandem_fail_opens_total{verb="prefilter"}"#, 0.0),
+        ];
+        let mut families = std::collections::BTreeSet::new();
+        for (series, least) in at_least {
+            let value = sample(&metrics, series);
+            println!("the scheduler's /metrics: {series} {value:?}");
+            ensure!(
+                value.is_some_and(|v| v >= least),
+                "{series} is {value:?}, want at least {least}"
+            );
+            families.insert(family_of(series));
+        }
+        for (series, want) in exactly {
+            let value = sample(&metrics, series);
+            println!("the scheduler's /metrics: {series} {value:?}");
+            ensure!(value == Some(want), "{series} is {value:?}, want {want}");
+            families.insert(family_of(series));
+        }
+        ensure!(families.len() >= 5, "{families:?}");
+        // The time the answers took is real time, not zero.
+        let latency = sample(
+            &metrics,
+            r#"tandem_request_latency_seconds_sum{verb="prefilter"}"#,
+        );
+        ensure!(
+            latency.is_some_and(|seconds| seconds > 0.0),
+            "prefilter latency sum {latency:?}"
+        );
+        let help = "# HELP tandem_decisions_total [ALPHA] Requests answered, per verb and result.";
+        ensure!(metrics.contains(help), "no help for tandem_decisions_total");
+        println!("Tandem families read: {families:?}");
         Ok(())
     };
     let result = scenario.await;
