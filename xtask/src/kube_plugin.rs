@@ -1,5 +1,5 @@
 //! `tandem-kube-scheduler`: kube-scheduler with the Tandem framework plugin, built from the Go
-//! module in `kube-adapter/scheduler-plugin` with cgo against the static library of
+//! module in `kube-plugin/scheduler` with cgo against the static library of
 //! `tandem-kube-capi`, and cached outside the work tree like the other Kubernetes binaries.
 //!
 //! [`ensure_plugin_scheduler`] builds the library (`cargo build`, in the profile the caller
@@ -38,7 +38,7 @@ pub const BINARY: &str = "tandem-kube-scheduler";
 pub const CAPI_PACKAGE: &str = "tandem-kube-capi";
 
 /// Where the Go module is, relative to the workspace root.
-const MODULE_DIR: &str = "kube-adapter/scheduler-plugin";
+const MODULE_DIR: &str = "kube-plugin/scheduler";
 
 /// How it is built, beyond the files hashed (the library's bytes tell the profiles apart).
 /// Change it whenever the flags below change.
@@ -382,7 +382,7 @@ mod tests {
         // Both modules build Kubernetes v1.35.3 from its staging modules' published tags; a
         // replace line that differs would build the plugin scheduler against other code than
         // the kube-scheduler beside it in the tiers.
-        let plugin = include_str!("../../kube-adapter/scheduler-plugin/go.mod");
+        let plugin = include_str!("../../kube-plugin/scheduler/go.mod");
         let kube = replace_block(crate::kube::GO_MOD);
         assert!(kube.len() > 20, "{kube:?}");
         assert_eq!(replace_block(plugin), kube);
@@ -396,8 +396,8 @@ mod tests {
         assert_eq!(
             unformatted_files("main.go\ntandem/engine.go\n"),
             [
-                "kube-adapter/scheduler-plugin/main.go",
-                "kube-adapter/scheduler-plugin/tandem/engine.go"
+                "kube-plugin/scheduler/main.go",
+                "kube-plugin/scheduler/tandem/engine.go"
             ]
         );
     }

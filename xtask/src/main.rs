@@ -41,7 +41,7 @@ enum Task {
     ///
     /// The static library of tandem-kube-capi (`cargo build --release`: the binary deployed and
     /// benchmarked; the end-to-end tiers build it in the tests' dev profile), then the Go module in
-    /// kube-adapter/scheduler-plugin with cgo, into the same cache as kube-bins (one directory
+    /// kube-plugin/scheduler with cgo, into the same cache as kube-bins (one directory
     /// per version of the library and the module). The Go code is checked on the way: `gofmt
     /// -l` must list nothing, `go vet` and the plugin's unit tests (`go test`) must pass. Needs
     /// Go 1.25 or newer and a C compiler.

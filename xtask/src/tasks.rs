@@ -791,7 +791,7 @@ mod tests {
     fn test_binaries_and_the_capi_library_are_found_in_cargos_messages() {
         let messages = r#"{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"e2e","kind":["test"]},"profile":{"test":true},"executable":"/t/debug/deps/e2e-1"}
 {"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"tandem-kube-adapter","kind":["bin"]},"profile":{"test":false},"executable":"/t/debug/tandem-kube-adapter"}
-{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter/capi#tandem-kube-capi@0.1.0","manifest_path":"/ws/kube-adapter/capi/Cargo.toml","target":{"name":"tandem_kube_capi","kind":["staticlib","rlib"]},"profile":{"test":false},"filenames":["/t/debug/deps/libtandem_kube_capi-2.a","/t/debug/deps/libtandem_kube_capi-2.rlib"],"executable":null}
+{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-plugin/capi#tandem-kube-capi@0.1.0","manifest_path":"/ws/kube-plugin/capi/Cargo.toml","target":{"name":"tandem_kube_capi","kind":["staticlib","rlib"]},"profile":{"test":false},"filenames":["/t/debug/deps/libtandem_kube_capi-2.a","/t/debug/deps/libtandem_kube_capi-2.rlib"],"executable":null}
 {"reason":"build-finished","success":true}"#;
         let built = e2e_artifacts(messages).unwrap();
         assert_eq!(

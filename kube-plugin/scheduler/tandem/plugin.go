@@ -1,5 +1,5 @@
 // Package tandem is the Tandem kube-scheduler framework plugin: the Go side of Kubernetes
-// I/O around the Rust engine (kube-adapter/capi), which makes every decision.
+// I/O around the Rust engine (kube-plugin/capi), which makes every decision.
 //
 // PreFilter asks Rust once per pod for the verdict on every node (OOM guard, sharing cap,
 // reasons, scores), four bytes per node in a table Rust sends again only when nodes come or

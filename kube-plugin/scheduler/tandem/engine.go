@@ -1,6 +1,6 @@
 package tandem
 
-// The C ABI of kube-adapter/capi (its crate docs are the contract), declared by the header
+// The C ABI of kube-plugin/capi (its crate docs are the contract), declared by the header
 // cbindgen generates from it. The static library is found through CGO_LDFLAGS=-L<dir>, which
 // `cargo xtask kube-scheduler-plugin` sets.
 

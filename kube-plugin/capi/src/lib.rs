@@ -1,5 +1,5 @@
 //! A C ABI over Tandem's host and the kube front-end's decisions, for the kube-scheduler
-//! framework plugin (`kube-adapter/scheduler-plugin`, Go, linked with this crate's static
+//! framework plugin (`kube-plugin/scheduler`, Go, linked with this crate's static
 //! library through cgo).
 //!
 //! The Go side holds Kubernetes I/O only: it hands over the objects it sees (Node, Pod and

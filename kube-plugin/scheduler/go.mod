@@ -1,5 +1,5 @@
 // tandem-kube-scheduler: kube-scheduler with the Tandem framework plugin, which runs the engine
-// in-process through the C ABI of kube-adapter/capi (cgo). Built by `cargo xtask
+// in-process through the C ABI of kube-plugin/capi (cgo). Built by `cargo xtask
 // kube-scheduler-plugin` from the same Kubernetes release and replace lines as xtask/kube.
 module tandem.invalid/scheduler-plugin
 
