@@ -218,6 +218,26 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
             && config.contains("{gpuModel: \"K80\", maxJobs: 1}"),
         "{config}"
     );
+
+    // Plugin: the ServiceMonitor scrapes kube-scheduler's own /metrics, where the plugin's
+    // Tandem families are, through a Service on the scheduler pods' secure port.
+    let objects = render(&helm, &everything("plugin"))?;
+    let service = named(&objects, "Service", "tandem-plugin-scheduler-metrics")?;
+    ensure!(
+        service["spec"]["selector"]["app.kubernetes.io/name"] == "tandem-plugin-scheduler"
+            && service["spec"]["ports"][0]["targetPort"] == "https",
+        "{service}"
+    );
+    let monitor = named(&objects, "ServiceMonitor", "tandem-plugin-scheduler")?;
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    ensure!(
+        monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
+            == service["metadata"]["labels"]["app.kubernetes.io/name"]
+            && endpoint["port"] == service["spec"]["ports"][0]["name"]
+            && endpoint["scheme"] == "https"
+            && endpoint["bearerTokenFile"].is_string(),
+        "{monitor}"
+    );
     Ok(())
 }
 
@@ -321,6 +341,7 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
             "PrometheusRule tandem",
             "ServiceMonitor tandem-kube-adapter",
             "ServiceMonitor tandem-volcano-adapter",
+            "ServiceMonitor tandem-plugin-scheduler",
         ]
         .into();
         for kind in &unserved {
