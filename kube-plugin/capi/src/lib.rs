@@ -592,6 +592,29 @@ pub unsafe extern "C" fn tandem_plugin_metrics(
     })
 }
 
+/// Counts a knowledge-base write the Go side could not finish (the API server refused or did
+/// not answer a ConfigMap of [`tandem_plugin_snapshot`]'s), in `tandem_store_errors_total`, as
+/// the adapters count theirs. It does not wait for a call running on the plugin.
+///
+/// # Safety
+/// `plugin` is a live handle; `out` must not be null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tandem_plugin_store_failed(
+    plugin: *const TandemPlugin,
+    out: *mut TandemBuf,
+) -> TandemStatus {
+    guarded(out, || {
+        // SAFETY: the caller's contract.
+        match unsafe { handle(plugin) } {
+            Ok(plugin) => {
+                plugin.metrics.store_errors.inc();
+                (TANDEM_OK, Vec::new())
+            }
+            Err(outcome) => outcome,
+        }
+    })
+}
+
 #[cfg(test)]
 mod header;
 #[cfg(test)]

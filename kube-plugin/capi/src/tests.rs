@@ -378,6 +378,15 @@ fn the_plugins_work_is_counted_in_the_adapters_metric_families() {
         "{}",
         plugin.metrics()
     );
+    // A write the Go side could not finish is counted as the adapters count theirs.
+    assert_eq!(sample("tandem_store_errors_total"), 0.0);
+    let (status, text) = call(|out| {
+        // SAFETY: a live handle and a valid buffer.
+        unsafe { tandem_plugin_store_failed(plugin.plugin, out) }
+    });
+    assert_eq!(status, TANDEM_OK, "{text}");
+    assert_eq!(sample("tandem_store_errors_total"), 1.0);
+    assert_eq!(sample("tandem_store_writes_total"), 1.0);
     assert!(plugin.metrics().ends_with("# EOF\n"));
 }
 

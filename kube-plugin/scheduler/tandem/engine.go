@@ -357,6 +357,13 @@ func (e *engine) metrics() ([]byte, error) {
 	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_metrics(e.handle, out) })
 }
 
+// storeFailed counts a knowledge-base write that did not finish in Rust's
+// tandem_store_errors_total.
+func (e *engine) storeFailed() error {
+	_, err := call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_store_failed(e.handle, out) })
+	return err
+}
+
 // snapshot is the knowledge-base ConfigMaps (JSON: shards, head, shards to collect) to write.
 func (e *engine) snapshot() ([]byte, error) {
 	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_snapshot(e.handle, out) })

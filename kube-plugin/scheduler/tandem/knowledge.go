@@ -123,6 +123,9 @@ func (k *knowledge) lead() {
 		if !k.stored.Load() {
 			if err := k.save(ctx); err != nil {
 				klog.FromContext(ctx).Error(err, "Tandem could not store its knowledge base")
+				if err := k.engine.storeFailed(); err != nil {
+					klog.FromContext(ctx).Error(err, "Tandem could not count the failed write")
+				}
 			}
 		}
 	}()

@@ -205,4 +205,12 @@ TandemStatus tandem_plugin_stored(const struct TandemPlugin *plugin,
 // `plugin` is a live handle; `out` must not be null.
 TandemStatus tandem_plugin_metrics(const struct TandemPlugin *plugin, struct TandemBuf *out);
 
+// Counts a knowledge-base write the Go side could not finish (the API server refused or did
+// not answer a ConfigMap of [`tandem_plugin_snapshot`]'s), in `tandem_store_errors_total`, as
+// the adapters count theirs. It does not wait for a call running on the plugin.
+//
+// # Safety
+// `plugin` is a live handle; `out` must not be null.
+TandemStatus tandem_plugin_store_failed(const struct TandemPlugin *plugin, struct TandemBuf *out);
+
 #endif  /* TANDEM_KUBE_CAPI_H */
