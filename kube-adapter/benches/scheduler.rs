@@ -402,20 +402,6 @@ fn cpu_profile(cluster: &Cluster, mode: Mode) -> Option<tokio::task::JoinHandle<
     }))
 }
 
-/// The scheduler's metrics, read with its self-signed certificate accepted.
-async fn scheduler_metrics(cluster: &Cluster) -> Result<String> {
-    let url = cluster
-        .scheduler_metrics_url()
-        .context("no scheduler was started")?;
-    Ok(cluster::insecure_http_client()?
-        .get(url)
-        .send()
-        .await?
-        .error_for_status()?
-        .text()
-        .await?)
-}
-
 /// CPU seconds (user and system) process `pid` has spent so far (`/proc/<pid>/stat`).
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -590,7 +576,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         }
         None => None,
     };
-    let metrics = scheduler_metrics(&cluster).await?;
+    let metrics = cluster.scheduler_metrics().await?;
     let attempt_p99 = attempt_p99(&metrics);
     if attempt_p99.is_none() {
         // Say what was there instead, so a renamed or relabelled metric is seen at once.

@@ -146,20 +146,6 @@ async fn prepare(cluster: &Cluster) -> Result<(kube::Client, JobKeys)> {
     Ok((client, keys))
 }
 
-/// kube-scheduler's own `/metrics`, as Prometheus scrapes it.
-async fn scheduler_metrics(cluster: &Cluster) -> Result<String> {
-    let url = cluster
-        .scheduler_metrics_url()
-        .context("no scheduler was started")?;
-    Ok(crate::cluster::insecure_http_client()?
-        .get(url)
-        .send()
-        .await?
-        .error_for_status()?
-        .text()
-        .await?)
-}
-
 /// The value of `series` (`name{labels}`, labels sorted by name as the scheduler writes them)
 /// in a metrics text; `None` when the scheduler does not export it.
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -467,7 +453,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         // The work above, counted in kube-scheduler's own /metrics in the families every
         // adapter serves: three pods placed (each judged by PreFilter, its GPU chosen by
         // Reserve), bad-model judged and refused at least once, four GPUs in the view.
-        let metrics = scheduler_metrics(&cluster).await?;
+        let metrics = cluster.scheduler_metrics().await?;
         let placed = 3.0;
         let at_least = [
             (

@@ -439,6 +439,20 @@ impl Cluster {
         self.scheduler_url("/metrics")
     }
 
+    /// The scheduler's metrics as text, read with its self-signed certificate accepted.
+    pub async fn scheduler_metrics(&self) -> Result<String> {
+        let url = self
+            .scheduler_metrics_url()
+            .context("no scheduler was started")?;
+        Ok(insecure_http_client()?
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?)
+    }
+
     /// `path` on the scheduler's secure port, if one was started.
     pub fn scheduler_url(&self, path: &str) -> Option<String> {
         self.scheduler_port
