@@ -15,10 +15,11 @@ use serde::Deserialize;
 use tandem_adapter_core::declaration::{Field, Reference, Source as ModelSource};
 use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_adapter_core::outcomes::{Run, Skip};
-use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState, JobKeys};
+use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState};
 use tandem_api::ModelSummary;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
+use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
 
 /// How long a GPU choice made by `bind` is assumed before the pod watcher must confirm it.
 const ASSUME_FOR: Duration = Duration::from_secs(60);
@@ -497,10 +498,11 @@ impl App {
         }
         let (view, _) = self.view();
         let keys = &self.core.keys;
-        // Every pod's run, grouped by the one GPU it held, computed once.
-        let mut by_gpu: HashMap<String, Vec<(Run, bool)>> = HashMap::new();
-        for pod in pods.state() {
-            let Some(gp) = self.gpu_pod(&pod) else {
+        // Every pod's run, with the one GPU it held, computed once.
+        let pods = pods.state();
+        let mut runs = Vec::new();
+        for pod in &pods {
+            let Some(gp) = self.gpu_pod(pod) else {
                 continue;
             };
             let [gpu] = gp.assigned.as_slice() else {
@@ -509,83 +511,16 @@ impl App {
             let Some(model) = model_of(&view, &gp, gpu) else {
                 continue;
             };
-            let finished = matches!(
-                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            );
-            if let Some(run) = run_of(&pod, &gp, &model, keys) {
-                by_gpu.entry(gpu.clone()).or_default().push((run, finished));
+            if let Some(run) = run_of(pod, &gp, &model, keys) {
+                runs.push((gpu.clone(), run, is_finished(pod)));
             }
         }
-        let mut batch = Vec::new();
-        for runs in by_gpu.values() {
-            for (run, finished) in runs {
-                if !finished {
-                    continue;
-                }
-                let others: Vec<Run> = runs
-                    .iter()
-                    .filter(|(other, _)| other.uid != run.uid)
-                    .map(|(other, _)| other.clone())
-                    .collect();
-                batch.push((run.clone(), others));
-            }
-        }
-        // Earliest finish first, as the live events would have come.
-        batch.sort_by(|a, b| a.0.end.unwrap_or(0.0).total_cmp(&b.0.end.unwrap_or(0.0)));
+        let batch = finished_batch(runs);
         let runs = batch.len();
         let taught = self.core.runs_finished(batch, now_seconds()).await;
         tracing::info!(finished = runs, taught, "caught up with finished pods");
         taught
     }
-}
-
-/// Now, in seconds since the epoch.
-fn now_seconds() -> f64 {
-    k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
-}
-
-/// The GPU model of `gpu`, where the view knows `pod`'s node.
-fn model_of(view: &ClusterView, pod: &GpuPod, gpu: &str) -> Option<String> {
-    view.node(pod.node.as_deref().unwrap_or_default())
-        .and_then(|entry| entry.as_ref().ok())
-        .and_then(|gpus| gpus.iter().find(|g| g.id == gpu))
-        .map(|g| g.spec.model.clone())
-}
-
-/// A pod's run: from its containers' start to their finish (or the pod's start time).
-fn run_of(pod: &Pod, gp: &GpuPod, model: &str, keys: &JobKeys) -> Option<Run> {
-    let status = pod.status.as_ref()?;
-    let seconds = |t: &k8s_openapi::jiff::Timestamp| t.as_millisecond() as f64 / 1000.0;
-    let mut start = status.start_time.as_ref().map(|t| seconds(&t.0));
-    let mut end = None;
-    for c in status.container_statuses.iter().flatten() {
-        if let Some(done) = c.state.as_ref().and_then(|s| s.terminated.as_ref()) {
-            if let Some(s) = &done.started_at {
-                let s = seconds(&s.0);
-                start = Some(start.map_or(s, |old: f64| old.min(s)));
-            }
-            if let Some(f) = &done.finished_at {
-                let f = seconds(&f.0);
-                end = Some(end.map_or(f, |old: f64| old.max(f)));
-            }
-        } else if let Some(running) = c.state.as_ref().and_then(|s| s.running.as_ref())
-            && let Some(s) = &running.started_at
-        {
-            let s = seconds(&s.0);
-            start = Some(start.map_or(s, |old: f64| old.min(s)));
-        }
-    }
-    let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
-    Some(Run {
-        // The ledger is stored: it holds the UID keyed, never as is.
-        uid: keys.key_run(&gp.uid),
-        job: gp.job.clone(),
-        model: model.to_owned(),
-        start: start?,
-        end: if finished { Some(end?) } else { None },
-        work: gp.declared.as_ref().map_or(1.0, |d| d.work_done()),
-    })
 }
 
 /// Locks a mutex, taking the data of a poisoned one (no invariant spans a panic here).

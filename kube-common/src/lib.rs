@@ -10,7 +10,7 @@
 //! - [`decide`]: Tandem's decisions on nodes for a pod, which each front-end puts in its
 //!   scheduler's words.
 //! - [`app`]: a front-end's state (cluster view, placements not yet confirmed, declared
-//!   models read, learning from finished pods) over the core.
+//!   models read, learning from finished pods) over the core; [`runs`] reads pods as runs.
 //! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
 //! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder.
 //! - [`start`] ([`Options`]): the start-up every Kubernetes front-end shares — engine resumed
@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod decide;
 pub mod leader;
 pub mod lean;
+pub mod runs;
 pub mod store;
 pub mod watch;
 

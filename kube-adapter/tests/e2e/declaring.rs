@@ -287,8 +287,8 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // (the profile is filed; the profiler runs again, as it does every window).
     let deadline = Instant::now() + Duration::from_secs(30);
     let (posted, peaks) = loop {
-        let posted = crate::profiler::profile_once(cluster, &adapter, &replay, "t4-b").await?;
-        let taught = knowledge(&http, &adapter).await?;
+        let posted = crate::profiler::profile_once(cluster, &adapter.url, &replay, "t4-b").await?;
+        let taught = knowledge(&http, &adapter.url).await?;
         let peaks =
             model_report(&taught, "T4").map_or(0, |t| t["memory"]["peaks"].as_u64().unwrap_or(0));
         if peaks >= 1 || Instant::now() >= deadline {
@@ -329,7 +329,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         reserved_after >= u64::from(measured),
         "the guard should now reserve at least the measured peak: {after}"
     );
-    let taught = knowledge(&http, &adapter).await?;
+    let taught = knowledge(&http, &adapter.url).await?;
     let t4 = model_report(&taught, "T4").context("no T4 in the knowledge report")?;
     println!("(learning) GET /v1/knowledge, T4: {t4}");
     ensure!(t4["memory"]["peaks"] == 1 && t4["memory"]["beyond_reservation"] == 1);
@@ -418,7 +418,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     let learned = loop {
-        let now = knowledge(&http, &adapter).await?;
+        let now = knowledge(&http, &adapter.url).await?;
         let ratio = model_report(&now, "A100")
             .and_then(|a| a["speed_vs"].as_array()?.first().cloned())
             .filter(|r| r["gpu_model"] == "T4");
@@ -458,7 +458,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         &PRICES,
     )?;
     wait_ready(&http, &mut adapter).await?;
-    let restarted = knowledge(&http, &adapter).await?;
+    let restarted = knowledge(&http, &adapter.url).await?;
     let again = estimate(&http, &adapter, None, Some(vgg19_b64()), None).await?;
     println!(
         "(restart) T4 peaks {} / speeds {}; VGG-19 b64 on T4 predicted {} MiB (before the restart {peak_after})",

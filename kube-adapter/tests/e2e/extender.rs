@@ -127,11 +127,11 @@ pub(crate) async fn post(http: &reqwest::Client, url: &str, body: Value) -> Resu
 
 /// What the adapter's knowledge base holds. A 503 (the engine busy past the wait, as right
 /// after a restart on a loaded machine) is retried for a while, as an operator would.
-pub(crate) async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
+pub(crate) async fn knowledge(http: &reqwest::Client, url: &str) -> Result<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let response = http
-            .get(format!("{}/v1/knowledge", adapter.url))
+            .get(format!("{url}/v1/knowledge"))
             .bearer_auth(TOKEN)
             .send()
             .await?;
@@ -364,7 +364,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     );
 
     // (d) Kill the adapter: the scheduler goes on without it (ignorable) and logs that.
-    let before = knowledge(&http, &adapter).await?;
+    let before = knowledge(&http, &adapter.url).await?;
     let stored: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
     ensure!(
         stored.get_opt("tandem-knowledge").await?.is_some(),
@@ -392,7 +392,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // Restarted, it resumes from the ConfigMap: the same knowledge, nothing lost.
     let mut adapter = start_adapter(cluster, port, &cluster.dir().join("adapter-2.log"))?;
     wait_ready(&http, &mut adapter).await?;
-    let after = knowledge(&http, &adapter).await?;
+    let after = knowledge(&http, &adapter.url).await?;
     for field in ["profiles", "outcomes", "residual_observations"] {
         println!(
             "(d) knowledge {field}: before kill {} / after restart {}",
@@ -448,7 +448,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     finish(&pods, "b-pair", &at(1_000), &at(860)).await?;
     let deadline = Instant::now() + Duration::from_secs(20);
     let learned = loop {
-        let now = knowledge(&http, &adapter).await?;
+        let now = knowledge(&http, &adapter.url).await?;
         if now["outcomes"] != after["outcomes"] {
             break now;
         }

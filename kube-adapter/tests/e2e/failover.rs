@@ -124,7 +124,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         ensure!(Instant::now() < deadline, "the solo runs were not learned");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let before: Value = knowledge(&http, &a).await?;
+    let before: Value = knowledge(&http, &a.url).await?;
 
     // The leader dies as the second pod of the pair finishes.
     a.process.kill_now();
@@ -133,7 +133,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
 
     let deadline = killed + Duration::from_secs(30);
     let after = loop {
-        let now = knowledge(&http, &b).await?;
+        let now = knowledge(&http, &b.url).await?;
         if now["outcomes"] != before["outcomes"] {
             break now;
         }
@@ -158,7 +158,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
     ensure!(leads(&http, &b).await, "b learned without leading");
     // And only once: another catch-up (they run every minute, and on demand) adds nothing.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let later = knowledge(&http, &b).await?;
+    let later = knowledge(&http, &b.url).await?;
     ensure!(later["outcomes"] == after["outcomes"], "counted twice");
     ensure!(metric(&http, &b, "tandem_outcomes_learned_total").await? == 1.0);
     Ok(())

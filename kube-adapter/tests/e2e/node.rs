@@ -373,7 +373,7 @@ async fn through_the_extender_containers_see_the_gpu_and_memory_limit_tandem_cho
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
         pods.delete("fill-a-0", &DeleteParams::default().grace_period(0))
             .await?;
-        let before = knowledge(&http, &adapter).await?;
+        let before = knowledge(&http, &adapter.url).await?;
         for (name, job) in [("s-solo", "s"), ("t-solo", "t")] {
             pods.create(&PostParams::default(), &job_pod(name, job, 4, None, None)?)
                 .await?;
@@ -395,7 +395,7 @@ async fn through_the_extender_containers_see_the_gpu_and_memory_limit_tandem_cho
         let outcomes_before = before["outcomes"].as_u64().unwrap_or(0);
         let deadline = Instant::now() + Duration::from_secs(60);
         let after = loop {
-            let now = knowledge(&http, &adapter).await?;
+            let now = knowledge(&http, &adapter.url).await?;
             if now["outcomes"].as_u64().unwrap_or(0) > outcomes_before {
                 break now;
             }

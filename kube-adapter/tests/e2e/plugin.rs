@@ -2,10 +2,6 @@
 //! the `Tandem` plugin and the engine in-process, `cargo xtask kube-scheduler-plugin`) against
 //! a real etcd and kube-apiserver.
 //!
-//! The plugin learns nothing by itself yet (no profile intake of its own): the test stores a
-//! knowledge base in the cluster, in the extender's ConfigMap format, as the extender (or
-//! `tandem kb`) would have, and the scheduler reads it at start.
-//!
 //! - a pod lands beside the co-runner the engine prefers (its predictions printed) and the
 //!   GPU annotation is written; a pod whose memory fits no GPU stays Pending with Tandem's
 //!   reason in its events; restarted, the scheduler resumes from the stored knowledge base
@@ -18,14 +14,21 @@
 //!   annotation named in the pod's events, and `cost` goes to the cheaper T4 while `latency`
 //!   goes to the faster A100 (prices from the plugin's `gpuPrices`); kube-scheduler's own
 //!   `/metrics` then holds the adapters' Tandem families, counting that work (decisions and
-//!   their latency, engine calls, the view's GPUs and rebuilds, the refused declaration).
+//!   their latency, engine calls, the view's GPUs and rebuilds, the refused declaration);
+//! - the plugin learns as the extender does: `tandem-profiler` posts two pods' profiles to the
+//!   plugin's intake, and a pod that fitted nowhere without them is then placed by them; pods
+//!   that ran alone and then together on one GPU, once finished, teach an outcome, counted in
+//!   kube-scheduler's `/metrics` and written to the knowledge base's ConfigMap.
+//!
+//! The first scenario stores a knowledge base in the cluster, in the extender's ConfigMap
+//! format, as the extender (or `tandem kb`) would have, and the scheduler reads it at start.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 use tandem_adapter_core::store::AdapterState;
@@ -34,9 +37,13 @@ use tandem_host::{HostConfig, Runtime};
 use tandem_kube_common::store::to_config_map;
 
 use crate::cluster::{
-    Cluster, Component, KUBECONFIG_PLACEHOLDER, create_gpu_node, ensure_namespace, wait_for_binding,
+    Cluster, Component, KUBECONFIG_PLACEHOLDER, create_gpu_node, ensure_namespace, free_port,
+    wait_for_binding,
 };
-use crate::extender::{NAMESPACE, SECRET_HEX, SYSTEM, annotation, events_of, tandem_event};
+use crate::extender::{
+    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, finish, knowledge, start,
+    tandem_event,
+};
 
 /// The profile of the plugin's scheduler.
 pub(crate) const SCHEDULER_NAME: &str = "tandem-plugin-scheduler";
@@ -521,6 +528,166 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         let help = "# HELP tandem_decisions_total [ALPHA] Requests answered, per verb and result.";
         ensure!(metrics.contains(help), "no help for tandem_decisions_total");
         println!("Tandem families read: {families:?}");
+        Ok(())
+    };
+    let result = scenario.await;
+    logged(&cluster, result)
+}
+
+#[tokio::test]
+async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let binary = plugin_scheduler().await?;
+    let mut cluster = Cluster::start_control_plane().await?;
+    let dir = cluster.dir().to_path_buf();
+    std::fs::write(dir.join("id-secret"), SECRET_HEX)?;
+    std::fs::write(dir.join("intake-token"), TOKEN)?;
+    let keys = JobKeys::from_file(&dir.join("id-secret"))?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    create_gpu_node(&client, "v100-p", 2, "Tesla-V100-SXM2-16GB", 16_384).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let params = PostParams::default();
+    let alpha = pods
+        .create(
+            &params,
+            &job_pod("alpha-1", "alpha", Some(("v100-p", "v100-p/0")))?,
+        )
+        .await?;
+    let beta = pods
+        .create(
+            &params,
+            &job_pod("beta-1", "beta", Some(("v100-p", "v100-p/1")))?,
+        )
+        .await?;
+    let port = free_port()?;
+    let intake = format!("http://127.0.0.1:{port}");
+    let mut with_intake = args(&dir);
+    with_intake["intakeAddress"] = json!(format!("127.0.0.1:{port}"));
+    with_intake["intakeTokenFile"] = json!(dir.join("intake-token"));
+    cluster
+        .start_scheduler_binary(&binary, &plugin_config(&with_intake))
+        .await?;
+    let scenario = async {
+        let http = reqwest::Client::new();
+        let before = knowledge(&http, &intake).await?;
+
+        // Without profiles, a second beta fits nowhere, and the pod's events say why.
+        pods.create(&params, &job_pod("beta-early", "beta", None)?)
+            .await?;
+        let unprofiled = tandem_event(&client, "beta-early").await?;
+        println!("(before) beta-early, no profiles yet: {unprofiled}");
+        ensure!(
+            unprofiled.contains("no known profile") || unprofiled.contains("has no profile"),
+            "the reason should be the missing profile: {unprofiled}"
+        );
+        pods.delete("beta-early", &DeleteParams::default().grace_period(0))
+            .await?;
+
+        // The node profiler posts both pods' profiles to the plugin's intake.
+        let replay = crate::profiler::recording_for(&dir, &alpha, &beta)?;
+        let posted = crate::profiler::profile_once(&cluster, &intake, &replay, "v100-p").await?;
+        ensure!(posted.len() == 2, "two profiles expected: {posted:?}");
+        ensure!(
+            posted
+                .iter()
+                .any(|(job, p)| *job == keys.key(NAMESPACE, "beta") && p.mem_used_mib == 11_000),
+            "beta's profile, keyed as the plugin keys pods: {posted:?}"
+        );
+        let after = knowledge(&http, &intake).await?;
+        println!(
+            "(intake) the plugin's knowledge: {} profiles before the profiler, {} after",
+            before["profiles"], after["profiles"]
+        );
+        ensure!(after["profiles"].as_u64() == before["profiles"].as_u64().map(|n| n + 2));
+
+        // With them, the next beta is placed beside alpha, where its memory fits.
+        pods.create(&params, &job_pod("beta-2", "beta", None)?)
+            .await?;
+        let node = wait_for_binding(&client, NAMESPACE, "beta-2", Duration::from_secs(30)).await;
+        let bound = pods.get("beta-2").await?;
+        println!(
+            "(after) beta-2 was bound to {node:?}, GPU {:?}",
+            annotation(&bound)
+        );
+        ensure!(
+            annotation(&bound).as_deref() == Some("v100-p/0"),
+            "beta-2 should share GPU 0 with alpha (beta's 11,000 MiB twice do not fit GPU 1)"
+        );
+
+        // Finished pods teach: a and b each run alone once, then together on one GPU.
+        create_gpu_node(&client, "v100-c", 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
+        crate::extender::post(
+            &http,
+            &format!("{intake}/v1/profiles"),
+            json!({ "profiles": [
+                { "job": keys.key(NAMESPACE, "a"), "profile": profile(30.0, 10.0, 3_000) },
+                { "job": keys.key(NAMESPACE, "b"), "profile": profile(50.0, 25.0, 3_000) },
+            ]}),
+        )
+        .await?;
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let at = |ago: i64| {
+            k8s_openapi::jiff::Timestamp::from_second(now - ago)
+                .expect("a recent time")
+                .to_string()
+        };
+        let here = Some(("v100-c", "v100-c/0"));
+        for (pod, job, start, end) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)]
+        {
+            pods.create(&params, &job_pod(pod, job, here)?).await?;
+            finish(&pods, pod, &at(start), &at(end)).await?;
+        }
+        pods.create(&params, &job_pod("a-pair", "a", here)?).await?;
+        pods.create(&params, &job_pod("b-pair", "b", here)?).await?;
+        start(&pods, "a-pair", &at(1_000)).await?;
+        start(&pods, "b-pair", &at(1_000)).await?;
+        finish(&pods, "a-pair", &at(1_000), &at(850)).await?;
+        finish(&pods, "b-pair", &at(1_000), &at(860)).await?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let learned = loop {
+            let now = knowledge(&http, &intake).await?;
+            if now["outcomes"] != after["outcomes"] {
+                break now;
+            }
+            if std::time::Instant::now() >= deadline {
+                let metrics = cluster.scheduler_metrics().await?;
+                let learning: Vec<&str> = metrics
+                    .lines()
+                    .filter(|l| l.starts_with("tandem_outcomes") || l.starts_with("tandem_runs"))
+                    .collect();
+                anyhow::bail!("no outcome learned from the finished pods: {learning:#?}");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        println!(
+            "(outcomes) finished pods: outcomes {} -> {}",
+            after["outcomes"], learned["outcomes"]
+        );
+        ensure!(learned["outcomes"].as_u64() == after["outcomes"].as_u64().map(|n| n + 1));
+
+        // Counted in kube-scheduler's own /metrics, and kept in the knowledge base's ConfigMap.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (outcomes, writes) = loop {
+            let metrics = cluster.scheduler_metrics().await?;
+            let outcomes = sample(&metrics, "tandem_outcomes_learned_total");
+            let writes = sample(&metrics, "tandem_store_writes_total");
+            if outcomes == Some(1.0) || std::time::Instant::now() >= deadline {
+                break (outcomes, writes);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        println!(
+            "the scheduler's /metrics: tandem_outcomes_learned_total {outcomes:?}, tandem_store_writes_total {writes:?}"
+        );
+        ensure!(outcomes == Some(1.0), "outcomes learned: {outcomes:?}");
+        ensure!(writes.is_some_and(|w| w >= 2.0), "store writes: {writes:?}");
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
+        ensure!(
+            maps.get_opt(KNOWLEDGE).await?.is_some(),
+            "the plugin stored no knowledge base"
+        );
         Ok(())
     };
     let result = scenario.await;

@@ -168,7 +168,7 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
         .await?
         .text()
         .await?;
-    let answered = knowledge(&http, &adapter).await?.to_string();
+    let answered = knowledge(&http, &adapter.url).await?.to_string();
     let logged = std::fs::read_to_string(log).with_context(|| format!("{}", log.display()))?;
     ensure!(
         logged.lines().count() > 5,

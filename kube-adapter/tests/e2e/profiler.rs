@@ -78,7 +78,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     let http = reqwest::Client::new();
     let mut adapter = start_adapter(cluster, port, adapter_log)?;
     wait_ready(&http, &mut adapter).await?;
-    let before = knowledge(&http, &adapter).await?;
+    let before = knowledge(&http, &adapter.url).await?;
 
     // Without profiles, a second beta fits nowhere, and the pod's events say why.
     pods.create(&params, &job_pod("beta-early", "beta", None)?)
@@ -93,22 +93,8 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         .await?;
 
     // The profiler on this node, replaying the recording of the two pods' processes.
-    let uid = |pod: &Pod| pod.metadata.uid.clone().context("a pod without a UID");
-    let (alpha_uid, beta_uid) = (uid(&alpha)?, uid(&beta)?);
-    let recording = std::fs::read_to_string(RECORDING)?
-        .replace(RECORDED_ALPHA, &alpha_uid)
-        .replace(
-            &RECORDED_ALPHA.replace('-', "_"),
-            &alpha_uid.replace('-', "_"),
-        )
-        .replace(RECORDED_BETA, &beta_uid)
-        .replace(
-            &RECORDED_BETA.replace('-', "_"),
-            &beta_uid.replace('-', "_"),
-        );
-    let replay = dir.join("two-jobs.jsonl");
-    std::fs::write(&replay, recording)?;
-    let mut posted = profile_once(cluster, &adapter, &replay, "v100-p").await?;
+    let replay = recording_for(dir, &alpha, &beta)?;
+    let mut posted = profile_once(cluster, &adapter.url, &replay, "v100-p").await?;
     posted.sort_by_key(|(_, p)| p.mem_used_mib);
     for (job, profile) in &posted {
         println!("(profiler) posted {job}: {profile:?}");
@@ -119,7 +105,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         "the profiles should be alpha's and beta's, keyed as the adapter keys pods"
     );
     ensure!(posted[1].1.mem_used_mib == 11_000 && posted[1].1.gpu_model == "V100");
-    let after = knowledge(&http, &adapter).await?;
+    let after = knowledge(&http, &adapter.url).await?;
     println!(
         "(intake) knowledge profiles: {} before the profiler, {} after",
         before["profiles"], after["profiles"]
@@ -147,11 +133,32 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     Ok(())
 }
 
-/// One window of `tandem-profiler` on `node`, replaying `replay`, posting to `adapter`: the
-/// profiles it posted.
+/// The profiler's recording of two pods' processes, written in `dir` with the UIDs of `alpha`
+/// and `beta` in place of the recorded ones: its path.
+pub(crate) fn recording_for(dir: &Path, alpha: &Pod, beta: &Pod) -> Result<std::path::PathBuf> {
+    let uid = |pod: &Pod| pod.metadata.uid.clone().context("a pod without a UID");
+    let (alpha_uid, beta_uid) = (uid(alpha)?, uid(beta)?);
+    let recording = std::fs::read_to_string(RECORDING)?
+        .replace(RECORDED_ALPHA, &alpha_uid)
+        .replace(
+            &RECORDED_ALPHA.replace('-', "_"),
+            &alpha_uid.replace('-', "_"),
+        )
+        .replace(RECORDED_BETA, &beta_uid)
+        .replace(
+            &RECORDED_BETA.replace('-', "_"),
+            &beta_uid.replace('-', "_"),
+        );
+    let replay = dir.join("two-jobs.jsonl");
+    std::fs::write(&replay, recording)?;
+    Ok(replay)
+}
+
+/// One window of `tandem-profiler` on `node`, replaying `replay`, posting to the intake at
+/// `intake` (an adapter's URL, or the framework plugin's intake): the profiles it posted.
 pub(crate) async fn profile_once(
     cluster: &Cluster,
-    adapter: &Adapter,
+    intake: &str,
     replay: &Path,
     node: &str,
 ) -> Result<Vec<(String, tandem_api::Profile)>> {
@@ -161,7 +168,7 @@ pub(crate) async fn profile_once(
         "--replay".as_ref(),
         replay.as_os_str(),
         "--adapter".as_ref(),
-        adapter.url.as_ref(),
+        intake.as_ref(),
         "--intake-token-file".as_ref(),
         dir.join("intake-token").as_os_str(),
         "--id-secret-file".as_ref(),

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use serde_json::{Value, json};
+use tandem_kube_capi::Config;
 use tandem_kube_capi::plugin::Plugin;
+use tandem_kube_capi::served::Served;
 use tandem_kube_common::decide::Verdict;
 
 const NODES: usize = 500;
@@ -129,7 +131,14 @@ fn main() -> anyhow::Result<()> {
         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
     )?;
     let args = json!({ "idSecretFile": secret }).to_string();
-    let (mut plugin, _) = Plugin::new(args.as_bytes())?;
+    let config = Config::parse(args.as_bytes())?;
+    // The core without a connection: nothing stored, as in the unit tests.
+    let served = Served::start(&config, None)?;
+    let mut plugin = Plugin::new(
+        config,
+        std::sync::Arc::clone(served.core()),
+        served.handle(),
+    );
     for n in 0..NODES {
         plugin.set_node(node(&format!("gpu-node-{n:04}")).to_string().as_bytes())?;
     }

@@ -1,12 +1,14 @@
-//! A C ABI over Tandem's host and the kube front-end's decisions, for the kube-scheduler
+//! A C ABI over Tandem's core and the kube front-end's decisions, for the kube-scheduler
 //! framework plugin (`kube-plugin/scheduler`, Go, linked with this crate's static
 //! library through cgo).
 //!
-//! The Go side holds Kubernetes I/O only: it hands over the objects it sees (Node, Pod and
-//! ConfigMap as their API JSON) and asks the questions of the scheduling cycle; everything
-//! decided — keyed identities, the cluster view, the OOM guard, the sharing cap, the reasons,
-//! the scores, the GPU choice, the knowledge base's format — is decided here, by the same code
-//! as the HTTP extender ([`tandem_kube_common::decide`]), around the same engine component.
+//! The Go side holds the scheduler's side only: it hands over the objects its informers see
+//! (Node and Pod as their API JSON) and the scheduler's connection to the API server, and asks
+//! the questions of the scheduling cycle. Everything decided — keyed identities, the cluster
+//! view, the OOM guard, the sharing cap, the reasons, the scores, the GPU choice — is decided
+//! here, by the same code as the HTTP extender ([`tandem_kube_common::decide`]), on the same
+//! core ([`served`]): the engine thread, the knowledge base in ConfigMaps under a Lease, the
+//! profile intake, learning from finished pods.
 //!
 //! # The contract
 //! - A plugin is an opaque [`TandemPlugin`] from [`tandem_plugin_new`], freed by
@@ -21,16 +23,21 @@
 //!   component is an ordinary engine error (the host rebuilds the instance from its last
 //!   snapshot, so the next call is served).
 //! - [`tandem_plugin_metrics`] answers what the plugin counted, in the adapters' metric
-//!   families ([`Metrics`]), as OpenMetrics text: the Go side re-exports it in kube-scheduler's
+//!   families ([`tandem_adapter_core::metrics::Metrics`]), as OpenMetrics text: the Go side re-exports it in kube-scheduler's
 //!   own `/metrics`.
 
+pub mod config;
 pub mod plugin;
+pub mod prepared;
+pub mod served;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 
-pub use plugin::{Config, Error, Plugin, Prepared, Reserved, Settings};
-use tandem_adapter_core::metrics::Metrics;
+pub use config::{Config, Connection, Settings};
+pub use plugin::{Error, Plugin};
+pub use prepared::{Prepared, Reserved};
+use served::Served;
 
 /// What a call returned: [`TANDEM_OK`], [`TANDEM_REFUSED`], [`TANDEM_ERROR`] or
 /// [`TANDEM_UNSEEN`].
@@ -77,22 +84,28 @@ impl TandemBuf {
     }
 }
 
-/// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock, and
-/// its metrics beside it.
+/// A plugin: the cluster view and the scheduling cycle's pod, behind a lock, over the core
+/// (engine thread, knowledge base, intake), with the metrics beside it.
 #[derive(Debug)]
 pub struct TandemPlugin {
-    plugin: Mutex<Plugin>,
-    /// The plugin's metrics, outside the lock: a scrape does not wait for a scheduling cycle.
-    metrics: Arc<Metrics>,
+    plugin: Arc<Mutex<Plugin>>,
+    /// The core (whose metrics are outside the lock: a scrape does not wait for a scheduling
+    /// cycle) and the tasks beside the scheduling cycle; dropped last.
+    served: Served,
 }
 
 impl TandemPlugin {
-    fn new(plugin: Plugin) -> Self {
-        let metrics = Arc::clone(plugin.metrics());
-        Self {
-            plugin: Mutex::new(plugin),
-            metrics,
-        }
+    /// Starts the core and the plugin over it from the arguments (JSON) and the scheduler's
+    /// connection (JSON; empty for none).
+    fn start(args: &[u8], connection: &[u8]) -> Result<(Self, Settings), Error> {
+        let config = Config::parse(args)?;
+        let connection = Connection::parse(connection)?;
+        let served = Served::start(&config, connection)?;
+        let settings = config.settings();
+        let plugin = Plugin::new(config.clone(), Arc::clone(served.core()), served.handle());
+        let plugin = Arc::new(Mutex::new(plugin));
+        served.spawn(&config, Arc::downgrade(&plugin));
+        Ok((Self { plugin, served }, settings))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Plugin> {
@@ -207,28 +220,42 @@ pub unsafe extern "C" fn tandem_buf_free(buf: TandemBuf) {
 }
 
 /// Starts a plugin from its arguments (the profile's `pluginConfig` args as JSON; empty means
-/// all defaults). On [`TANDEM_OK`], `*plugin` is the new handle and `out` holds the
-/// [`Settings`] the Go side needs (JSON); otherwise `out` says why, naming the field at fault.
+/// all defaults) and the scheduler's connection to the API server ([`Connection`] as JSON:
+/// the knowledge base and its Lease are kept with it; empty keeps nothing). On [`TANDEM_OK`],
+/// `*plugin` is the new handle and `out` holds the [`Settings`] the Go side needs (JSON);
+/// otherwise `out` says why, naming the field at fault.
 ///
 /// # Safety
-/// `args` points to `args_len` readable bytes (or is null); `plugin` and `out` are valid for
-/// writes.
+/// `args` points to `args_len` readable bytes (or is null), `connection` to `connection_len`
+/// (or is null); `plugin` and `out` are valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn tandem_plugin_new(
     args: *const u8,
     args_len: usize,
+    connection: *const u8,
+    connection_len: usize,
     plugin: *mut *mut TandemPlugin,
     out: *mut TandemBuf,
 ) -> TandemStatus {
     guarded(out, || {
         // SAFETY: the caller's contract.
-        let args = unsafe { bytes(args, args_len) };
+        let (args, connection) =
+            unsafe { (bytes(args, args_len), bytes(connection, connection_len)) };
         if plugin.is_null() {
             return (TANDEM_ERROR, b"no place for the plugin handle".to_vec());
         }
-        match Plugin::new(args) {
+        // Rust's logs go to the scheduler's standard error beside klog's (`RUST_LOG` filters).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init();
+        match TandemPlugin::start(args, connection) {
             Ok((state, settings)) => {
-                let handle = Box::into_raw(Box::new(TandemPlugin::new(state)));
+                let handle = Box::into_raw(Box::new(state));
                 // SAFETY: non-null (checked) and valid for writes by the caller's contract.
                 unsafe { plugin.write(handle) };
                 ok_json(&settings)
@@ -468,110 +495,6 @@ pub unsafe extern "C" fn tandem_plugin_unreserve(
     }
 }
 
-/// Records the profile (JSON: `gpuUtilPct`, `memAccessPct`, `memUsedMib`, `gpuModel`) of job
-/// `job` in `namespace` (both UTF-8; the job is the pod's `tandem.dev/job` label or name).
-///
-/// # Safety
-/// As [`tandem_plugin_set_node`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tandem_plugin_observe_profile(
-    plugin: *const TandemPlugin,
-    namespace: *const u8,
-    namespace_len: usize,
-    job: *const u8,
-    job_len: usize,
-    profile: *const u8,
-    profile_len: usize,
-    out: *mut TandemBuf,
-) -> TandemStatus {
-    // SAFETY: the caller's contract, forwarded.
-    unsafe {
-        with_plugin(plugin, out, |p| {
-            match (
-                text("namespace", namespace, namespace_len),
-                text("job", job, job_len),
-            ) {
-                (Ok(namespace), Ok(job)) => {
-                    done(p.observe_profile(namespace, job, bytes(profile, profile_len)))
-                }
-                (Err(outcome), _) | (_, Err(outcome)) => outcome,
-            }
-        })
-    }
-}
-
-/// Loads the knowledge base from its head ConfigMap (JSON, as read), or from
-/// `{"head": …, "shards": […]}` with the shard ConfigMaps the head lists. `out` receives `true`
-/// or `false` (whether the engine's knowledge changed), or `{"shards": [names]}`: the shards to
-/// fetch before calling again with them (if one is not found, read the head again).
-///
-/// # Safety
-/// As [`tandem_plugin_set_node`]; `out` must not be null.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tandem_plugin_restore(
-    plugin: *const TandemPlugin,
-    config_map: *const u8,
-    config_map_len: usize,
-    out: *mut TandemBuf,
-) -> TandemStatus {
-    // SAFETY: the caller's contract, forwarded.
-    unsafe {
-        with_plugin(plugin, out, |p| {
-            match p.restore(bytes(config_map, config_map_len)) {
-                Ok(changed) => ok_json(&changed),
-                Err(e) => failed(&e),
-            }
-        })
-    }
-}
-
-/// The knowledge-base ConfigMaps (JSON: `{"shards": […], "head": …, "collect": [{"name",
-/// "uid"}]}`) to write: create the shards, then create the head if none was read, else replace
-/// the version read or written last; once written, delete `collect` (uid precondition); if the
-/// head is refused, delete the shards just created. After writing, tell
-/// [`tandem_plugin_stored`] the head's new `resourceVersion`.
-///
-/// # Safety
-/// As [`tandem_plugin_set_node`]; `out` must not be null.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tandem_plugin_snapshot(
-    plugin: *const TandemPlugin,
-    out: *mut TandemBuf,
-) -> TandemStatus {
-    // SAFETY: the caller's contract, forwarded.
-    unsafe {
-        with_plugin(plugin, out, |p| match p.snapshot() {
-            Ok(json) => (TANDEM_OK, json),
-            Err(e) => failed(&e),
-        })
-    }
-}
-
-/// The knowledge base from [`tandem_plugin_snapshot`] was written at `version` (UTF-8).
-///
-/// # Safety
-/// As [`tandem_plugin_set_node`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tandem_plugin_stored(
-    plugin: *const TandemPlugin,
-    version: *const u8,
-    version_len: usize,
-    out: *mut TandemBuf,
-) -> TandemStatus {
-    // SAFETY: the caller's contract, forwarded.
-    unsafe {
-        with_plugin(plugin, out, |p| {
-            match text("resourceVersion", version, version_len) {
-                Ok(version) => {
-                    p.stored(version);
-                    (TANDEM_OK, Vec::new())
-                }
-                Err(outcome) => outcome,
-            }
-        })
-    }
-}
-
 /// What the plugin counted, as OpenMetrics text (the families every adapter serves at
 /// `/metrics`: `tandem_decisions_total`, `tandem_request_latency_seconds`, ...), in `out`.
 /// It does not wait for a call running on the plugin.
@@ -586,30 +509,10 @@ pub unsafe extern "C" fn tandem_plugin_metrics(
     guarded(out, || {
         // SAFETY: the caller's contract.
         match unsafe { handle(plugin) } {
-            Ok(plugin) => (TANDEM_OK, plugin.metrics.encode().into_bytes()),
-            Err(outcome) => outcome,
-        }
-    })
-}
-
-/// Counts a knowledge-base write the Go side could not finish (the API server refused or did
-/// not answer a ConfigMap of [`tandem_plugin_snapshot`]'s), in `tandem_store_errors_total`, as
-/// the adapters count theirs. It does not wait for a call running on the plugin.
-///
-/// # Safety
-/// `plugin` is a live handle; `out` must not be null.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tandem_plugin_store_failed(
-    plugin: *const TandemPlugin,
-    out: *mut TandemBuf,
-) -> TandemStatus {
-    guarded(out, || {
-        // SAFETY: the caller's contract.
-        match unsafe { handle(plugin) } {
-            Ok(plugin) => {
-                plugin.metrics.store_errors.inc();
-                (TANDEM_OK, Vec::new())
-            }
+            Ok(plugin) => (
+                TANDEM_OK,
+                plugin.served.core().metrics.encode().into_bytes(),
+            ),
             Err(outcome) => outcome,
         }
     })

@@ -2,8 +2,6 @@
 
 use std::path::Path;
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};
 
 use super::*;
@@ -53,7 +51,7 @@ fn decode(bytes: &[u8], table: &[String]) -> Value {
         at += n;
         slice
     };
-    assert_eq!(take(1)[0], plugin::PREPARED_FORMAT);
+    assert_eq!(take(1)[0], prepared::PREPARED_FORMAT);
     if take(1)[0] == 0 {
         return json!({ "managed": false });
     }
@@ -101,7 +99,16 @@ fn new_plugin(args: &Value) -> (TandemStatus, String, *mut TandemPlugin) {
     let mut plugin = std::ptr::null_mut();
     let (status, text) = call(|out| {
         // SAFETY: valid pointers for the call.
-        unsafe { tandem_plugin_new(args.as_ptr(), args.len(), &mut plugin, out) }
+        unsafe {
+            tandem_plugin_new(
+                args.as_ptr(),
+                args.len(),
+                std::ptr::null(),
+                0,
+                &mut plugin,
+                out,
+            )
+        }
     });
     (status, text, plugin)
 }
@@ -117,7 +124,7 @@ fn fixture(extra: Value) -> Fixture {
     let (status, text, plugin) = new_plugin(&args);
     assert_eq!(status, TANDEM_OK, "{text}");
     let settings: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(settings["knowledgeConfigMap"], "tandem-knowledge");
+    assert_eq!(settings["candidateNodes"], 16);
     Fixture { plugin, _dir: dir }
 }
 
@@ -136,28 +143,28 @@ impl Fixture {
         assert_eq!(status, TANDEM_OK, "{text}");
     }
 
+    /// Observes a profile of `job` (namespace `default`) as the intake does: on the core,
+    /// acknowledged once applied.
     fn profile(&self, job: &str, util: f32, mem: u32, model: &str) {
-        let profile = json!({
-            "gpu_util_pct": util, "mem_access_pct": 10.0, "mem_used_mib": mem, "gpu_model": model,
-        })
-        .to_string();
-        let (ns, job) = ("default", job);
-        let (status, text) = call(|out| {
-            // SAFETY: a live handle and valid pointers.
-            unsafe {
-                tandem_plugin_observe_profile(
-                    self.plugin,
-                    ns.as_ptr(),
-                    ns.len(),
-                    job.as_ptr(),
-                    job.len(),
-                    profile.as_ptr(),
-                    profile.len(),
-                    out,
-                )
-            }
-        });
-        assert_eq!(status, TANDEM_OK, "{text}");
+        let profile = tandem_api::Profile {
+            gpu_util_pct: util,
+            mem_access_pct: 10.0,
+            mem_used_mib: mem,
+            gpu_model: model.into(),
+        };
+        // SAFETY: a live handle, used while the fixture lives.
+        let handle = unsafe { &*self.plugin };
+        let core = handle.served.core();
+        let id = core.keys.key("default", job);
+        handle
+            .served
+            .block_on(core.observe(move |state| {
+                state
+                    .recommender()
+                    .observe_profile(&id, &profile)
+                    .map_err(tandem_adapter_core::engine::failed("observe-profile"))
+            }))
+            .unwrap();
     }
 
     fn prefilter_with(&self, pod: &Value, known_generation: u64) -> (TandemStatus, Vec<u8>) {
@@ -299,7 +306,7 @@ fn the_plugins_work_is_counted_in_the_adapters_metric_families() {
     assert_eq!(sample(r#"tandem_fail_opens_total{verb="prefilter"}"#), 0.0);
     assert_eq!(sample("tandem_view_rebuilds_total"), 0.0);
     assert_eq!(
-        sample(r#"tandem_engine_call_seconds_count{call="observe-profile"}"#),
+        sample(r#"tandem_engine_call_seconds_count{call="observe"}"#),
         5.0
     );
 
@@ -359,34 +366,6 @@ fn the_plugins_work_is_counted_in_the_adapters_metric_families() {
     assert_eq!(sample("tandem_view_rebuilds_total"), 2.0);
     assert_eq!(sample("tandem_view_gpus"), 3.0);
 
-    // The knowledge base, once written, is counted with its size.
-    let (status, snapshot) = call(|out| {
-        // SAFETY: a live handle and a valid buffer.
-        unsafe { tandem_plugin_snapshot(plugin.plugin, out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{snapshot}");
-    assert_eq!(sample("tandem_store_writes_total"), 0.0);
-    let version = "7";
-    let (status, text) = call(|out| {
-        // SAFETY: a live handle and valid pointers.
-        unsafe { tandem_plugin_stored(plugin.plugin, version.as_ptr(), version.len(), out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{text}");
-    assert_eq!(sample("tandem_store_writes_total"), 1.0);
-    assert!(
-        sample("tandem_store_bytes") > 1_000.0,
-        "{}",
-        plugin.metrics()
-    );
-    // A write the Go side could not finish is counted as the adapters count theirs.
-    assert_eq!(sample("tandem_store_errors_total"), 0.0);
-    let (status, text) = call(|out| {
-        // SAFETY: a live handle and a valid buffer.
-        unsafe { tandem_plugin_store_failed(plugin.plugin, out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{text}");
-    assert_eq!(sample("tandem_store_errors_total"), 1.0);
-    assert_eq!(sample("tandem_store_writes_total"), 1.0);
     assert!(plugin.metrics().ends_with("# EOF\n"));
 }
 
@@ -535,6 +514,97 @@ fn a_pod_that_fits_no_gpu_gets_the_engines_reason_and_others_are_ignored() {
     assert_eq!(plugin.prepared(&cpu_pod)["managed"], false);
 }
 
+/// Posts `body` to `path` of the intake at `address` with `token`; the status line and body.
+fn post(address: std::net::SocketAddr, path: &str, token: &str, body: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: tandem\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn a_profile_posted_to_the_plugins_intake_decides_the_next_pod() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let tokens = tempfile::tempdir().unwrap();
+    let token_file = tokens.path().join("token");
+    std::fs::write(&token_file, "intake-s3cret\n").unwrap();
+    let plugin = fixture(json!({ "intakeAddress": address, "intakeTokenFile": token_file }));
+    plugin.set("node", &node("a"));
+    // Before: nothing is known of `big`, which may go anywhere.
+    assert!(plugin.prepared(&pod("big", None, None))["scores"]["a"].is_u64());
+
+    // SAFETY: a live handle, used while the fixture lives.
+    let job = unsafe { &*plugin.plugin }
+        .served
+        .core()
+        .keys
+        .key("default", "big");
+    let body = json!({ "profiles": [{ "job": job, "profile": {
+        "gpu_util_pct": 60.0, "mem_access_pct": 30.0, "mem_used_mib": 20_000, "gpu_model": "V100" } }] })
+    .to_string();
+    let refused = post(address, "/v1/profiles", "wrong", &body);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let answer = post(address, "/v1/profiles", "intake-s3cret", &body);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let prepared = plugin.prepared(&pod("big", None, None));
+    let reason = prepared["failed"]["a"].as_str().unwrap_or_default();
+    assert!(reason.contains("needs 20000 MiB"), "{prepared}");
+}
+
+#[test]
+fn finished_pods_that_ran_alone_then_together_teach_an_outcome() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    // A pod of `job` on a's GPU, with its kubelet's status: running since `start`, or
+    // finished at `end` (times in minutes past ten).
+    let run = |name: &str, job: &str, start: u32, end: Option<u32>| {
+        let mut pod = pod(name, Some("a"), Some("a/0"));
+        pod["metadata"]["labels"] = json!({ "tandem.dev/job": job });
+        let at = |minute: u32| format!("2026-11-28T{:02}:{:02}:00Z", 10 + minute / 60, minute % 60);
+        let (phase, state) = match end {
+            Some(end) => (
+                "Succeeded",
+                json!({ "terminated": { "exitCode": 0, "startedAt": at(start), "finishedAt": at(end) } }),
+            ),
+            None => ("Running", json!({ "running": { "startedAt": at(start) } })),
+        };
+        pod["status"] = json!({
+            "phase": phase, "startTime": at(start),
+            "containerStatuses": [{ "name": "main", "ready": false, "restartCount": 0,
+                "image": "i", "imageID": "", "state": state }],
+        });
+        pod
+    };
+    // p and q each alone once, then together.
+    plugin.set("pod", &run("p-solo", "p", 0, Some(10)));
+    plugin.set("pod", &run("q-solo", "q", 20, Some(25)));
+    plugin.set("pod", &run("p-pair", "p", 60, None));
+    plugin.set("pod", &run("q-pair", "q", 60, None));
+    plugin.set("pod", &run("p-pair", "p", 60, Some(75)));
+    plugin.set("pod", &run("q-pair", "q", 60, Some(74)));
+    let learned = |plugin: &Fixture| plugin.sample("tandem_outcomes_learned_total");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while learned(&plugin) != Some(1.0) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(learned(&plugin), Some(1.0), "{}", plugin.metrics());
+    assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(3.0));
+}
+
 #[test]
 fn malformed_args_fail_naming_the_field() {
     for (args, field) in [
@@ -559,142 +629,24 @@ fn malformed_args_fail_naming_the_field() {
             json!({ "idSecretFile": "/nonexistent/secret" }),
             "idSecretFile",
         ),
+        (
+            json!({ "idSecretFile": "/x", "intakeAddress": "127.0.0.1:0" }),
+            "intakeAddress",
+        ),
+        (
+            json!({ "idSecretFile": "/x", "intakeAddress": "nowhere" }),
+            "intakeAddress",
+        ),
+        (
+            json!({ "idSecretFile": "/x", "intakeTlsCertFile": "/c.pem" }),
+            "intakeTlsCertFile",
+        ),
     ] {
         let (status, text, plugin) = new_plugin(&args);
         assert_eq!(status, TANDEM_ERROR, "{args}");
         assert!(plugin.is_null());
         assert!(text.contains(field), "{args}: {text}");
     }
-}
-
-#[test]
-fn the_knowledge_base_survives_a_restart_through_its_config_map() {
-    let first = fixture(json!({}));
-    cluster(&first);
-    let (status, snapshot) = call(|out| {
-        // SAFETY: a live handle and a valid buffer.
-        unsafe { tandem_plugin_snapshot(first.plugin, out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{snapshot}");
-    let write: Value = serde_json::from_str(&snapshot).unwrap();
-    // A small knowledge base: whole in the head, no shard to create or collect.
-    assert_eq!(write["shards"], json!([]));
-    assert_eq!(write["collect"], json!([]));
-    let mut map = write["head"].clone();
-    assert_eq!(map["data"]["format"], "tandem-kube-kb/1");
-    // As the API server hands it back once written.
-    map["metadata"]["resourceVersion"] = json!("42");
-    let map = map.to_string();
-
-    let second = fixture(json!({}));
-    second.set("node", &node("a"));
-    // Before: the fresh engine does not know `big` and lets it in.
-    assert!(second.prepared(&pod("big", None, None))["scores"]["a"].is_u64());
-    for expected in ["true", "false"] {
-        let (status, text) = call(|out| {
-            // SAFETY: a live handle and valid pointers.
-            unsafe { tandem_plugin_restore(second.plugin, map.as_ptr(), map.len(), out) }
-        });
-        assert_eq!((status, text.as_str()), (TANDEM_OK, expected));
-    }
-    let prepared = second.prepared(&pod("big", None, None));
-    assert!(
-        prepared["failed"]["a"]
-            .as_str()
-            .unwrap()
-            .contains("needs 20000 MiB"),
-        "{prepared}"
-    );
-}
-
-#[test]
-fn a_knowledge_base_past_one_config_map_is_written_and_read_in_shards() {
-    let first = fixture(json!({}));
-    // Past one ConfigMap's 1 MiB: about 8,500 profiles. Observed one by one the engine's
-    // saved copy is rewritten per profile, so they are added to its snapshot instead.
-    let (status, snapshot) = call(|out| {
-        // SAFETY: a live handle and a valid buffer.
-        unsafe { tandem_plugin_snapshot(first.plugin, out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{snapshot}");
-    let write: Value = serde_json::from_str(&snapshot).unwrap();
-    let small: ConfigMap = serde_json::from_value(write["head"].clone()).unwrap();
-    let mut engine: Value =
-        serde_json::from_slice(&small.binary_data.unwrap()["engine"].0).unwrap();
-    let profiles = engine["knowledge"]["profiles"].as_object_mut().unwrap();
-    for n in 0..10_000u32 {
-        profiles.insert(
-            format!("{n:032x}"),
-            json!({ "gpu_util_pct": 5 + n * 37 % 90, "mem_access_pct": 10.0,
-                    "mem_used_mib": 600 + n * 733 % 9_000, "gpu_model": "V100" }),
-        );
-    }
-    let big = json!({
-        "metadata": { "name": "tandem-knowledge", "resourceVersion": "1" },
-        "data": { "format": "tandem-kube-kb/1" },
-        "binaryData": { "engine": ByteString(serde_json::to_vec(&engine).unwrap()) },
-    });
-    let (status, text) = call(|out| {
-        let big = big.to_string();
-        // SAFETY: a live handle and valid pointers.
-        unsafe { tandem_plugin_restore(first.plugin, big.as_ptr(), big.len(), out) }
-    });
-    assert_eq!((status, text.as_str()), (TANDEM_OK, "true"));
-    let (status, snapshot) = call(|out| {
-        // SAFETY: a live handle and a valid buffer.
-        unsafe { tandem_plugin_snapshot(first.plugin, out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{snapshot}");
-    let write: Value = serde_json::from_str(&snapshot).unwrap();
-    let mut head = write["head"].clone();
-    assert_eq!(head["data"]["format"], "tandem-kube-kb/2");
-    let mut shards = write["shards"].as_array().unwrap().clone();
-    assert!(shards.len() >= 2, "{} shards", shards.len());
-    // As the API server hands them back once written.
-    for (n, shard) in shards.iter_mut().enumerate() {
-        assert_eq!(shard["immutable"], true);
-        shard["metadata"]["uid"] = json!(format!("uid-{n}"));
-    }
-    head["metadata"]["resourceVersion"] = json!("42");
-
-    let second = fixture(json!({}));
-    let restore = |knowledge: &Value| {
-        let knowledge = knowledge.to_string();
-        call(|out| {
-            // SAFETY: a live handle and valid pointers.
-            unsafe {
-                tandem_plugin_restore(second.plugin, knowledge.as_ptr(), knowledge.len(), out)
-            }
-        })
-    };
-    // The head alone: the plugin names the shards to fetch.
-    let (status, text) = restore(&head);
-    assert_eq!(status, TANDEM_OK, "{text}");
-    let wanted: Value = serde_json::from_str(&text).unwrap();
-    let names: Vec<&Value> = shards.iter().map(|s| &s["metadata"]["name"]).collect();
-    assert_eq!(
-        wanted["shards"].as_array().unwrap().len(),
-        names.len(),
-        "{text}"
-    );
-    // The same as Go sends it before any shard is fetched (a nil slice is `null`).
-    let (status, same) = restore(&json!({ "head": head, "shards": null }));
-    assert_eq!((status, &same), (TANDEM_OK, &text));
-    let with_shards = json!({ "head": head, "shards": shards });
-    for expected in ["true", "false"] {
-        let (status, text) = restore(&with_shards);
-        assert_eq!((status, text.as_str()), (TANDEM_OK, expected));
-    }
-    // What it holds is what was written: its own write reuses every shard.
-    let (status, again) = call(|out| {
-        // SAFETY: a live handle and a valid buffer.
-        unsafe { tandem_plugin_snapshot(second.plugin, out) }
-    });
-    assert_eq!(status, TANDEM_OK, "{again}");
-    let again: Value = serde_json::from_str(&again).unwrap();
-    assert_eq!(again["head"]["data"], head["data"]);
-    assert_eq!(again["shards"], json!([]));
-    assert_eq!(again["collect"], json!([]));
 }
 
 fn misbehaving(deadline_ms: u64) -> Fixture {

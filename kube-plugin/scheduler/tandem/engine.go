@@ -15,14 +15,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// engine is a handle on the Rust side: the engine component, the cluster view and the
-// decisions. Its methods may be called from any goroutine (Rust serializes them), except
+// engine is a handle on the Rust side: the core (engine component, knowledge base, intake),
+// the cluster view and the decisions. Its methods may be called from any goroutine (Rust serializes them), except
 // prefilter, which the scheduling cycle alone calls (it keeps the node table).
 type engine struct {
 	handle *C.TandemPlugin
@@ -32,9 +34,45 @@ type engine struct {
 
 // settings are what Rust hands back from the validated plugin args.
 type settings struct {
-	Namespace          string `json:"namespace"`
-	KnowledgeConfigMap string `json:"knowledgeConfigMap"`
-	CandidateNodes     int    `json:"candidateNodes"`
+	CandidateNodes int `json:"candidateNodes"`
+}
+
+// connection is the scheduler's connection to the API server as Rust reads it (client-go's
+// rest.Config, its files read): Rust keeps the knowledge base and its Lease with it. Byte
+// slices are written as base64, as Rust expects.
+type connection struct {
+	Host            string `json:"host"`
+	CAData          []byte `json:"caData,omitempty"`
+	CertData        []byte `json:"certData,omitempty"`
+	KeyData         []byte `json:"keyData,omitempty"`
+	BearerToken     string `json:"bearerToken,omitempty"`
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	Insecure        bool   `json:"insecure,omitempty"`
+}
+
+// connectionOf is config as Rust reads it; nil config means none (Rust keeps no knowledge
+// base then).
+func connectionOf(config *rest.Config) ([]byte, error) {
+	if config == nil {
+		return nil, nil
+	}
+	c := rest.CopyConfig(config)
+	if err := rest.LoadTLSFiles(c); err != nil {
+		return nil, fmt.Errorf("cannot read the scheduler's TLS files: %w", err)
+	}
+	host := c.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	return json.Marshal(connection{
+		Host:            host,
+		CAData:          c.CAData,
+		CertData:        c.CertData,
+		KeyData:         c.KeyData,
+		BearerToken:     c.BearerToken,
+		BearerTokenFile: c.BearerTokenFile,
+		Insecure:        c.Insecure,
+	})
 }
 
 // nodeTable is the node table PreFilter's verdicts follow: Rust sends it again only when a
@@ -213,12 +251,14 @@ func call(f func(out *C.TandemBuf) C.TandemStatus) ([]byte, error) {
 	}
 }
 
-// newEngine starts the Rust side from the plugin args (JSON).
-func newEngine(args []byte) (*engine, settings, error) {
+// newEngine starts the Rust side from the plugin args (JSON) and the scheduler's connection
+// (JSON from connectionOf; nil for none).
+func newEngine(args, conn []byte) (*engine, settings, error) {
 	var handle *C.TandemPlugin
 	a, n := bytesArg(args)
+	c, cn := bytesArg(conn)
 	answer, err := call(func(out *C.TandemBuf) C.TandemStatus {
-		return C.tandem_plugin_new(a, n, &handle, out)
+		return C.tandem_plugin_new(a, n, c, cn, &handle, out)
 	})
 	if err != nil {
 		return nil, settings{}, err
@@ -261,9 +301,6 @@ func deletePod(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.
 }
 func unreserve(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
 	return C.tandem_plugin_unreserve(p, b, n, out)
-}
-func stored(p *C.TandemPlugin, b *C.uint8_t, n C.size_t, out *C.TandemBuf) C.TandemStatus {
-	return C.tandem_plugin_stored(p, b, n, out)
 }
 
 // prefilter judges a pod on every node: from what the pod's events told Rust when it has
@@ -319,52 +356,8 @@ func (e *engine) reserve(uid, node string) (*reserved, error) {
 	return &r, nil
 }
 
-// restored is Rust's answer to restore: whether the engine's knowledge changed, or the shard
-// ConfigMaps to fetch and hand over with the head.
-type restored struct {
-	Changed bool
-	Shards  []string
-}
-
-// restore loads the knowledge base from its head ConfigMap and the shards it lists (JSON:
-// {"head": …, "shards": […]}).
-func (e *engine) restore(knowledge []byte) (restored, error) {
-	a, n := bytesArg(knowledge)
-	answer, err := call(func(out *C.TandemBuf) C.TandemStatus {
-		return C.tandem_plugin_restore(e.handle, a, n, out)
-	})
-	if err != nil {
-		return restored{}, err
-	}
-	switch string(answer) {
-	case "true":
-		return restored{Changed: true}, nil
-	case "false":
-		return restored{}, nil
-	}
-	var fetch struct {
-		Shards []string `json:"shards"`
-	}
-	if err := json.Unmarshal(answer, &fetch); err != nil || fetch.Shards == nil {
-		return restored{}, fmt.Errorf("cannot read Tandem's restore answer %q", answer)
-	}
-	return restored{Shards: fetch.Shards}, nil
-}
-
 // metrics is what Rust counted, as OpenMetrics text (see metrics.go). It does not wait for a
 // scheduling cycle: Rust keeps the metrics outside the plugin's lock.
 func (e *engine) metrics() ([]byte, error) {
 	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_metrics(e.handle, out) })
-}
-
-// storeFailed counts a knowledge-base write that did not finish in Rust's
-// tandem_store_errors_total.
-func (e *engine) storeFailed() error {
-	_, err := call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_store_failed(e.handle, out) })
-	return err
-}
-
-// snapshot is the knowledge-base ConfigMaps (JSON: shards, head, shards to collect) to write.
-func (e *engine) snapshot() ([]byte, error) {
-	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_snapshot(e.handle, out) })
 }

@@ -41,7 +41,6 @@ type Plugin struct {
 	handle   fwk.Handle
 	engine   *engine
 	settings settings
-	kb       *knowledge
 	// widened are the pods offered every node from now on: they found none among the
 	// candidates PreFilter narrowed them to.
 	widened widenedPods
@@ -74,25 +73,25 @@ func argsJSON(obj runtime.Object) ([]byte, error) {
 	return unknown.Raw, nil
 }
 
-// New starts the plugin: Rust validates the args (an error names the field) and starts the
-// engine, the stored knowledge base is loaded, and the informers start feeding the view.
+// New starts the plugin: Rust validates the args (an error names the field) and starts its
+// core with the scheduler's connection (the stored knowledge base is loaded, the intake
+// listens if asked), and the informers start feeding the view.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := argsJSON(obj)
 	if err != nil {
 		return nil, err
 	}
-	eng, s, err := newEngine(args)
+	conn, err := connectionOf(h.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	eng, s, err := newEngine(args, conn)
 	if err != nil {
 		return nil, err
 	}
 	register(eng)
 	p := &Plugin{handle: h, engine: eng, settings: s}
-	p.kb = newKnowledge(h.ClientSet(), eng, s)
-	if err := p.kb.load(ctx); err != nil {
-		return nil, err
-	}
 	p.watch(ctx)
-	go p.kb.follow(ctx)
 	return p, nil
 }
 
@@ -160,8 +159,6 @@ func trimmed(obj any) any {
 // PreFilter asks Rust for the pod's verdict on every node. Pods without the managed GPU
 // resource are skipped; an engine failure is an error status for this pod only.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	// Only the scheduler holding the leader lease schedules: from here on this one leads.
-	p.kb.lead()
 	verdict, err := p.engine.prefilter(pod)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("Tandem: %w", err))

@@ -11,8 +11,8 @@
 // The version of [`Prepared::encode`]'s layout (its first byte).
 #define PREPARED_FORMAT 3
 
-// A plugin: the engine, the cluster view and the scheduling cycle's pod, behind a lock, and
-// its metrics beside it.
+// A plugin: the cluster view and the scheduling cycle's pod, behind a lock, over the core
+// (engine thread, knowledge base, intake), with the metrics beside it.
 typedef struct TandemPlugin TandemPlugin;
 
 // Bytes allocated by this library and handed to the caller, who frees them with
@@ -47,14 +47,18 @@ typedef int32_t TandemStatus;
 void tandem_buf_free(struct TandemBuf buf);
 
 // Starts a plugin from its arguments (the profile's `pluginConfig` args as JSON; empty means
-// all defaults). On [`TANDEM_OK`], `*plugin` is the new handle and `out` holds the
-// [`Settings`] the Go side needs (JSON); otherwise `out` says why, naming the field at fault.
+// all defaults) and the scheduler's connection to the API server ([`Connection`] as JSON:
+// the knowledge base and its Lease are kept with it; empty keeps nothing). On [`TANDEM_OK`],
+// `*plugin` is the new handle and `out` holds the [`Settings`] the Go side needs (JSON);
+// otherwise `out` says why, naming the field at fault.
 //
 // # Safety
-// `args` points to `args_len` readable bytes (or is null); `plugin` and `out` are valid for
-// writes.
+// `args` points to `args_len` readable bytes (or is null), `connection` to `connection_len`
+// (or is null); `plugin` and `out` are valid for writes.
 TandemStatus tandem_plugin_new(const uint8_t *args,
                                size_t args_len,
+                               const uint8_t *connection,
+                               size_t connection_len,
                                struct TandemPlugin **plugin,
                                struct TandemBuf *out);
 
@@ -152,51 +156,6 @@ TandemStatus tandem_plugin_unreserve(const struct TandemPlugin *plugin,
                                      size_t uid_len,
                                      struct TandemBuf *out);
 
-// Records the profile (JSON: `gpuUtilPct`, `memAccessPct`, `memUsedMib`, `gpuModel`) of job
-// `job` in `namespace` (both UTF-8; the job is the pod's `tandem.dev/job` label or name).
-//
-// # Safety
-// As [`tandem_plugin_set_node`].
-TandemStatus tandem_plugin_observe_profile(const struct TandemPlugin *plugin,
-                                           const uint8_t *namespace_,
-                                           size_t namespace_len,
-                                           const uint8_t *job,
-                                           size_t job_len,
-                                           const uint8_t *profile,
-                                           size_t profile_len,
-                                           struct TandemBuf *out);
-
-// Loads the knowledge base from its head ConfigMap (JSON, as read), or from
-// `{"head": …, "shards": […]}` with the shard ConfigMaps the head lists. `out` receives `true`
-// or `false` (whether the engine's knowledge changed), or `{"shards": [names]}`: the shards to
-// fetch before calling again with them (if one is not found, read the head again).
-//
-// # Safety
-// As [`tandem_plugin_set_node`]; `out` must not be null.
-TandemStatus tandem_plugin_restore(const struct TandemPlugin *plugin,
-                                   const uint8_t *config_map,
-                                   size_t config_map_len,
-                                   struct TandemBuf *out);
-
-// The knowledge-base ConfigMaps (JSON: `{"shards": […], "head": …, "collect": [{"name",
-// "uid"}]}`) to write: create the shards, then create the head if none was read, else replace
-// the version read or written last; once written, delete `collect` (uid precondition); if the
-// head is refused, delete the shards just created. After writing, tell
-// [`tandem_plugin_stored`] the head's new `resourceVersion`.
-//
-// # Safety
-// As [`tandem_plugin_set_node`]; `out` must not be null.
-TandemStatus tandem_plugin_snapshot(const struct TandemPlugin *plugin, struct TandemBuf *out);
-
-// The knowledge base from [`tandem_plugin_snapshot`] was written at `version` (UTF-8).
-//
-// # Safety
-// As [`tandem_plugin_set_node`].
-TandemStatus tandem_plugin_stored(const struct TandemPlugin *plugin,
-                                  const uint8_t *version,
-                                  size_t version_len,
-                                  struct TandemBuf *out);
-
 // What the plugin counted, as OpenMetrics text (the families every adapter serves at
 // `/metrics`: `tandem_decisions_total`, `tandem_request_latency_seconds`, ...), in `out`.
 // It does not wait for a call running on the plugin.
@@ -204,13 +163,5 @@ TandemStatus tandem_plugin_stored(const struct TandemPlugin *plugin,
 // # Safety
 // `plugin` is a live handle; `out` must not be null.
 TandemStatus tandem_plugin_metrics(const struct TandemPlugin *plugin, struct TandemBuf *out);
-
-// Counts a knowledge-base write the Go side could not finish (the API server refused or did
-// not answer a ConfigMap of [`tandem_plugin_snapshot`]'s), in `tandem_store_errors_total`, as
-// the adapters count theirs. It does not wait for a call running on the plugin.
-//
-// # Safety
-// `plugin` is a live handle; `out` must not be null.
-TandemStatus tandem_plugin_store_failed(const struct TandemPlugin *plugin, struct TandemBuf *out);
 
 #endif  /* TANDEM_KUBE_CAPI_H */

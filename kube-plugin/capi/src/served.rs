@@ -1,0 +1,374 @@
+//! The plugin's core and what runs beside the scheduling cycle: the engine thread, the
+//! knowledge base kept in ConfigMaps under the Lease's writer, the intake node profilers post
+//! to, and learning from finished pods — the same core, store, election and intake as the
+//! extender's ([`tandem_kube_common`]), on a small tokio runtime of the plugin's own.
+//!
+//! The knowledge base has one writer, elected with a Lease (the extender's by default), not
+//! kube-scheduler's leader: replicas that do not hold it follow what the writer stores.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use futures::StreamExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tandem_adapter_core::serve::{Tls, serve_listener, serve_listener_tls};
+use tandem_adapter_core::startup::read_token;
+use tandem_adapter_core::store::KnowledgeStore;
+use tandem_adapter_core::{
+    Core, CoreConfig, EMBEDDED_ENGINE, Frontend, JobKeys, Leadership, Limits, Shutdown,
+    resume_or_bootstrap,
+};
+use tandem_api::Policy;
+use tandem_host::{HostConfig, Runtime};
+use tandem_kube_common::leader;
+use tandem_kube_common::lean::LeanPod;
+use tandem_kube_common::runs::now_seconds;
+use tandem_kube_common::store::ConfigMapStore;
+use tandem_kube_common::watch::spawn_until;
+
+use crate::config::{Config, Connection};
+use crate::plugin::{Error, Plugin};
+
+/// How often a replica that does not write checks whether the writer stored new knowledge,
+/// and the writer whether it should look through finished pods.
+const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+
+/// How often the writer looks through finished pods even unasked: a run whose learning failed
+/// (the write was refused) is tried again.
+const CATCH_UP_EVERY: Duration = Duration::from_secs(60);
+
+/// Engine calls that may wait for the engine: the scheduling cycle asks one at a time, the
+/// intake a few more.
+const ENGINE_QUEUE: usize = 256;
+
+/// The core and the runtime its tasks run on; dropping it stops them.
+pub struct Served {
+    runtime: Option<tokio::runtime::Runtime>,
+    core: Arc<Core>,
+    policy: Policy,
+    client: Option<kube::Client>,
+    stop: tokio::sync::watch::Sender<bool>,
+    shutdown: Shutdown,
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Served")
+            .field("store", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The intake's front-end: the plugin's verbs are kube-scheduler's extension points, not
+/// routes, so it serves the core's endpoints alone.
+struct Intake;
+
+impl Frontend for Intake {
+    const TYPE: &'static str = "kube-scheduler framework plugin";
+    const VERBS: &'static [&'static str] = &[];
+
+    fn routes(self: Arc<Self>) -> Router {
+        Router::new()
+    }
+
+    fn is_ready(&self) -> bool {
+        true
+    }
+}
+
+impl Served {
+    /// Starts the core: the engine (from the stored knowledge base, when `connection` reaches
+    /// the API server and one is stored; from the seed profiles otherwise), the store, and the
+    /// intake if `config` asks for it. Without a connection nothing is stored and this replica
+    /// is the only writer (tests).
+    pub fn start(config: &Config, connection: Option<Connection>) -> Result<Self, Error> {
+        // kube's client and the intake's TLS share rustls; pick its crypto once for the process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // The error is a chain (anyhow): render all of it.
+        let keys = JobKeys::from_file(&config.id_secret_file)
+            .map_err(|e| Error::Secret(format!("{e:#}")))?;
+        let intake_token = read_token(config.intake_token_file.as_deref(), "intake token")
+            .map_err(|e| Error::Config(format!("intakeTokenFile: {e:#}")))?;
+        let host = HostConfig {
+            call_deadline: Duration::from_millis(config.engine_deadline_ms),
+            compiled_cache: config
+                .compiled_cache
+                .clone()
+                .filter(|dir| !dir.as_os_str().is_empty()),
+            ..HostConfig::default()
+        };
+        let engine = match &config.engine {
+            Some(path) => Runtime::from_file(path, host),
+            None => Runtime::from_bytes(EMBEDDED_ENGINE, host),
+        }
+        .map_err(|e| Error::Start(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tandem-plugin")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Start(format!("cannot start the plugin's runtime: {e}")))?;
+        let policy = config.policy();
+        let (core, client) = runtime.block_on(async {
+            let client = match connection {
+                Some(connection) => Some(connection.client().await?),
+                None => None,
+            };
+            let store = client.as_ref().map(|client| {
+                ConfigMapStore::new(
+                    client.clone(),
+                    &config.namespace,
+                    &config.knowledge_config_map,
+                )
+            });
+            let (engine, stored) = resume_or_bootstrap(
+                engine,
+                store.as_ref().map(|s| s as &dyn KnowledgeStore),
+                &policy,
+            )
+            .await
+            .map_err(|e| Error::Knowledge(format!("{e:#}")))?;
+            let leadership = match &store {
+                Some(_) => Leadership::default(),
+                None => Leadership::alone(),
+            };
+            let core = Core::start(CoreConfig {
+                engine,
+                keys,
+                leadership: Arc::new(leadership),
+                intake_token,
+                store: store.map(|s| Box::new(s) as Box<dyn KnowledgeStore>),
+                stored,
+                limits: Limits::default(),
+                queue: ENGINE_QUEUE,
+            })
+            .map_err(|e| Error::Start(format!("{e:#}")))?;
+            Ok::<_, Error>((Arc::new(core), client))
+        })?;
+        core.set_ready();
+        let (stop, shutdown) = Shutdown::new();
+        let served = Self {
+            runtime: Some(runtime),
+            core,
+            policy,
+            client,
+            stop,
+            shutdown,
+        };
+        served.serve_intake(config)?;
+        Ok(served)
+    }
+
+    /// The core.
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// Where the plugin's tasks run.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.runtime().handle().clone()
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as Served")
+    }
+
+    /// Runs `work` on the plugin's runtime and waits for it (tests, and calls from the
+    /// scheduler's threads that must wait for the core).
+    pub fn block_on<T>(&self, work: impl Future<Output = T>) -> T {
+        self.runtime().block_on(work)
+    }
+
+    /// Serves the core's endpoints on `intakeAddress`, if given: the port is bound here, so an
+    /// address already taken fails start-up.
+    fn serve_intake(&self, config: &Config) -> Result<(), Error> {
+        let Some(address) = config.intake_address else {
+            return Ok(());
+        };
+        let listener = std::net::TcpListener::bind(address)
+            .map_err(|e| Error::Intake(format!("intakeAddress {address}: {e}")))?;
+        let router = tandem_adapter_core::http::router(Arc::clone(&self.core), Arc::new(Intake));
+        let shutdown = self.shutdown.clone();
+        let tls = config
+            .intake_tls_cert_file
+            .clone()
+            .zip(config.intake_tls_key_file.clone())
+            .map(|(cert, key)| Tls {
+                cert,
+                key,
+                client_ca: None,
+            });
+        if let Some(tls) = &tls {
+            // Read now, so a certificate that cannot be read fails start-up by name.
+            tls.server_config()
+                .map_err(|e| Error::Intake(format!("{e:#}")))?;
+        }
+        self.runtime().spawn(async move {
+            let served = match tls {
+                Some(tls) => serve_listener_tls(router, listener, tls, shutdown).await,
+                None => serve_listener(router, listener, shutdown).await,
+            };
+            if let Err(error) = served {
+                tracing::error!(%error, "the intake stopped");
+            }
+        });
+        tracing::info!(%address, "the intake is listening");
+        Ok(())
+    }
+
+    /// Starts the election of the knowledge base's writer and the follower: a replica that
+    /// does not write loads what the writer stored; the writer learns from the pods that
+    /// finished while it did not (from `plugin`, which it does not keep alive).
+    pub fn spawn(&self, config: &Config, plugin: Weak<Mutex<Plugin>>) {
+        let catch_up = Arc::new(AtomicBool::new(true));
+        if let Some(client) = &self.client {
+            let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), &config.namespace);
+            let identity = config.identity.clone().unwrap_or_else(default_identity);
+            let (core, lease, due) = (
+                Arc::clone(&self.core),
+                config.lease.clone(),
+                Arc::clone(&catch_up),
+            );
+            let leadership = Arc::clone(&self.core.leadership);
+            let shutdown = self.shutdown.clone();
+            let policy = self.policy.clone();
+            self.runtime().spawn(async move {
+                leader::run(leases, lease, identity, leadership, shutdown, || {
+                    let (core, due, policy) = (Arc::clone(&core), Arc::clone(&due), policy.clone());
+                    async move {
+                        reload(&core, &policy).await;
+                        // Followers leave finished pods alone: the new writer learns from
+                        // those the previous one had not counted.
+                        due.store(true, Ordering::Release);
+                    }
+                })
+                .await;
+            });
+        }
+        if let Some(client) = &self.client {
+            self.watch_finished(client, &plugin);
+        }
+        let core = Arc::clone(&self.core);
+        let policy = self.policy.clone();
+        let mut shutdown = self.shutdown.clone();
+        self.runtime().spawn(async move {
+            let mut last_catch_up = Instant::now();
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(FOLLOW_EVERY) => {}
+                    () = shutdown.wait() => return,
+                }
+                if !core.leadership.is_leader() {
+                    reload(&core, &policy).await;
+                } else if catch_up.swap(false, Ordering::AcqRel)
+                    || last_catch_up.elapsed() >= CATCH_UP_EVERY
+                {
+                    let Some(plugin) = plugin.upgrade() else {
+                        return;
+                    };
+                    let batch = plugin
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .finished_runs();
+                    drop(plugin);
+                    let runs = batch.len();
+                    let taught = core.runs_finished(batch, now_seconds()).await;
+                    if taught > 0 {
+                        tracing::info!(finished = runs, taught, "caught up with finished pods");
+                    }
+                    last_catch_up = Instant::now();
+                }
+            }
+        });
+    }
+}
+
+impl Served {
+    /// Watches finished pods for `plugin`: kube-scheduler's pod informer selects pods that
+    /// have not finished (`status.phase!=Succeeded,status.phase!=Failed`), so a pod that
+    /// finishes leaves it as if deleted, without its final state. Two watches, one per final
+    /// phase, each holding only the pods in it.
+    fn watch_finished(&self, client: &kube::Client, plugin: &Weak<Mutex<Plugin>>) {
+        for phase in ["Succeeded", "Failed"] {
+            let config = watcher::Config::default().fields(&format!("status.phase={phase}"));
+            let events =
+                watcher(kube::Api::<LeanPod>::all(client.clone()), config).default_backoff();
+            let plugin = plugin.clone();
+            let _guard = self.runtime().enter();
+            spawn_until(self.shutdown.clone(), async move {
+                futures::pin_mut!(events);
+                while let Some(event) = events.next().await {
+                    let Some(plugin) = plugin.upgrade() else {
+                        return;
+                    };
+                    let mut plugin = plugin
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    match event {
+                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                            plugin.pod_finished(&pod.0);
+                        }
+                        Ok(watcher::Event::Delete(pod)) => {
+                            plugin.forget_run(pod.0.metadata.uid.as_deref().unwrap_or_default());
+                        }
+                        Ok(_) => {}
+                        Err(error) => tracing::warn!(%error, "finished-pod watch failed; retrying"),
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Loads what the writer stored, if it changed, under the plugin's policy (a knowledge base
+/// written by another front-end carries that one's).
+async fn reload(core: &Core, policy: &Policy) {
+    match core.reload().await {
+        Ok(true) => {
+            let policy = policy.clone();
+            let set = core
+                .query("set-policy", move |state| {
+                    state
+                        .recommender()
+                        .set_policy(&policy)
+                        .map_err(tandem_adapter_core::engine::failed("set-policy"))
+                })
+                .await;
+            match set {
+                Ok(()) => tracing::info!("loaded the knowledge base the writer stored"),
+                Err(error) => tracing::error!(%error, "cannot set the policy after a reload"),
+            }
+        }
+        Ok(false) => {}
+        Err(error) => tracing::warn!(%error, "cannot follow the knowledge base"),
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(runtime) = self.runtime.take() {
+            // Tasks waiting on the API server are abandoned after a moment.
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// This replica's identity: `POD_NAME`, or the host name.
+fn default_identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .ok()
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "tandem-kube-scheduler".to_owned())
+}
