@@ -396,10 +396,18 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
         ("tandem-volcano-adapter", "create", "pods/binding", elsewhere, false),
         ("tandem-volcano-adapter", "list", "secrets", None, false),
         // The plugin's scheduler: a scheduler's roles (system:kube-scheduler, which deletes pods
-        // to preempt them), the knowledge base by name only.
+        // to preempt them), the knowledge base and its Lease at home.
         ("tandem-plugin-scheduler", "create", "pods/binding", elsewhere, true),
         ("tandem-plugin-scheduler", "update", "configmaps", system, true),
-        ("tandem-plugin-scheduler", "list", "configmaps", system, false),
+        ("tandem-plugin-scheduler", "list", "configmaps", system, true),
+        ("tandem-plugin-scheduler", "update", "configmaps", elsewhere, false),
+        (
+            "tandem-plugin-scheduler",
+            "update",
+            "coordination.k8s.io:leases",
+            system,
+            true,
+        ),
         ("tandem-plugin-scheduler", "get", "secrets", system, false),
         ("tandem-plugin-scheduler", "patch", "nodes", None, false),
         ("tandem-plugin-scheduler", "create", "pods", elsewhere, false),

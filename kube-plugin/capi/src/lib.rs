@@ -27,6 +27,7 @@
 //!   own `/metrics`.
 
 pub mod config;
+mod error;
 pub mod plugin;
 pub mod prepared;
 pub mod served;
@@ -35,7 +36,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 
 pub use config::{Config, Connection, Settings};
-pub use plugin::{Error, Plugin};
+pub use error::Error;
+pub use plugin::Plugin;
 pub use prepared::{Prepared, Reserved};
 use served::Served;
 

@@ -29,8 +29,9 @@ use tandem_kube_common::runs::now_seconds;
 use tandem_kube_common::store::ConfigMapStore;
 use tandem_kube_common::watch::spawn_until;
 
+use crate::Error;
 use crate::config::{Config, Connection};
-use crate::plugin::{Error, Plugin};
+use crate::plugin::Plugin;
 
 /// How often a replica that does not write checks whether the writer stored new knowledge,
 /// and the writer whether it should look through finished pods.

@@ -53,10 +53,12 @@ tandem-scheduler
 {{- .Values.ids.existingSecret | default (include "tandem.name" (dict "root" . "component" "ids")) -}}
 {{- end -}}
 
-{{/* The adapter every profiler posts to: the extender (extender mode) or Volcano's. */}}
+{{/* The intake every profiler posts to: the extender (extender mode), Volcano's, or the plugin's scheduler. */}}
 {{- define "tandem.adapter" -}}
 {{- if eq .Values.mode "volcano" -}}
 {{- include "tandem.name" (dict "root" . "component" "volcano-adapter") -}}
+{{- else if eq .Values.mode "plugin" -}}
+{{- include "tandem.name" (dict "root" . "component" "plugin-scheduler") -}}
 {{- else -}}
 {{- include "tandem.name" (dict "root" . "component" "kube-adapter") -}}
 {{- end -}}

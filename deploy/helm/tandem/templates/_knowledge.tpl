@@ -1,8 +1,7 @@
 {{/*
 The Role of whatever keeps the knowledge base, in the release namespace, and its binding:
 the head ConfigMap (get, create, update) and, once the knowledge base outgrows one ConfigMap,
-its immutable shards (create; list by label, unless noList, and delete those the head no longer
-lists); and the
+its immutable shards (create; list by label, and delete those the head no longer lists); and the
 Lease that elects the one writer. RBAC cannot narrow these to the shards' labels: the Role stays
 in this namespace.
 */}}
@@ -17,7 +16,7 @@ metadata:
 rules:
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: [{{ if not .noList }}"get", "list"{{ else }}"get"{{ end }}, "create", "update", "delete"]
+  verbs: ["get", "list", "create", "update", "delete"]
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "create", "update"]
