@@ -12,6 +12,12 @@
 //! The thread owns [`EngineState`]: the recommender and the [`Handles`] that name the cluster
 //! view's GPUs, so a decision and the view it is made on are always consistent (a `bind` that
 //! chooses a GPU and records the job there is one task).
+//!
+//! A front-end whose decisions come from a thread of its own, blocking (the framework plugin,
+//! inside kube-scheduler's scheduling cycle), runs the engine inline instead
+//! ([`Engine::inline`]): the state behind a lock, a decision run on the caller's thread (no
+//! hand-off to another thread and back, which cost it tens of microseconds per call), and the
+//! core's own calls on tokio's blocking threads, under the same time limits and queue bound.
 
 use std::collections::HashSet;
 
@@ -90,9 +96,22 @@ pub fn failed(call: &'static str) -> impl FnOnce(tandem_host::Error) -> EngineFa
 /// The engine thread's handle: cheap to clone, shared by every request.
 #[derive(Clone)]
 pub struct Engine {
-    tasks: SyncSender<Task>,
+    runner: Runner,
     queue: usize,
     metrics: Arc<Metrics>,
+}
+
+/// Where the engine's tasks run.
+#[derive(Clone)]
+enum Runner {
+    /// On the engine thread, sent through its bounded queue.
+    Thread(SyncSender<Task>),
+    /// On the caller's thread (or a blocking thread), under the lock; `waiting` counts the
+    /// core's calls in flight, bounded as the thread's queue is.
+    Inline {
+        state: Arc<std::sync::Mutex<EngineState>>,
+        waiting: Arc<std::sync::atomic::AtomicUsize>,
+    },
 }
 
 impl std::fmt::Debug for Engine {
@@ -117,10 +136,24 @@ impl Engine {
                 }
             })?;
         Ok(Self {
-            tasks,
+            runner: Runner::Thread(tasks),
             queue,
             metrics,
         })
+    }
+
+    /// The engine inline: its state behind a lock, [`Engine::call_blocking`] run on the
+    /// caller's thread, [`Engine::call`] on a blocking thread of the tokio runtime it is
+    /// awaited on, one running and at most `queue` more waiting, as on the thread.
+    pub fn inline(state: EngineState, queue: usize, metrics: Arc<Metrics>) -> Self {
+        Self {
+            runner: Runner::Inline {
+                state: Arc::new(std::sync::Mutex::new(state)),
+                waiting: Arc::default(),
+            },
+            queue,
+            metrics,
+        }
     }
 
     /// Runs `work` on the engine thread and waits for its answer at most `wait`. `call` names
@@ -143,13 +176,29 @@ impl Engine {
             metrics.observe_engine_call(call, started.elapsed().as_secs_f64());
             let _ = answer.send(value);
         });
-        match self.tasks.try_send(task) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.metrics.engine_overloaded.inc();
-                return Err(CallError::Overloaded(self.queue));
+        match &self.runner {
+            Runner::Thread(tasks) => match tasks.try_send(task) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.metrics.engine_overloaded.inc();
+                    return Err(CallError::Overloaded(self.queue));
+                }
+                Err(TrySendError::Disconnected(_)) => return Err(CallError::Stopped),
+            },
+            Runner::Inline { state, waiting } => {
+                use std::sync::atomic::Ordering;
+                // As the thread: one call running, `queue` more waiting.
+                if waiting.fetch_add(1, Ordering::AcqRel) > self.queue {
+                    waiting.fetch_sub(1, Ordering::AcqRel);
+                    self.metrics.engine_overloaded.inc();
+                    return Err(CallError::Overloaded(self.queue));
+                }
+                let (state, waiting) = (Arc::clone(state), Arc::clone(waiting));
+                tokio::task::spawn_blocking(move || {
+                    task(&mut lock(&state));
+                    waiting.fetch_sub(1, Ordering::AcqRel);
+                });
             }
-            Err(TrySendError::Disconnected(_)) => return Err(CallError::Stopped),
         }
         match tokio::time::timeout(wait, waiting).await {
             Ok(Ok(value)) => Ok(value),
@@ -164,7 +213,17 @@ impl Engine {
     /// Queues `work` on the engine thread without waiting for it (start-up chores); dropped
     /// when the queue is full.
     pub fn detach(&self, work: impl FnOnce(&mut EngineState) + Send + 'static) {
-        let _ = self.tasks.try_send(Box::new(work));
+        match &self.runner {
+            Runner::Thread(tasks) => {
+                let _ = tasks.try_send(Box::new(work));
+            }
+            Runner::Inline { state, .. } => {
+                let state = Arc::clone(state);
+                let _ = std::thread::Builder::new()
+                    .name("tandem-engine-chore".into())
+                    .spawn(move || work(&mut lock(&state)));
+            }
+        }
     }
 
     /// [`Engine::call`] from a thread that is not a tokio worker (start-up, tests): blocks.
@@ -172,13 +231,26 @@ impl Engine {
         &self,
         work: impl FnOnce(&mut EngineState) -> T + Send + 'static,
     ) -> Result<T, CallError> {
+        let tasks = match &self.runner {
+            Runner::Thread(tasks) => tasks,
+            Runner::Inline { state, .. } => return Ok(work(&mut lock(state))),
+        };
         let (answer, waiting) = oneshot::channel();
         let task: Task = Box::new(move |state| {
             let _ = answer.send(work(state));
         });
-        self.tasks.send(task).map_err(|_| CallError::Stopped)?;
+        tasks.send(task).map_err(|_| CallError::Stopped)?;
         waiting.blocking_recv().map_err(|_| CallError::Stopped)
     }
+}
+
+/// Locks the inline engine's state, taking that of a poisoned lock: a task that panicked left
+/// the recommender as the host leaves it after a failed call (rebuilt from its snapshot at the
+/// next one), and refusing every later decision would serve no one.
+fn lock(state: &std::sync::Mutex<EngineState>) -> std::sync::MutexGuard<'_, EngineState> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a placement on one node came to: the GPUs chosen, or why the node cannot take the job
@@ -790,6 +862,24 @@ mod tests {
     async fn a_call_answers_within_its_limit_and_a_full_queue_refuses_at_once() {
         let metrics = Arc::new(Metrics::default());
         let engine = Engine::start(state(), 1, Arc::clone(&metrics)).unwrap();
+        limits_hold(engine, metrics).await;
+    }
+
+    #[tokio::test]
+    async fn inline_the_limits_are_the_same_and_a_blocking_call_runs_on_the_callers_thread() {
+        let metrics = Arc::new(Metrics::default());
+        let engine = Engine::inline(state(), 1, Arc::clone(&metrics));
+        let caller = std::thread::current().id();
+        let ran_on = engine
+            .call_blocking(|_| std::thread::current().id())
+            .unwrap();
+        assert_eq!(ran_on, caller);
+        limits_hold(engine, metrics).await;
+    }
+
+    /// With a queue of one: a call beyond the running one and the waiting one is refused at
+    /// once, a waiting call times out, and its task is dropped unrun.
+    async fn limits_hold(engine: Engine, metrics: Arc<Metrics>) {
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         // Occupy the thread, then fill the one-task queue.
         let busy = engine.clone();

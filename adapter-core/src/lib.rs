@@ -213,6 +213,10 @@ pub struct CoreConfig {
     pub limits: Limits,
     /// Engine calls that may wait in the queue before more are refused.
     pub queue: usize,
+    /// Whether the engine runs inline ([`Engine::inline`]: on the thread of whoever decides,
+    /// under a lock) rather than on a thread of its own; for a front-end that decides from a
+    /// thread of its own, blocking.
+    pub inline: bool,
 }
 
 impl Core {
@@ -238,8 +242,11 @@ impl Core {
                 .store_limit_bytes
                 .set(i64::try_from(limit).unwrap_or(i64::MAX));
         }
-        let engine = Engine::start(engine, config.queue, Arc::clone(&metrics))
-            .map_err(StartError::Thread)?;
+        let engine = if config.inline {
+            Engine::inline(engine, config.queue, Arc::clone(&metrics))
+        } else {
+            Engine::start(engine, config.queue, Arc::clone(&metrics)).map_err(StartError::Thread)?
+        };
         // The first declared job would otherwise train the memory and utilization models on
         // the scheduler's time; this runs before the front-end is ready. Training takes longer
         // than a decision may on a busy node (half a second and more), so it runs under the

@@ -134,6 +134,7 @@ fn main() -> anyhow::Result<()> {
         stored: None,
         limits,
         queue: 1024,
+        inline: false,
     })?);
     let app = Arc::new(App::new(
         Arc::clone(&core),

@@ -135,6 +135,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             stored: None,
             limits: options.limits(),
             queue: ENGINE_QUEUE,
+            inline: false,
         })?
         .with_scheduler_auth(scheduler_auth);
         let app = App::new(
@@ -183,6 +184,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             stored,
             limits: options.limits(),
             queue: ENGINE_QUEUE,
+            inline: false,
         })?
         .with_scheduler_auth(scheduler_auth),
     );

@@ -34,6 +34,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             ..Limits::default()
         },
         queue: ENGINE_QUEUE,
+        inline: false,
     })?);
     let app = Arc::new(App::new(
         Arc::clone(&core),

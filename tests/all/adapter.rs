@@ -69,6 +69,7 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
             stored: None,
             limits,
             queue: 64,
+            inline: false,
         })
         .unwrap(),
     );

@@ -140,6 +140,7 @@ impl Adapter {
                     ..Limits::default()
                 },
                 queue: 64,
+                inline: false,
             })
             .unwrap(),
         );

@@ -159,6 +159,7 @@ async fn latency() -> Result<()> {
         stored: None,
         limits: Limits::default(),
         queue: 1024,
+        inline: false,
     })?);
     let app = Arc::new(App::new(
         Arc::clone(&core),

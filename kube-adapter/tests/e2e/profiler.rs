@@ -23,7 +23,7 @@ use crate::cluster::{
     Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
 };
 use crate::extender::{
-    Adapter, NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, job_pod, knowledge, start_adapter,
+    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, job_pod, knowledge, start_adapter,
     tandem_event, wait_ready,
 };
 

@@ -145,6 +145,8 @@ impl Served {
                 stored,
                 limits: Limits::default(),
                 queue: ENGINE_QUEUE,
+                // Decisions come from the scheduling cycle's thread: run there, not handed to another.
+                inline: true,
             })
             .map_err(|e| Error::Start(format!("{e:#}")))?;
             Ok::<_, Error>((Arc::new(core), client))
