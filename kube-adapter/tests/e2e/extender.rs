@@ -429,23 +429,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         ]}),
     )
     .await?;
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let at = |ago: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(now - ago)
-            .expect("a recent time")
-            .to_string()
-    };
-    let here = Some(("v100-c", "v100-c/0"));
-    for (pod, job, start, end) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
-        pods.create(&params, &job_pod(pod, job, here)?).await?;
-        finish(&pods, pod, &at(start), &at(end)).await?;
-    }
-    pods.create(&params, &job_pod("a-pair", "a", here)?).await?;
-    pods.create(&params, &job_pod("b-pair", "b", here)?).await?;
-    start(&pods, "a-pair", &at(1_000)).await?;
-    start(&pods, "b-pair", &at(1_000)).await?;
-    finish(&pods, "a-pair", &at(1_000), &at(850)).await?;
-    finish(&pods, "b-pair", &at(1_000), &at(860)).await?;
+    run_alone_then_together(&pods, ("v100-c", "v100-c/0")).await?;
     let deadline = Instant::now() + Duration::from_secs(20);
     let learned = loop {
         let now = knowledge(&http, &adapter.url).await?;
@@ -485,6 +469,32 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     };
     println!("(outcomes) {line}");
     ensure!(line.ends_with(" 1"), "metrics: {line:?}");
+    Ok(())
+}
+
+/// Pods of jobs `a` and `b` on `gpu` (node, GPU), as their kubelet reports them: each runs
+/// alone once (a 100 s, b 50 s), then both run together (a 150 s, b 140 s) and finish, the
+/// last of them ten minutes ago. What learning from finished pods pairs into one outcome.
+pub(crate) async fn run_alone_then_together(pods: &Api<Pod>, gpu: (&str, &str)) -> Result<()> {
+    let params = PostParams::default();
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let at = |ago: i64| {
+        k8s_openapi::jiff::Timestamp::from_second(now - ago)
+            .expect("a recent time")
+            .to_string()
+    };
+    for (pod, job, start, end) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
+        pods.create(&params, &job_pod(pod, job, Some(gpu))?).await?;
+        finish(pods, pod, &at(start), &at(end)).await?;
+    }
+    pods.create(&params, &job_pod("a-pair", "a", Some(gpu))?)
+        .await?;
+    pods.create(&params, &job_pod("b-pair", "b", Some(gpu))?)
+        .await?;
+    start(pods, "a-pair", &at(1_000)).await?;
+    start(pods, "b-pair", &at(1_000)).await?;
+    finish(pods, "a-pair", &at(1_000), &at(850)).await?;
+    finish(pods, "b-pair", &at(1_000), &at(860)).await?;
     Ok(())
 }
 

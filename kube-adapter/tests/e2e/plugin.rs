@@ -41,8 +41,8 @@ use crate::cluster::{
     wait_for_binding,
 };
 use crate::extender::{
-    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, finish, knowledge, start,
-    tandem_event,
+    NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, knowledge,
+    run_alone_then_together, tandem_event,
 };
 
 /// The profile of the plugin's scheduler.
@@ -544,23 +544,9 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
     std::fs::write(dir.join("intake-token"), TOKEN)?;
     let keys = JobKeys::from_file(&dir.join("id-secret"))?;
     let client = cluster.client().await?;
-    ensure_namespace(&client, NAMESPACE).await?;
-    ensure_namespace(&client, SYSTEM).await?;
-    create_gpu_node(&client, "v100-p", 2, "Tesla-V100-SXM2-16GB", 16_384).await?;
+    let (alpha, beta) = crate::profiler::the_recorded_pods(&client).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let params = PostParams::default();
-    let alpha = pods
-        .create(
-            &params,
-            &job_pod("alpha-1", "alpha", Some(("v100-p", "v100-p/0")))?,
-        )
-        .await?;
-    let beta = pods
-        .create(
-            &params,
-            &job_pod("beta-1", "beta", Some(("v100-p", "v100-p/1")))?,
-        )
-        .await?;
     let port = free_port()?;
     let intake = format!("http://127.0.0.1:{port}");
     let mut with_intake = args(&dir);
@@ -627,24 +613,7 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
             ]}),
         )
         .await?;
-        let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        let at = |ago: i64| {
-            k8s_openapi::jiff::Timestamp::from_second(now - ago)
-                .expect("a recent time")
-                .to_string()
-        };
-        let here = Some(("v100-c", "v100-c/0"));
-        for (pod, job, start, end) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)]
-        {
-            pods.create(&params, &job_pod(pod, job, here)?).await?;
-            finish(&pods, pod, &at(start), &at(end)).await?;
-        }
-        pods.create(&params, &job_pod("a-pair", "a", here)?).await?;
-        pods.create(&params, &job_pod("b-pair", "b", here)?).await?;
-        start(&pods, "a-pair", &at(1_000)).await?;
-        start(&pods, "b-pair", &at(1_000)).await?;
-        finish(&pods, "a-pair", &at(1_000), &at(850)).await?;
-        finish(&pods, "b-pair", &at(1_000), &at(860)).await?;
+        run_alone_then_together(&pods, ("v100-c", "v100-c/0")).await?;
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let learned = loop {
             let now = knowledge(&http, &intake).await?;
