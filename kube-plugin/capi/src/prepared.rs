@@ -97,8 +97,8 @@ impl Prepared {
 }
 
 /// Reserve's answer: the annotations the plugin's Bind puts on the pod's Binding, as the
-/// extender writes them ([`placement_annotations`]: the GPUs chosen, and the memory the guard
-/// reserved on a shared GPU).
+/// extender writes them ([`tandem_kube_common::cluster::placement_annotations`]: the GPUs
+/// chosen, and the memory the guard reserved on a shared GPU).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reserved {
     /// Annotation keys and values.
