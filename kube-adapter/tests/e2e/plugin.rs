@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 use tandem_adapter_core::store::AdapterState;
@@ -560,16 +560,11 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
         let before = knowledge(&http, &intake).await?;
 
         // Without profiles, a second beta fits nowhere, and the pod's events say why.
-        pods.create(&params, &job_pod("beta-early", "beta", None)?)
-            .await?;
-        let unprofiled = tandem_event(&client, "beta-early").await?;
-        println!("(before) beta-early, no profiles yet: {unprofiled}");
-        ensure!(
-            unprofiled.contains("no known profile") || unprofiled.contains("has no profile"),
-            "the reason should be the missing profile: {unprofiled}"
-        );
-        pods.delete("beta-early", &DeleteParams::default().grace_period(0))
-            .await?;
+        crate::profiler::fits_nowhere_without_profiles(
+            &client,
+            job_pod("beta-early", "beta", None)?,
+        )
+        .await?;
 
         // The node profiler posts both pods' profiles to the plugin's intake.
         let replay = crate::profiler::recording_for(&dir, &alpha, &beta)?;

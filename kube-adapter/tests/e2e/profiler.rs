@@ -67,16 +67,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     let before = knowledge(&http, &adapter.url).await?;
 
     // Without profiles, a second beta fits nowhere, and the pod's events say why.
-    pods.create(&params, &job_pod("beta-early", "beta", None)?)
-        .await?;
-    let unprofiled = tandem_event(&client, "beta-early").await?;
-    println!("(before) beta-early, no profiles yet: {unprofiled}");
-    ensure!(
-        unprofiled.contains("no known profile") || unprofiled.contains("has no profile"),
-        "the reason should be the missing profile: {unprofiled}"
-    );
-    pods.delete("beta-early", &DeleteParams::default().grace_period(0))
-        .await?;
+    fits_nowhere_without_profiles(&client, job_pod("beta-early", "beta", None)?).await?;
 
     // The profiler on this node, replaying the recording of the two pods' processes.
     let replay = recording_for(dir, &alpha, &beta)?;
@@ -140,6 +131,23 @@ pub(crate) async fn the_recorded_pods(client: &kube::Client) -> Result<(Pod, Pod
         )
         .await?;
     Ok((alpha, beta))
+}
+
+/// Creates `pod` (a second `beta`, before the profiler ran), checks that it fits nowhere with
+/// the missing profile as the reason in its events, and deletes it.
+pub(crate) async fn fits_nowhere_without_profiles(client: &kube::Client, pod: Pod) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let name = pod.metadata.name.clone().context("a pod without a name")?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let unprofiled = tandem_event(client, &name).await?;
+    println!("(before) {name}, no profiles yet: {unprofiled}");
+    ensure!(
+        unprofiled.contains("no known profile") || unprofiled.contains("has no profile"),
+        "the reason should be the missing profile: {unprofiled}"
+    );
+    pods.delete(&name, &DeleteParams::default().grace_period(0))
+        .await?;
+    Ok(())
 }
 
 /// The profiler's recording of two pods' processes, written in `dir` with the UIDs of `alpha`
