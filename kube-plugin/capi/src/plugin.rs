@@ -56,8 +56,9 @@ pub const RESERVE: &str = "reserve";
 /// The plugin's state: what it knows of the cluster, over the core.
 pub struct Plugin {
     core: Arc<Core>,
-    /// Where learning from a finished pod runs, off the scheduler's goroutine.
-    tasks: tokio::runtime::Handle,
+    /// Finished runs with the runs beside them, learned in the order they finished by one task
+    /// off the scheduler's goroutine (a pair's outcome needs its solo runs learned first).
+    learn: tokio::sync::mpsc::UnboundedSender<(Run, Vec<Run>)>,
     /// What the plugin did, in the adapters' metric families (the core's).
     metrics: Arc<Metrics>,
     config: Config,
@@ -132,6 +133,18 @@ impl Plugin {
     /// `tasks`.
     pub fn new(config: Config, core: Arc<Core>, tasks: tokio::runtime::Handle) -> Self {
         let metrics = Arc::clone(&core.metrics);
+        let (learn, mut finished) = tokio::sync::mpsc::unbounded_channel::<(Run, Vec<Run>)>();
+        let learner = Arc::clone(&core);
+        // Ends when the plugin, holding the sender, is dropped.
+        tasks.spawn(async move {
+            while let Some(first) = finished.recv().await {
+                let mut batch = vec![first];
+                while let Ok(more) = finished.try_recv() {
+                    batch.push(more);
+                }
+                learner.runs_finished(batch, now_seconds()).await;
+            }
+        });
         // The plugin never lets a pod through without Tandem (an engine failure is an error
         // status, and the scheduler tries the pod again): its fail-opens stay at zero, and are
         // exported so that a dashboard over every adapter finds them.
@@ -145,7 +158,7 @@ impl Plugin {
         }
         Self {
             core,
-            tasks,
+            learn,
             metrics,
             config,
             nodes: HashMap::new(),
@@ -315,11 +328,8 @@ impl Plugin {
                 .filter(|(uid, other)| **uid != gp.uid && other.gpu == held.gpu)
                 .map(|(_, other)| other.run.clone())
                 .collect();
-            let core = Arc::clone(&self.core);
-            let run = held.run.clone();
-            self.tasks.spawn(async move {
-                core.run_finished(run, others, now_seconds()).await;
-            });
+            // Only a stopped runtime closes the queue: then nothing is learned anyway.
+            let _ = self.learn.send((held.run.clone(), others));
         }
         self.held.insert(gp.uid.clone(), held);
     }
