@@ -48,8 +48,8 @@ pub struct JobType {
     pub peak_mem_mib: BTreeMap<String, u32>,
 }
 
-/// Two job types measured sharing one GPU. A pair absent from a catalog was not measured, which
-/// the catalog's users treat as "cannot be co-located".
+/// Two job types measured sharing one GPU. A pair absent from a catalog was not measured; the
+/// catalog's [`UnmeasuredPairs`] says what its users take such a pair to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pair {
@@ -67,6 +67,34 @@ pub struct Pair {
     /// for sources that measured whole runs (the speeds are derived from them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub colocated_time_s: Option<[f64; 2]>,
+}
+
+/// What a pair the catalog does not list does on a GPU, for the catalog's users.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnmeasuredPairs {
+    /// It cannot be co-located. For sources that measured pairs and left out those that could
+    /// not share a GPU (Gavel's zero-throughput pairs), an absent pair is a failure.
+    #[default]
+    CannotShare,
+    /// It shares the GPU by time-slicing: each job runs at half its solo speed (no saving, no
+    /// loss). For sources that measured no pair speed at all (memory only), so that what keeps
+    /// two jobs apart is memory alone.
+    TimeSliced,
+}
+
+impl UnmeasuredPairs {
+    /// The speed of each job of an unmeasured pair, if it can share at all.
+    pub fn speed(self) -> Option<f64> {
+        match self {
+            Self::CannotShare => None,
+            Self::TimeSliced => Some(0.5),
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// A checked catalog of measured co-location outcomes (see the crate documentation).
@@ -92,6 +120,9 @@ struct CatalogFile {
     gpu_models: Vec<GpuModel>,
     job_types: Vec<JobType>,
     pairs: Vec<Pair>,
+    /// Absent (the default, [`UnmeasuredPairs::CannotShare`]) in most catalogs.
+    #[serde(default, skip_serializing_if = "UnmeasuredPairs::is_default")]
+    unmeasured_pairs: UnmeasuredPairs,
 }
 
 impl Catalog {
@@ -109,6 +140,7 @@ impl Catalog {
             gpu_models,
             job_types,
             pairs,
+            unmeasured_pairs: UnmeasuredPairs::default(),
         };
         let origin = format!("catalog {}", file.name);
         Self::check(file, &origin)
@@ -191,6 +223,18 @@ impl Catalog {
             return Err(fail(source));
         }
         Ok(())
+    }
+
+    /// The catalog with `rule` for the pairs it does not list (by default they cannot share).
+    #[must_use]
+    pub fn with_unmeasured_pairs(mut self, rule: UnmeasuredPairs) -> Self {
+        self.file.unmeasured_pairs = rule;
+        self
+    }
+
+    /// What a pair the catalog does not list does on a GPU.
+    pub fn unmeasured_pairs(&self) -> UnmeasuredPairs {
+        self.file.unmeasured_pairs
     }
 
     /// The catalog's name, such as `gavel-v100`.
@@ -514,6 +558,28 @@ mod tests {
         assert!(lm.get("gpu_util_pct_approx").is_none());
         assert!(lm["profile"].is_null() && lm["declared"].is_null());
         assert!(value["pairs"][0].get("colocated_time_s").is_none());
+        assert!(value.get("unmeasured_pairs").is_none());
+    }
+
+    #[test]
+    fn unmeasured_pairs_cannot_share_unless_the_catalog_says_they_time_slice() {
+        assert_eq!(small().unmeasured_pairs(), UnmeasuredPairs::CannotShare);
+        assert_eq!(UnmeasuredPairs::CannotShare.speed(), None);
+        let sliced = small().with_unmeasured_pairs(UnmeasuredPairs::TimeSliced);
+        assert_eq!(UnmeasuredPairs::TimeSliced.speed(), Some(0.5));
+        let text = sliced.to_json_pretty().expect("serializes");
+        assert!(
+            text.contains(r#""unmeasured_pairs": "time-sliced""#),
+            "{text}"
+        );
+        assert_eq!(
+            Catalog::parse(&text, "sliced.json").expect("parses"),
+            sliced
+        );
+        // The rule changes what users assume, not what was measured.
+        assert_eq!(sliced.pair("V100", "a3c", "lm-bs20"), None);
+        let error = error_after(|v| v["unmeasured_pairs"] = "sometimes".into());
+        assert!(error.contains("unmeasured_pairs"), "{error}");
     }
 
     #[test]

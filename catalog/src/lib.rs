@@ -6,7 +6,8 @@
 //! time per GPU model and, where the source measured it, the black-box
 //! [`Profile`](tandem_api::Profile) the engine would see) and measured pairs: for two job types
 //! sharing one GPU of a model, each one's *speed*, its co-located throughput divided by its solo
-//! throughput. The evaluation and the simulator look outcomes up here, so that quality is always
+//! throughput. A pair the catalog does not list cannot share a GPU, unless the catalog says
+//! otherwise ([`UnmeasuredPairs`]: a source that measured memory alone time-slices them). The evaluation and the simulator look outcomes up here, so that quality is always
 //! measured against numbers someone measured, never against numbers the engine produced.
 //!
 //! The catalogs in `data/catalogs/` are generated from the vendored sources in `data/` by
@@ -50,7 +51,7 @@ mod definitions;
 mod error;
 pub mod trace;
 
-pub use catalog::{Catalog, GpuModel, JobType, Pair};
+pub use catalog::{Catalog, GpuModel, JobType, Pair, UnmeasuredPairs};
 pub use cluster::{Cluster, GpuSlot, NodeGroup};
 pub use declared::{DeclaredModel, DeclaredModels};
 pub use definitions::{colocated_times, individual_slowdown, packing_saving};

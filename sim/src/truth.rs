@@ -6,7 +6,8 @@
 //! catalogs of whole runs, `1 / solo_time_s` runs/s). Jobs sharing a GPU progress at their
 //! measured pair speeds; a group of three or more progresses at the product of its pairwise
 //! speeds (the catalogs measured pairs only — this compounding is the simulator's assumption).
-//! A group with a pair nobody measured on that model, or whose memory (each type's measured peak
+//! A group with a pair nobody measured on that model (unless its catalog time-slices unmeasured
+//! pairs: then each of the two runs at half speed), or whose memory (each type's measured peak
 //! on that model, else its profile's) exceeds the GPU, cannot run: it is an OOM — alone too, for
 //! a type whose peak exceeds the model's memory (the job then never starts on that model
 //! again).
@@ -53,6 +54,8 @@ pub struct Truth {
     type_index: HashMap<String, usize>,
     /// (model, lower type, higher type) -> (speed of lower, speed of higher).
     pairs: HashMap<(usize, usize, usize), (f64, f64)>,
+    /// Per model: the speed of each job of a pair nobody measured there, if it can share.
+    unmeasured: Vec<Option<f64>>,
     names: Vec<String>,
 }
 
@@ -81,6 +84,18 @@ impl Truth {
                             catalog.name()
                         )));
                     }
+                    Some(&m) if truth.unmeasured[m] != catalog.unmeasured_pairs().speed() => {
+                        return Err(conflict(format!(
+                            "GPU model {} has unmeasured pairs that {} in one catalog and not in {}",
+                            gpu.model,
+                            if truth.unmeasured[m].is_some() {
+                                "share"
+                            } else {
+                                "cannot share"
+                            },
+                            catalog.name()
+                        )));
+                    }
                     Some(_) => {}
                     None => {
                         truth
@@ -90,6 +105,7 @@ impl Truth {
                             name: gpu.model.clone(),
                             memory_mib: gpu.memory_mib,
                         });
+                        truth.unmeasured.push(catalog.unmeasured_pairs().speed());
                     }
                 }
             }
@@ -192,10 +208,14 @@ impl Truth {
         self.types[job_type].throughput[model]
     }
 
-    /// Measured speeds of types `a` and `b` sharing a GPU of `model`, in that order.
+    /// Speeds of types `a` and `b` sharing a GPU of `model`, in that order: measured, else
+    /// time-sliced where the model's catalog says unmeasured pairs are; `None` if they cannot
+    /// share.
     pub fn pair(&self, model: usize, a: usize, b: usize) -> Option<(f64, f64)> {
-        let (lo, hi) = self.pairs.get(&(model, a.min(b), a.max(b))).copied()?;
-        Some(if a <= b { (lo, hi) } else { (hi, lo) })
+        match self.pairs.get(&(model, a.min(b), a.max(b))).copied() {
+            Some((lo, hi)) => Some(if a <= b { (lo, hi) } else { (hi, lo) }),
+            None => self.unmeasured[model].map(|speed| (speed, speed)),
+        }
     }
 
     /// Every measured pair on `model` as `(a, b, speed a, speed b)`, `a <= b`, in a fixed order.

@@ -6,7 +6,7 @@ use tandem_api::ModelSummary;
 
 use super::input::Input;
 use super::table::Table;
-use crate::catalog::{Catalog, GpuModel, JobType};
+use crate::catalog::{Catalog, GpuModel, JobType, UnmeasuredPairs};
 use crate::error::Result;
 
 /// The GPUs of the table, recognized by their CUDA cores (the table names none), with their
@@ -101,7 +101,8 @@ pub fn schedtune(stats: Input<'_>) -> Result<Catalog> {
          `declared` holds the table's parameters, activations and input (MB, read as MiB) and \
          the batch size (FLOPs and layer counts are not in the table: 0); `peak_mem_mib` the \
          measured peaks. Assumption: the table measured memory only, so every job runs at 1 \
-         step/s on every GPU model, and no pair was measured (jobs cannot share).",
+         step/s on every GPU model, and no pair speed was measured: two jobs that fit a GPU's \
+         memory share it by time-slicing, each at half speed (`unmeasured_pairs`).",
         GPUS.iter()
             .map(|&(_, model, memory_mib)| GpuModel {
                 model: model.to_owned(),
@@ -111,6 +112,7 @@ pub fn schedtune(stats: Input<'_>) -> Result<Catalog> {
         job_types,
         Vec::new(),
     )
+    .map(|catalog| catalog.with_unmeasured_pairs(UnmeasuredPairs::TimeSliced))
 }
 
 #[cfg(test)]
