@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
-use tandem_api::{Binding, ClusterChange, ClusterSummary, Gpu, GpuSpec, Job, Unbinding, ViewGpu};
+use tandem_api::{
+    Binding, ClusterChange, ClusterSummary, Gpu, GpuSpec, Job, Policy, Unbinding, ViewGpu,
+};
 use tandem_host::{Recommender, Runtime};
 use tokio::sync::oneshot;
 
@@ -332,6 +334,10 @@ pub struct EngineState {
     /// Reference speeds jobs declared that this instance was told (see
     /// [`EngineState::tell_speeds`]): job and GPU model.
     told: HashSet<(String, String)>,
+    /// The policy this front-end decides under ([`EngineState::keep_policy`]), set again on
+    /// every instance swapped in: a stored knowledge base carries the policy of whoever wrote
+    /// it, which may be another front-end's.
+    policy: Option<Policy>,
 }
 
 impl std::fmt::Debug for EngineState {
@@ -350,7 +356,18 @@ impl EngineState {
             ledger: crate::outcomes::Ledger::default(),
             lessons: crate::learning::Lessons::default(),
             told: HashSet::new(),
+            policy: None,
         }
+    }
+
+    /// Sets `policy` on the engine and keeps it: every instance loaded later (a reload of what
+    /// another replica stored, a retrained one, an undo) decides under it too.
+    pub fn keep_policy(&mut self, policy: &Policy) -> Result<(), EngineFailure> {
+        self.recommender
+            .set_policy(policy)
+            .map_err(failed("set-policy"))?;
+        self.policy = Some(policy.clone());
+        Ok(())
     }
 
     /// The runtime decisions run under (its deadline).
@@ -367,9 +384,12 @@ impl EngineState {
         self.swap_in(fresh)
     }
 
-    /// Tells `fresh` the cluster view and makes it the recommender deciding now (what it was
-    /// told of declared speeds is forgotten with the old one).
+    /// Tells `fresh` the kept policy and the cluster view and makes it the recommender deciding
+    /// now (what it was told of declared speeds is forgotten with the old one).
     fn swap_in(&mut self, mut fresh: Recommender) -> Result<(), EngineFailure> {
+        if let Some(policy) = &self.policy {
+            fresh.set_policy(policy).map_err(failed("set-policy"))?;
+        }
         let replay = self.recommender.cluster().replay();
         if replay.len() > 1 {
             fresh
@@ -786,6 +806,34 @@ mod tests {
                 .unwrap();
         }
         EngineState::new(runtime, recommender)
+    }
+
+    #[test]
+    fn a_kept_policy_outlives_a_reload_of_another_front_ends_knowledge() {
+        let alone = Policy {
+            max_jobs_per_gpu: 1,
+            ..Policy::default()
+        };
+        let mut ours = state();
+        ours.keep_policy(&alone).unwrap();
+        let beside_a = |state: &mut EngineState| {
+            let fits = state
+                .recommender()
+                .filter(&Job::new("p"), &[gpu("n1", 0, &["a"])])
+                .unwrap();
+            fits[0].fits
+        };
+        assert!(!beside_a(&mut ours), "one job per GPU: p may not join a");
+        // What another front-end stored, under its own policy (two per GPU).
+        let mut other = state();
+        other.recommender().set_policy(&Policy::default()).unwrap();
+        assert!(beside_a(&mut other), "two per GPU: p may join a");
+        let stored = other.recommender().snapshot().unwrap().to_vec();
+        ours.replace(&stored).unwrap();
+        assert!(
+            !beside_a(&mut ours),
+            "the reload kept this front-end's policy"
+        );
     }
 
     #[test]

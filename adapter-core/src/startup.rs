@@ -106,7 +106,8 @@ pub fn read_token(path: Option<&Path>, what: &str) -> anyhow::Result<Option<Stri
     .transpose()
 }
 
-/// The engine an adapter starts with, under `policy`: the knowledge base `store` holds, or,
+/// The engine an adapter starts with, under `policy` (kept across reloads,
+/// [`EngineState::keep_policy`]): the knowledge base `store` holds, or,
 /// when it holds none (or there is no store), a fresh one from the bundled seed profiles.
 /// Returns it with the stored version and core state it was loaded from
 /// ([`crate::CoreConfig::stored`]).
@@ -122,7 +123,7 @@ pub async fn resume_or_bootstrap(
             .with_context(|| format!("cannot read the knowledge base from {}", store.name()))?,
         None => None,
     };
-    let (mut recommender, resumed) = match stored {
+    let (recommender, resumed) = match stored {
         Some(stored) => {
             tracing::info!(
                 store = %store.map(|s| s.name()).unwrap_or_default(),
@@ -143,8 +144,9 @@ pub async fn resume_or_bootstrap(
             (runtime.bootstrap(policy, SEED)?, None)
         }
     };
-    recommender.set_policy(policy)?;
-    Ok((EngineState::new(runtime, recommender), resumed))
+    let mut engine = EngineState::new(runtime, recommender);
+    engine.keep_policy(policy)?;
+    Ok((engine, resumed))
 }
 
 #[cfg(test)]
