@@ -4,6 +4,7 @@
 //! from `filter` for `prioritize`, say) is its front-end's.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState};
 use tandem_api::ModelSummary;
 
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
+use crate::follow::CatchUp;
 use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
 
 /// How long a GPU choice made by `bind` is assumed before the pod watcher must confirm it.
@@ -481,11 +483,6 @@ impl App {
         self.catch_up_due.store(true, Ordering::Release);
     }
 
-    /// Whether a catch-up was asked for since the last one; clears the request.
-    pub fn take_catch_up(&self) -> bool {
-        self.catch_up_due.swap(false, Ordering::AcqRel)
-    }
-
     /// Learns from every finished pod the watcher holds that the ledger has not counted yet,
     /// as one batch (one write at most): what finished while no replica led, while this one
     /// followed, or before it started. Leader only; returns how many runs taught something.
@@ -520,6 +517,22 @@ impl App {
         let taught = self.core.runs_finished(batch, now_seconds()).await;
         tracing::info!(finished = runs, taught, "caught up with finished pods");
         taught
+    }
+}
+
+/// An extender's writer learns from the finished pods its pod watcher holds.
+impl CatchUp for App {
+    fn ask(&self) {
+        self.catch_up_soon();
+    }
+
+    fn due(&self, overdue: bool) -> bool {
+        self.is_ready() && (self.catch_up_due.swap(false, Ordering::AcqRel) || overdue)
+    }
+
+    async fn run(&self) -> ControlFlow<()> {
+        self.catch_up().await;
+        ControlFlow::Continue(())
     }
 }
 

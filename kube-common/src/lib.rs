@@ -12,7 +12,8 @@
 //! - [`app`]: a front-end's state (cluster view, placements not yet confirmed, declared
 //!   models read, learning from finished pods) over the core; [`runs`] reads pods as runs.
 //! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
-//! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder.
+//! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder;
+//!   [`follow`]: the election and the follower every front-end runs over them.
 //! - [`start`] ([`Options`]): the start-up every Kubernetes front-end shares — engine resumed
 //!   or bootstrapped, store, watchers, election, follower — then [`Started::serve`] with the
 //!   front-end's verbs.
@@ -20,6 +21,7 @@
 pub mod app;
 pub mod cluster;
 pub mod decide;
+pub mod follow;
 pub mod leader;
 pub mod lean;
 pub mod runs;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
 use tandem_adapter_core::{
@@ -16,17 +15,9 @@ use tandem_api::Policy;
 
 use crate::Options;
 use crate::app::{App, ClusterFile, Source};
-use crate::leader;
+use crate::follow;
 use crate::store::ConfigMapStore;
-use crate::watch::{self, spawn_until};
-
-/// How often a follower checks whether the leader stored new knowledge, and the leader whether
-/// it should look through finished pods ([`App::catch_up`]).
-const FOLLOW_EVERY: Duration = Duration::from_secs(2);
-
-/// How often the leader looks through finished pods even unasked: a run whose learning failed
-/// (the write was refused) is tried again.
-const CATCH_UP_EVERY: Duration = Duration::from_secs(60);
+use crate::watch;
 
 /// Engine calls that may wait for the engine before more are refused (and fail open).
 const ENGINE_QUEUE: usize = 1024;
@@ -210,48 +201,17 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         shutdown.clone(),
     );
 
-    let election_core = Arc::clone(&core);
-    let election_app = Arc::clone(&app);
-    let leases: Api<Lease> = Api::namespaced(client, &options.namespace);
-    let lease = options.lease.clone();
-    let election_shutdown = shutdown.clone();
-    let election = tokio::spawn(async move {
-        leader::run(leases, lease, identity, leadership, election_shutdown, || {
-            let core = Arc::clone(&election_core);
-            let app = Arc::clone(&election_app);
-            async move {
-                if let Err(error) = core.reload().await {
-                    tracing::error!(%error, "cannot reload the knowledge base on becoming leader");
-                }
-                // Followers leave finished pods alone: the new leader learns from those the
-                // previous one had not counted.
-                app.catch_up_soon();
-            }
-        })
-        .await;
-    });
-
-    let follower = Arc::clone(&core);
-    let learner = Arc::clone(&app);
-    spawn_until(shutdown.clone(), async move {
-        let mut last_catch_up = std::time::Instant::now();
-        loop {
-            tokio::time::sleep(FOLLOW_EVERY).await;
-            if !follower.leadership.is_leader() {
-                match follower.reload().await {
-                    Ok(true) => tracing::info!("loaded the knowledge base the leader stored"),
-                    Ok(false) => {}
-                    Err(error) => tracing::warn!(%error, "cannot follow the knowledge base"),
-                }
-            } else if learner.is_ready()
-                && (learner.take_catch_up() || last_catch_up.elapsed() >= CATCH_UP_EVERY)
-            {
-                // What finished while no replica led (or before this one started).
-                learner.catch_up().await;
-                last_catch_up = std::time::Instant::now();
-            }
-        }
-    });
+    let election = follow::elect(
+        follow::Election {
+            leases: Api::namespaced(client, &options.namespace),
+            lease: options.lease.clone(),
+            identity,
+        },
+        Arc::clone(&core),
+        Arc::clone(&app),
+        shutdown.clone(),
+    );
+    follow::spawn_follower(Arc::clone(&core), Arc::clone(&app), shutdown.clone());
 
     Ok(Started {
         core,

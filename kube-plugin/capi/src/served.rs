@@ -6,13 +6,13 @@
 //! The knowledge base has one writer, elected with a Lease (the extender's by default), not
 //! kube-scheduler's leader: replicas that do not hold it follow what the writer stores.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use futures::StreamExt as _;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use tandem_adapter_core::serve::{Tls, serve_listener, serve_listener_tls};
 use tandem_adapter_core::startup::read_token;
@@ -21,9 +21,8 @@ use tandem_adapter_core::{
     Core, CoreConfig, EMBEDDED_ENGINE, Frontend, JobKeys, Leadership, Limits, Shutdown,
     resume_or_bootstrap,
 };
-use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_common::leader;
+use tandem_kube_common::follow::{self, CatchUp};
 use tandem_kube_common::lean::LeanPod;
 use tandem_kube_common::runs::now_seconds;
 use tandem_kube_common::store::ConfigMapStore;
@@ -33,14 +32,6 @@ use crate::Error;
 use crate::config::{Config, Connection};
 use crate::plugin::Plugin;
 
-/// How often a replica that does not write checks whether the writer stored new knowledge,
-/// and the writer whether it should look through finished pods.
-const FOLLOW_EVERY: Duration = Duration::from_secs(2);
-
-/// How often the writer looks through finished pods even unasked: a run whose learning failed
-/// (the write was refused) is tried again.
-const CATCH_UP_EVERY: Duration = Duration::from_secs(60);
-
 /// Engine calls that may wait for the engine: the scheduling cycle asks one at a time, the
 /// intake a few more.
 const ENGINE_QUEUE: usize = 256;
@@ -49,7 +40,6 @@ const ENGINE_QUEUE: usize = 256;
 pub struct Served {
     runtime: Option<tokio::runtime::Runtime>,
     core: Arc<Core>,
-    policy: Policy,
     client: Option<kube::Client>,
     stop: tokio::sync::watch::Sender<bool>,
     shutdown: Shutdown,
@@ -156,7 +146,6 @@ impl Served {
         let served = Self {
             runtime: Some(runtime),
             core,
-            policy,
             client,
             stop,
             shutdown,
@@ -228,66 +217,63 @@ impl Served {
     /// does not write loads what the writer stored; the writer learns from the pods that
     /// finished while it did not (from `plugin`, which it does not keep alive).
     pub fn spawn(&self, config: &Config, plugin: Weak<Mutex<Plugin>>) {
-        let catch_up = Arc::new(AtomicBool::new(true));
+        let _guard = self.runtime().enter();
+        let finished = Arc::new(Finished {
+            plugin: plugin.clone(),
+            core: Arc::clone(&self.core),
+            due: AtomicBool::new(true),
+        });
         if let Some(client) = &self.client {
-            let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), &config.namespace);
-            let identity = config.identity.clone().unwrap_or_else(default_identity);
-            let (core, lease, due) = (
+            let election = follow::Election {
+                leases: kube::Api::namespaced(client.clone(), &config.namespace),
+                lease: config.lease.clone(),
+                identity: config.identity.clone().unwrap_or_else(default_identity),
+            };
+            // Ends with the runtime, which waits a moment for it to release the Lease.
+            drop(follow::elect(
+                election,
                 Arc::clone(&self.core),
-                config.lease.clone(),
-                Arc::clone(&catch_up),
-            );
-            let leadership = Arc::clone(&self.core.leadership);
-            let shutdown = self.shutdown.clone();
-            let policy = self.policy.clone();
-            self.runtime().spawn(async move {
-                leader::run(leases, lease, identity, leadership, shutdown, || {
-                    let (core, due, policy) = (Arc::clone(&core), Arc::clone(&due), policy.clone());
-                    async move {
-                        reload(&core, &policy).await;
-                        // Followers leave finished pods alone: the new writer learns from
-                        // those the previous one had not counted.
-                        due.store(true, Ordering::Release);
-                    }
-                })
-                .await;
-            });
-        }
-        if let Some(client) = &self.client {
+                Arc::clone(&finished),
+                self.shutdown.clone(),
+            ));
             self.watch_finished(client, &plugin);
         }
-        let core = Arc::clone(&self.core);
-        let policy = self.policy.clone();
-        let mut shutdown = self.shutdown.clone();
-        self.runtime().spawn(async move {
-            let mut last_catch_up = Instant::now();
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(FOLLOW_EVERY) => {}
-                    () = shutdown.wait() => return,
-                }
-                if !core.leadership.is_leader() {
-                    reload(&core, &policy).await;
-                } else if catch_up.swap(false, Ordering::AcqRel)
-                    || last_catch_up.elapsed() >= CATCH_UP_EVERY
-                {
-                    let Some(plugin) = plugin.upgrade() else {
-                        return;
-                    };
-                    let batch = plugin
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .finished_runs();
-                    drop(plugin);
-                    let runs = batch.len();
-                    let taught = core.runs_finished(batch, now_seconds()).await;
-                    if taught > 0 {
-                        tracing::info!(finished = runs, taught, "caught up with finished pods");
-                    }
-                    last_catch_up = Instant::now();
-                }
-            }
-        });
+        follow::spawn_follower(Arc::clone(&self.core), finished, self.shutdown.clone());
+    }
+}
+
+/// The plugin's writer learns from the finished runs its cycle state holds.
+struct Finished {
+    plugin: Weak<Mutex<Plugin>>,
+    core: Arc<Core>,
+    /// A catch-up was asked for.
+    due: AtomicBool,
+}
+
+impl CatchUp for Finished {
+    fn ask(&self) {
+        self.due.store(true, Ordering::Release);
+    }
+
+    fn due(&self, overdue: bool) -> bool {
+        self.due.swap(false, Ordering::AcqRel) || overdue
+    }
+
+    async fn run(&self) -> ControlFlow<()> {
+        let Some(plugin) = self.plugin.upgrade() else {
+            return ControlFlow::Break(());
+        };
+        let batch = plugin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .finished_runs();
+        drop(plugin);
+        let runs = batch.len();
+        let taught = self.core.runs_finished(batch, now_seconds()).await;
+        if taught > 0 {
+            tracing::info!(finished = runs, taught, "caught up with finished pods");
+        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -325,30 +311,6 @@ impl Served {
                 }
             });
         }
-    }
-}
-
-/// Loads what the writer stored, if it changed, under the plugin's policy (a knowledge base
-/// written by another front-end carries that one's).
-async fn reload(core: &Core, policy: &Policy) {
-    match core.reload().await {
-        Ok(true) => {
-            let policy = policy.clone();
-            let set = core
-                .query("set-policy", move |state| {
-                    state
-                        .recommender()
-                        .set_policy(&policy)
-                        .map_err(tandem_adapter_core::engine::failed("set-policy"))
-                })
-                .await;
-            match set {
-                Ok(()) => tracing::info!("loaded the knowledge base the writer stored"),
-                Err(error) => tracing::error!(%error, "cannot set the policy after a reload"),
-            }
-        }
-        Ok(false) => {}
-        Err(error) => tracing::warn!(%error, "cannot follow the knowledge base"),
     }
 }
 
