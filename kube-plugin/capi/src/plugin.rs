@@ -64,6 +64,9 @@ pub struct Plugin {
     config: Config,
     /// Nodes by name.
     nodes: HashMap<String, Node>,
+    /// The GPU model of each node that has managed GPUs, read when the node comes or changes
+    /// (a finished pod's run names its model; the view may not know the node yet).
+    gpu_models: HashMap<String, String>,
     /// The nodes' names, sorted: the table PreFilter's verdicts follow, rebuilt when a node
     /// comes or goes (not per pod).
     names: Arc<[String]>,
@@ -162,6 +165,7 @@ impl Plugin {
             metrics,
             config,
             nodes: HashMap::new(),
+            gpu_models: HashMap::new(),
             names: Arc::from(Vec::new()),
             // The first table is generation 1: a caller holding none says 0.
             generation: 0,
@@ -229,6 +233,10 @@ impl Plugin {
                     == node.status.as_ref().map(|s| (&s.allocatable, &s.capacity))
         });
         if !same {
+            match node_gpus(&node, &self.config.resource) {
+                Ok((_, spec)) => self.gpu_models.insert(name.clone(), spec.model),
+                Err(_) => self.gpu_models.remove(&name),
+            };
             if self.nodes.insert(name, node).is_none() {
                 self.names_stale = true;
             }
@@ -239,6 +247,7 @@ impl Plugin {
 
     /// Node `name` is gone.
     pub fn delete_node(&mut self, name: &str) {
+        self.gpu_models.remove(name);
         if self.nodes.remove(name).is_some() {
             self.names_stale = true;
             self.dirty = true;
@@ -308,9 +317,8 @@ impl Plugin {
         let Some(run) = gp
             .node
             .as_ref()
-            .and_then(|node| self.nodes.get(node))
-            .and_then(|node| node_gpus(node, &self.config.resource).ok())
-            .and_then(|(_, spec)| run_of(pod, gp, &spec.model, &self.core.keys))
+            .and_then(|node| self.gpu_models.get(node))
+            .and_then(|model| run_of(pod, gp, model, &self.core.keys))
         else {
             return;
         };
