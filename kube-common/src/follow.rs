@@ -12,7 +12,6 @@ use kube::Api;
 use tandem_adapter_core::{Core, Shutdown};
 
 use crate::leader;
-use crate::watch::spawn_until;
 
 /// How often a follower checks whether the writer stored new knowledge, and the writer whether
 /// it should look through finished pods.
@@ -81,11 +80,14 @@ pub fn elect<C: CatchUp>(
 /// Runs the follower on the current tokio runtime until `shutdown`: every [`FOLLOW_EVERY`], a
 /// replica that does not write loads what the writer stored, if it changed; the writer runs
 /// `catch_up` when it is due.
-pub fn spawn_follower<C: CatchUp>(core: Arc<Core>, catch_up: Arc<C>, shutdown: Shutdown) {
-    spawn_until(shutdown, async move {
+pub fn spawn_follower<C: CatchUp>(core: Arc<Core>, catch_up: Arc<C>, mut shutdown: Shutdown) {
+    tokio::spawn(async move {
         let mut last_catch_up = Instant::now();
         loop {
-            tokio::time::sleep(FOLLOW_EVERY).await;
+            tokio::select! {
+                () = tokio::time::sleep(FOLLOW_EVERY) => {}
+                () = shutdown.wait() => return,
+            }
             if !core.leadership.is_leader() {
                 match core.reload().await {
                     Ok(true) => tracing::info!("loaded the knowledge base the writer stored"),
