@@ -54,8 +54,9 @@ pub struct Truth {
     type_index: HashMap<String, usize>,
     /// (model, lower type, higher type) -> (speed of lower, speed of higher).
     pairs: HashMap<(usize, usize, usize), (f64, f64)>,
-    /// Per model: the speed of each job of a pair nobody measured there, if it can share.
-    unmeasured: Vec<Option<f64>>,
+    /// Per model: the speed of each job of a pair nobody measured there, if it can share, and
+    /// the catalog that says so (the first to list the model).
+    unmeasured: Vec<(Option<f64>, String)>,
     names: Vec<String>,
 }
 
@@ -84,15 +85,17 @@ impl Truth {
                             catalog.name()
                         )));
                     }
-                    Some(&m) if truth.unmeasured[m] != catalog.unmeasured_pairs().speed() => {
+                    Some(&m) if truth.unmeasured[m].0 != catalog.unmeasured_pairs().speed() => {
+                        let rule = |speed: Option<f64>| match speed {
+                            Some(_) => "time-slice",
+                            None => "cannot share",
+                        };
+                        let (first, named) = &truth.unmeasured[m];
                         return Err(conflict(format!(
-                            "GPU model {} has unmeasured pairs that {} in one catalog and not in {}",
+                            "GPU model {}: unmeasured pairs {} in catalog {named} but {} in {}",
                             gpu.model,
-                            if truth.unmeasured[m].is_some() {
-                                "share"
-                            } else {
-                                "cannot share"
-                            },
+                            rule(*first),
+                            rule(catalog.unmeasured_pairs().speed()),
                             catalog.name()
                         )));
                     }
@@ -105,7 +108,10 @@ impl Truth {
                             name: gpu.model.clone(),
                             memory_mib: gpu.memory_mib,
                         });
-                        truth.unmeasured.push(catalog.unmeasured_pairs().speed());
+                        truth.unmeasured.push((
+                            catalog.unmeasured_pairs().speed(),
+                            catalog.name().to_owned(),
+                        ));
                     }
                 }
             }
@@ -214,7 +220,7 @@ impl Truth {
     pub fn pair(&self, model: usize, a: usize, b: usize) -> Option<(f64, f64)> {
         match self.pairs.get(&(model, a.min(b), a.max(b))).copied() {
             Some((lo, hi)) => Some(if a <= b { (lo, hi) } else { (hi, lo) }),
-            None => self.unmeasured[model].map(|speed| (speed, speed)),
+            None => self.unmeasured[model].0.map(|speed| (speed, speed)),
         }
     }
 

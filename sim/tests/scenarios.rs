@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use tandem_catalog::{Catalog, GpuModel, JobType, Pair};
+use tandem_catalog::{Catalog, GpuModel, JobType, Pair, UnmeasuredPairs};
 use tandem_sim::policy::{
     ExclusiveFifo, FfdUtilization, JrsRanking, Known, LucidStyle, Policy, RandomColocation,
     SchedTuneMinJct, Start, View,
@@ -165,6 +165,32 @@ fn an_unmeasured_pair_fails_with_an_oom_and_runs_again_alone() {
     assert!(close(report.jct_s.p95, 150.0));
     assert!(close(report.queueing_s.mean, 0.0));
     assert_eq!(report.shared_jobs, 0);
+}
+
+#[test]
+fn a_catalog_that_time_slices_unmeasured_pairs_runs_them_at_half_speed() {
+    // The same pair in a catalog that says its unmeasured pairs time-slice: A and C run
+    // together at half speed. C (50 s) ends at 100 s; A has done 50 s of its 100 and runs the
+    // rest alone: 150 s. Nothing is saved, nothing fails, and the outcome is reported.
+    let sliced = catalog(&["A", "C"], &[]).with_unmeasured_pairs(UnmeasuredPairs::TimeSliced);
+    let truth = Truth::new(std::slice::from_ref(&sliced)).unwrap();
+    let trace = trace(&[(0.0, "A", 100.0), (0.0, "C", 50.0)]);
+    let report = run(&truth, &cluster(1), &trace, &mut Greedy);
+    assert_eq!(
+        (report.ooms, report.shared_jobs, report.outcomes),
+        (0, 2, 1)
+    );
+    assert!(close(report.makespan_s, 150.0), "{}", report.makespan_s);
+    let saving = report.packing_saving_pct.unwrap();
+    assert!(close(saving.mean, 0.0), "{saving:?}");
+    // One GPU model cannot follow both rules: the error names the model and the catalogs.
+    let error = Truth::new(&[sliced, catalog(&["A"], &[])]).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("GPU model G: unmeasured pairs time-slice in catalog scenario but cannot share in scenario"),
+        "{error}"
+    );
 }
 
 #[test]
