@@ -3,8 +3,9 @@
 //! Jobs arrive from a [`Trace`]; a [`Policy`] decides, at every change, which queued jobs start
 //! on which GPUs; the cluster runs them at the speeds someone *measured* ([`Truth`], built from
 //! the catalogs in `data/catalogs/`). Jobs sharing a GPU progress at their measured pair speeds
-//! and speed up again when a partner leaves; a group the catalogs never measured, or whose
-//! memory does not fit, fails with an OOM and its jobs are resubmitted to run alone. New job
+//! and speed up again when a partner leaves; a group the catalogs never measured (unless its
+//! catalog time-slices unmeasured pairs), or whose memory does not fit, fails with an OOM and
+//! its jobs are resubmitted to run alone. New job
 //! types are profiled alone before they may share. Finished co-locations are reported back to
 //! every policy, so learning policies (Tandem, through the real engine component) learn during
 //! the run. The [`Report`] gives JCT, makespan, queueing delay, utilization, slowdowns, packing
