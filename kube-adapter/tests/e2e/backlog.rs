@@ -54,12 +54,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
         .await?;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let at = |ago: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(now - ago)
-            .expect("a recent time")
-            .to_string()
-    };
+    let at = crate::extender::seconds_ago();
     let gpus = NODES * 8;
     let created = Instant::now();
     futures::stream::iter(0..PODS)

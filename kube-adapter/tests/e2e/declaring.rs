@@ -398,12 +398,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // Finished runs teach speeds: one job, 1000 steps, 200 s on a T4 and 50 s on an A100.
     create_gpu_node(&client, "t4-c", 1, "Tesla-T4", 15_360).await?;
     create_gpu_node(&client, "a100-c", 1, "NVIDIA-A100-SXM4-40GB", 40_960).await?;
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let at = |ago: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(now - ago)
-            .expect("a recent time")
-            .to_string()
-    };
+    let at = crate::extender::seconds_ago();
     let steady = json!({ "tandem.dev/work": "1000 steps" });
     for (pod, node, start, end) in [
         ("steady-t4", "t4-c", 1_000, 800),

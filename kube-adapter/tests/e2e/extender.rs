@@ -472,17 +472,23 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     Ok(())
 }
 
+/// A clock read once: the RFC 3339 time `ago` seconds before now, for pods' start and finish
+/// times that must keep their distances to each other exactly.
+pub(crate) fn seconds_ago() -> impl Fn(i64) -> String {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    move |ago| {
+        k8s_openapi::jiff::Timestamp::from_second(now - ago)
+            .expect("a recent time")
+            .to_string()
+    }
+}
+
 /// Pods of jobs `a` and `b` on `gpu` (node, GPU), as their kubelet reports them: each runs
 /// alone once (a 100 s, b 50 s), then both run together (a 150 s, b 140 s) and finish, the
 /// last of them ten minutes ago. What learning from finished pods pairs into one outcome.
 pub(crate) async fn run_alone_then_together(pods: &Api<Pod>, gpu: (&str, &str)) -> Result<()> {
     let params = PostParams::default();
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let at = |ago: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(now - ago)
-            .expect("a recent time")
-            .to_string()
-    };
+    let at = seconds_ago();
     for (pod, job, start, end) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
         pods.create(&params, &job_pod(pod, job, Some(gpu))?).await?;
         finish(pods, pod, &at(start), &at(end)).await?;

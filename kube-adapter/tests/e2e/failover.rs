@@ -96,12 +96,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
     .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let params = PostParams::default();
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let at = |ago: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(now - ago)
-            .expect("a recent time")
-            .to_string()
-    };
+    let at = crate::extender::seconds_ago();
     let here = Some(("v100-f", "v100-f/0"));
     // Each job runs alone once: the leader learns their solo times.
     for (pod, job, from, to) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {

@@ -546,7 +546,6 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
     let client = cluster.client().await?;
     let (alpha, beta) = crate::profiler::the_recorded_pods(&client).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let params = PostParams::default();
     let port = free_port()?;
     let intake = format!("http://127.0.0.1:{port}");
     let mut with_intake = args(&dir);
@@ -584,18 +583,8 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
         ensure!(after["profiles"].as_u64() == before["profiles"].as_u64().map(|n| n + 2));
 
         // With them, the next beta is placed beside alpha, where its memory fits.
-        pods.create(&params, &job_pod("beta-2", "beta", None)?)
+        crate::profiler::the_next_beta_joins_alpha(&client, job_pod("beta-2", "beta", None)?)
             .await?;
-        let node = wait_for_binding(&client, NAMESPACE, "beta-2", Duration::from_secs(30)).await;
-        let bound = pods.get("beta-2").await?;
-        println!(
-            "(after) beta-2 was bound to {node:?}, GPU {:?}",
-            annotation(&bound)
-        );
-        ensure!(
-            annotation(&bound).as_deref() == Some("v100-p/0"),
-            "beta-2 should share GPU 0 with alpha (beta's 11,000 MiB twice do not fit GPU 1)"
-        );
 
         // Finished pods teach: a and b each run alone once, then together on one GPU.
         create_gpu_node(&client, "v100-c", 1, "Tesla-V100-SXM2-16GB", 16_384).await?;

@@ -81,12 +81,7 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
     // an outcome from them and keeps every run in its ledger.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let params = PostParams::default();
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let at = |ago: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(now - ago)
-            .expect("a recent time")
-            .to_string()
-    };
+    let at = crate::extender::seconds_ago();
     let here = Some(("v100-a", "v100-a/0"));
     for (name, of, from, to) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
         let name = format!("{CANARY}-pod-{name}");

@@ -59,8 +59,6 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     let keys = JobKeys::from_file(&dir.join("id-secret"))?;
     let client = cluster.client().await?;
     let (alpha, beta) = the_recorded_pods(&client).await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let params = PostParams::default();
     let http = reqwest::Client::new();
     let mut adapter = start_adapter(cluster, port, adapter_log)?;
     wait_ready(&http, &mut adapter).await?;
@@ -93,9 +91,18 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     );
 
     // With them, the next beta is placed: beside alpha, where its memory fits.
-    pods.create(&params, &job_pod("beta-2", "beta", None)?)
-        .await?;
-    let node = wait_for_binding(&client, NAMESPACE, "beta-2", Duration::from_secs(30)).await;
+    the_next_beta_joins_alpha(&client, job_pod("beta-2", "beta", None)?).await?;
+    ensure!(adapter.process.is_running(), "the adapter exited");
+    Ok(())
+}
+
+/// Creates `pod` (`beta-2`, a pod of job `beta` for the scheduler under test) once both
+/// profiles are known and checks where it goes: node `v100-p`, GPU 0 beside alpha (beta's
+/// 11,000 MiB twice do not fit GPU 1).
+pub(crate) async fn the_next_beta_joins_alpha(client: &kube::Client, pod: Pod) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    pods.create(&PostParams::default(), &pod).await?;
+    let node = wait_for_binding(client, NAMESPACE, "beta-2", Duration::from_secs(30)).await;
     let bound = pods.get("beta-2").await?;
     println!(
         "(after) beta-2 was bound to {node:?}, GPU {:?}",
@@ -106,7 +113,6 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         annotation(&bound).as_deref() == Some("v100-p/0"),
         "beta-2 should share GPU 0 with alpha (beta's 11,000 MiB twice do not fit GPU 1)"
     );
-    ensure!(adapter.process.is_running(), "the adapter exited");
     Ok(())
 }
 
