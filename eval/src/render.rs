@@ -176,7 +176,9 @@ fn mixed_durations(mixed: &pairs::MixedDurations) -> String {
     let mut out = format!(
         "\nmixed durations: the same queues, each job running its type's solo time times a factor\n\
          within 1/{spread}..{spread} (log-uniform); partners share until the first finishes, then the\n\
-         other runs alone. Tandem with the lengths hidden, and declared (work and speeds told)\n",
+         other runs alone. Tandem with the lengths hidden, and declared (work and speeds told);\n\
+         oracle-observed: the oracle over the observed pairs only, the most a method can save\n\
+         that lets jobs of unknown memory share only once seen sharing, as Tandem's guard does\n",
         spread = mixed.length_spread
     );
     let mut table = Table::new();

@@ -34,7 +34,9 @@ pub(crate) enum Command {
     /// measured pairs of new jobs, and the measured pairs grouped by the engine's clusters.
     /// Last, mixed durations: the same queues with each job running its type's solo time times
     /// a factor within 1/10..10, Tandem told the lengths (work and speeds) and not, against the
-    /// oracle on seconds saved. The same seed gives the same report.
+    /// oracle on seconds saved and the oracle over the observed pairs only (the most a method
+    /// can save that lets jobs of unknown memory share only once seen sharing). The same seed
+    /// gives the same report.
     Pairs(PairsArgs),
 
     /// Memory prediction: the engine's forest against simpler estimates, and the OOM guard.

@@ -103,6 +103,36 @@ fn check_oracle_bounds(report: &Value) {
         (method(report, "oracle")["of_oracle_pct"].as_f64().unwrap() - 100.0).abs() < 1e-9,
         "{report}"
     );
+    check_mixed_duration_bounds(report);
+}
+
+/// In the mixed-duration table the oracle saves the most; the oracle over the observed pairs
+/// bounds every method that pairs jobs of unknown memory only once seen sharing (Tandem, whose
+/// jobs here are known by their ids alone, and the JRS ranking); none of them forms an
+/// unmeasured pair.
+fn check_mixed_duration_bounds(report: &Value) {
+    let rows = report["mixed_durations"]["methods"].as_array().unwrap();
+    let saving = |name: &str| -> f64 {
+        rows.iter()
+            .find(|r| r["method"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {rows:?}"))["packing_saving_pct"]
+            .as_f64()
+            .unwrap()
+    };
+    let (oracle, observed) = (saving("oracle"), saving("oracle-observed"));
+    assert!(observed <= oracle + 1e-9, "{rows:?}");
+    for row in rows {
+        let name = row["method"].as_str().unwrap();
+        let value = row["packing_saving_pct"].as_f64().unwrap();
+        assert!(value <= oracle + 1e-9, "{name} beats the oracle: {row}");
+        if name.starts_with("tandem-") || name == "oracle-observed" || name == "jrs-ranking" {
+            assert!(
+                value <= observed + 1e-9,
+                "{name} beats the observed pairs: {row}"
+            );
+            assert_eq!(row["ooms"], 0, "{row}");
+        }
+    }
 }
 
 #[test]
