@@ -20,7 +20,7 @@ pub fn pairs(report: &pairs::Report) -> String {
         "catalog {} ({}), GPU model {} ({} MiB)\n\
          {} job types ({solo}); {} measured pairs of two types ({} self-pairs left out)\n\
          train share {}: {} pairs observed by Tandem and the JRS ranking, {} held out\n\
-         {} queues of {} distinct job types, seed {}\n",
+         {} queues of {} distinct job types, seed {}\n{}",
         report.catalog.name,
         report.catalog.file.display(),
         s.gpu_model,
@@ -34,6 +34,14 @@ pub fn pairs(report: &pairs::Report) -> String {
         s.queues,
         s.queue_size,
         s.seed,
+        match s.declared_models {
+            0 => String::new(),
+            n => format!(
+                "{n} of {} job types declare their models to Tandem (memory and interference \
+                 predicted from them)\n",
+                s.job_types
+            ),
+        },
     );
 
     let mut table = Table::new();

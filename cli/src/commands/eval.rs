@@ -108,6 +108,14 @@ pub(crate) struct PairsArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
 
+    /// Declared models of the catalog's job types, a CSV as for `tandem simulate --models`
+    /// (for Gavel's: data/utilization/gavel_models.csv). Tandem's jobs then declare them: the
+    /// engine predicts their memory and interference from the models, and its guard may pair
+    /// jobs never seen sharing where their predicted memory fits. The pairs it forms are still
+    /// scored on the catalog (a pair the catalog never measured counts as an OOM).
+    #[arg(long, value_name = "FILE")]
+    models: Option<PathBuf>,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -138,6 +146,7 @@ fn pairs(engine: &EngineArgs, args: PairsArgs) -> anyhow::Result<()> {
         queue_size: args.queue_size,
         train_share: args.train_share,
         seed: args.seed,
+        models: args.models,
     };
     // Bad settings are reported before the engine is loaded.
     let plan = eval::pairs::plan(settings)?;

@@ -366,7 +366,16 @@ fn bad_settings_exit_2_naming_the_problem() {
     let missing = dir.path().join("missing.json");
     let missing = missing.to_str().unwrap();
     let gavel = gavel_v100();
-    let cases: [(&[&str], &[&str]); 7] = [
+    // A declared-models file naming none of the catalog's job types.
+    let models = dir.path().join("models.csv");
+    std::fs::write(
+        &models,
+        "job_type,batch_size,params_mib,activations_mib,input_mib,gflops,conv_layers,\
+         linear_layers,activation_layers,other_layers\nNoSuchNet,32,10,20,1,5,3,1,3,1\n",
+    )
+    .unwrap();
+    let models = models.to_str().unwrap();
+    let cases: [(&[&str], &[&str]); 8] = [
         (
             &["--catalog", missing],
             &["missing.json", "cannot read the file"],
@@ -389,6 +398,10 @@ fn bad_settings_exit_2_naming_the_problem() {
         ),
         (&["--catalog", &tiny], &["--gpu-model", "T4, K80"]),
         (&["--catalog", &gavel, "--queues", "0"], &["--queues 0"]),
+        (
+            &["--catalog", &gavel, "--models", models],
+            &["--models", "models.csv", "names none of the 26 job types"],
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["eval", "pairs"];
@@ -410,4 +423,29 @@ fn bad_settings_exit_2_naming_the_problem() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn declared_models_reach_the_engine() {
+    let models =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/utilization/gavel_models.csv");
+    let models = models.to_str().unwrap();
+    let plain = ["--catalog", &gavel_v100(), "--queues", "20"];
+    let (_, without) = json_report(&plain);
+    let mut declaring = plain.to_vec();
+    declaring.extend_from_slice(&["--models", models]);
+    let (_, with) = json_report(&declaring);
+    assert_eq!(without["settings"]["declared_models"], 0);
+    assert_eq!(
+        with["settings"]["declared_models"], 26,
+        "{}",
+        with["settings"]
+    );
+    // Told the models, the engine predicts the pairs it never observed from them: its
+    // held-out predictions change, and so do the pairs it forms.
+    let curve = |report: &Value| report["learning_curve"][3]["slowdown_mae_pp"].clone();
+    assert_ne!(curve(&without), curve(&with));
+    let max_packing =
+        |report: &Value| method(report, "tandem-max-packing")["pairs_per_queue"].clone();
+    assert_ne!(max_packing(&without), max_packing(&with));
 }

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use tandem_api::Profile;
-use tandem_catalog::{Catalog, colocated_times};
+use tandem_api::{ModelSummary, Profile};
+use tandem_catalog::{Catalog, DeclaredModels, colocated_times};
 
 use crate::error::{Error, Result};
 
@@ -30,6 +30,9 @@ pub(crate) struct TypeInfo {
     /// The catalog's profile of the type, when it has one (the profile path gives it to the
     /// engine; the per-id path never does).
     pub profile: Option<Profile>,
+    /// The model the type declares (the catalog's, or `--models`'): Tandem's jobs of the type
+    /// declare it, so the engine predicts their memory and interference from it.
+    pub declared: Option<ModelSummary>,
 }
 
 /// A measured pair of two different job types.
@@ -110,6 +113,7 @@ impl Bench {
                     .or(job.gpu_util_pct_approx.map(f64::from)),
                 mem_used_mib: job.profile.as_ref().map(|p| p.mem_used_mib),
                 profile: job.profile.clone(),
+                declared: job.declared.clone(),
             });
         }
         if types.len() < 2 {
@@ -174,6 +178,24 @@ impl Bench {
             self_pairs_skipped,
             index,
         })
+    }
+
+    /// Gives each job type `models` names its declared model (over the catalog's); returns
+    /// how many it named.
+    pub(crate) fn declare(&mut self, models: &DeclaredModels) -> usize {
+        let mut named = 0;
+        for info in &mut self.types {
+            if let Some(summary) = models.get(&info.name) {
+                info.declared = Some(summary.clone());
+                named += 1;
+            }
+        }
+        named
+    }
+
+    /// Job types that declare their models.
+    pub(crate) fn declared_models(&self) -> usize {
+        self.types.iter().filter(|t| t.declared.is_some()).count()
     }
 
     /// Completion times of types `a` and `b` (in that order) started together, or `None` if

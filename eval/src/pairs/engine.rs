@@ -100,7 +100,7 @@ impl Trained {
             .map(|(position, &t)| Job {
                 id: self.ids[t].clone(),
                 profile: None,
-                declared: None,
+                declared: bench.types[t].declared.clone(),
                 priority: None,
                 submitted_at_s: position as f64,
                 work: work.map(|w| w[position]),
@@ -116,7 +116,11 @@ impl Trained {
         a: usize,
         b: usize,
     ) -> Result<Prediction, tandem_host::Error> {
-        let group = [Job::new(self.ids[a].clone()), Job::new(self.ids[b].clone())];
+        let job = |t: usize| Job {
+            declared: bench.types[t].declared.clone(),
+            ..Job::new(self.ids[t].clone())
+        };
+        let group = [job(a), job(b)];
         self.recommender.predict(
             &group,
             &GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),

@@ -9,7 +9,8 @@
 //! matching on the measured table). A learning curve then shows what Tandem gains from more
 //! observed outcomes, on the queues and on held-out pairs. On a catalog whose every job type
 //! has a profile, the profile path ([`ProfilePath`]) adds the engine given those profiles, cold
-//! and warm. `docs/EVALUATION.md` is the protocol.
+//! and warm. Job types may declare their models (the catalog's, or [`Settings::models`]'):
+//! Tandem's jobs then declare them. `docs/EVALUATION.md` is the protocol.
 //!
 //! Everything random is drawn from generators seeded by `--seed`, each purpose from its own
 //! stream (queues, training split, random pairing, id keys), so one seed gives one report.
@@ -28,7 +29,7 @@ use std::path::{Path, PathBuf};
 use rand::seq::SliceRandom as _;
 use serde::Serialize;
 use tandem_api::Objective;
-use tandem_catalog::Catalog;
+use tandem_catalog::{Catalog, DeclaredModels};
 use tandem_engine::learning::interval;
 use tandem_host::Runtime;
 
@@ -74,6 +75,9 @@ pub struct Settings {
     pub train_share: f64,
     /// Seed of every random draw.
     pub seed: u64,
+    /// Declared models of the catalog's job types (the `tandem simulate --models` CSV), over
+    /// those the catalog carries: Tandem's jobs declare them.
+    pub models: Option<PathBuf>,
 }
 
 /// The whole evaluation (the `--format json` output).
@@ -115,6 +119,8 @@ pub struct Resolved {
     /// Whether every solo time was measured; otherwise each job is assumed to take
     /// [`ASSUMED_SOLO_S`] alone.
     pub solo_times_measured: bool,
+    /// Job types whose jobs declare their models to Tandem (the catalog's or `--models`').
+    pub declared_models: usize,
     /// Measured pairs of two different job types.
     pub measured_pairs: usize,
     /// Measured self-pairs left out (a queue holds each job type once).
@@ -196,7 +202,20 @@ pub fn plan(settings: Settings) -> Result<Plan> {
         )));
     }
     let catalog = read_catalog(&settings.catalog)?;
-    let bench = Bench::load(&catalog, &settings.catalog, settings.gpu_model.as_deref())?;
+    let mut bench = Bench::load(&catalog, &settings.catalog, settings.gpu_model.as_deref())?;
+    if let Some(path) = &settings.models {
+        let models = DeclaredModels::read(path)?;
+        if bench.declare(&models) == 0 {
+            return Err(Error::Setting(format!(
+                "--models {}: names none of the {} job types of {} on {} (the first is `{}`)",
+                path.display(),
+                bench.types.len(),
+                settings.catalog.display(),
+                bench.gpu_model,
+                bench.types[0].name
+            )));
+        }
+    }
     let types = bench.types.len();
     let queue_size = match settings.queue_size {
         Some(size) if size < 2 => {
@@ -318,6 +337,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<Report> {
             memory_mib: bench.memory_mib,
             job_types: types,
             solo_times_measured: bench.solo_times_measured(),
+            declared_models: bench.declared_models(),
             measured_pairs: bench.pairs.len(),
             self_pairs_skipped: bench.self_pairs_skipped,
             training_pairs: observed.len(),
