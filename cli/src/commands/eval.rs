@@ -111,8 +111,9 @@ pub(crate) struct PairsArgs {
     /// Declared models of the catalog's job types, a CSV as for `tandem simulate --models`
     /// (for Gavel's: data/utilization/gavel_models.csv). Tandem's jobs then declare them: the
     /// engine predicts their memory and interference from the models, and its guard may pair
-    /// jobs never seen sharing where their predicted memory fits. The pairs it forms are still
-    /// scored on the catalog (a pair the catalog never measured counts as an OOM).
+    /// jobs never seen sharing where their predicted memory fits (for models within the memory
+    /// model's training data). The pairs it forms are still scored on the catalog (a pair the
+    /// catalog never measured counts as an OOM).
     #[arg(long, value_name = "FILE")]
     models: Option<PathBuf>,
 

@@ -318,21 +318,33 @@ pub struct MemoryEstimate {
     pub reserved_mib: f64,
 }
 
+/// Model characteristics among [`Row::features`]: parameters, activations, input, batch size.
+const MODEL_FEATURES: usize = 4;
+
 /// A trained forest with its guard margin.
 #[derive(Debug)]
 pub struct MemoryModel {
     forest: Forest,
     margin: f64,
     rows: usize,
+    /// The largest of each model characteristic among the rows it was trained on.
+    reach: [f64; MODEL_FEATURES],
 }
 
 impl MemoryModel {
     /// Trains the forest and measures its margin.
     pub fn train(rows: &[Row]) -> Result<Self, MemoryError> {
+        let mut reach = [0.0_f64; MODEL_FEATURES];
+        for row in rows {
+            for (most, x) in reach.iter_mut().zip(row.features()) {
+                *most = most.max(x);
+            }
+        }
         Ok(Self {
             forest: Forest::fit(rows)?,
             margin: margin(rows)?,
             rows: rows.len(),
+            reach,
         })
     }
 
@@ -356,6 +368,22 @@ impl MemoryModel {
     /// Rows it was trained on.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Whether the model's predictions vouch for `summary`: none of its parameters,
+    /// activations, input batch or batch size exceeds the largest the model was trained on. A
+    /// forest does not extrapolate: beyond them it predicts the largest peaks it saw, and its
+    /// margin, measured within them, does not cover what it misses there (Gavel's ResNet-50 at
+    /// batch 128, past SchedTune's batch 64, ran out of memory beside jobs the prediction left
+    /// room for).
+    pub fn vouches_for(&self, summary: &ModelSummary) -> bool {
+        let model = [
+            f64::from(summary.params_mib),
+            f64::from(summary.activations_mib),
+            f64::from(summary.input_mib),
+            f64::from(summary.batch_size),
+        ];
+        model.iter().zip(&self.reach).all(|(x, most)| x <= most)
     }
 
     /// Prediction and reservation for a declared model on a GPU.

@@ -556,7 +556,10 @@ fn view_key(view: &JobView) -> [u64; 6] {
         share,
         cluster,
         workload,
-        view.memory_mib.map_or(u64::MAX, u64::from),
+        // An extrapolated figure fits alike but shares otherwise.
+        view.memory_mib.map_or(u64::MAX, |mib| {
+            u64::from(mib) | u64::from(view.memory_extrapolated) << 32
+        }),
     ]
 }
 

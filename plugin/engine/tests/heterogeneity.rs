@@ -328,6 +328,61 @@ fn a_declared_model_vouches_for_memory_and_predicts_interference_a_bare_id_does_
 }
 
 #[test]
+fn a_declared_model_beyond_the_memory_models_reach_fits_alone_and_shares_once_measured() {
+    let mut engine = engine();
+    let v100 = GpuSpec::new("V100", 16384);
+    let gpus = [gpu("g/0", v100.clone(), vec![])];
+    // ResNet-18 at batch 128: twice SchedTune's largest batch. Predicted small, as a
+    // forest predicts past its data: the largest peaks it saw, not what the batch needs.
+    let big_batch = ModelSummary {
+        params_mib: 44.59,
+        activations_mib: 3637.0,
+        input_mib: 18.38,
+        batch_size: 128,
+        ..ModelSummary::default()
+    };
+    let small = ModelSummary {
+        params_mib: 44.59,
+        activations_mib: 909.25,
+        input_mib: 18.38,
+        batch_size: 32,
+        ..ModelSummary::default()
+    };
+    let declaring = |id: &str, model: &ModelSummary| Job {
+        declared: Some(model.clone()),
+        ..Job::new(id)
+    };
+    let (a, b) = (declaring("a", &big_batch), declaring("b", &small));
+    let estimate = engine.estimate(&a, std::slice::from_ref(&v100)).unwrap();
+    let reserved = estimate[0].reserved_mib.unwrap();
+    assert!(reserved < 8192, "{estimate:?}");
+    // The prediction leaves room for both, yet they do not share: it may be short by more
+    // than the margin. The job still runs, alone.
+    let answer = engine.recommend(&[a.clone(), b.clone()], &gpus).unwrap();
+    assert_eq!(answer.placements.len(), 1, "{answer:?}");
+    assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");
+    assert!(
+        answer.unplaced[0]
+            .reason
+            .contains("larger than any the memory model"),
+        "{answer:?}"
+    );
+    let alone = engine.recommend(std::slice::from_ref(&a), &gpus).unwrap();
+    assert_eq!(alone.placements[0].jobs, ["a"], "{alone:?}");
+    // Within the model's reach, two such jobs share.
+    let two_small = [declaring("b", &small), declaring("c", &small)];
+    let answer = engine.recommend(&two_small, &gpus).unwrap();
+    assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");
+    // A measured peak at that batch size widens the model's reach: the next job declaring
+    // it shares where its (retrained) prediction fits.
+    engine
+        .observe_memory("a", &big_batch, &v100, 5_000)
+        .unwrap();
+    let answer = engine.recommend(&[a, b], &gpus).unwrap();
+    assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");
+}
+
+#[test]
 fn each_gpu_model_holds_at_most_its_own_cap() {
     let gpus = [
         gpu("k80/0", GpuSpec::new("K80", 11441), vec![]),

@@ -26,6 +26,10 @@ pub(crate) struct Memory {
     pub(crate) peak_mib: Option<u32>,
     /// What the guard reserves, MiB.
     pub(crate) reserved_mib: Option<u32>,
+    /// Whether the figure is a declared model's prediction beyond what the memory model was
+    /// trained on ([`crate::memory::MemoryModel::vouches_for`]): enough to tell where the job
+    /// cannot fit, not to let it share a GPU.
+    pub(crate) extrapolated: bool,
 }
 
 fn mib(value: f64) -> Option<u32> {
@@ -57,6 +61,7 @@ impl Knowledge {
             source,
             peak_mib: Some(mib),
             reserved_mib: Some(mib),
+            extrapolated: false,
         };
         if let Some(p) = profile.filter(|p| p.gpu_model == spec.model) {
             return exact(p.mem_used_mib, MemorySource::Observed);
@@ -77,6 +82,7 @@ impl Knowledge {
                             source: MemorySource::Transferred,
                             peak_mib: mib(peak),
                             reserved_mib: mib(peak * (1.0 + model.margin())),
+                            extrapolated: false,
                         }
                     }
                     None => exact(p.mem_used_mib, MemorySource::Transferred),
@@ -84,17 +90,20 @@ impl Knowledge {
             }
             (Some(p), None) => exact(p.mem_used_mib, MemorySource::Transferred),
             (None, Some((summary, here))) => {
-                let estimate = self.memory.model().estimate(summary, here);
+                let model = self.memory.model();
+                let estimate = model.estimate(summary, here);
                 Memory {
                     source: MemorySource::Declared,
                     peak_mib: mib(estimate.peak_mib),
                     reserved_mib: mib(estimate.reserved_mib),
+                    extrapolated: !model.vouches_for(summary),
                 }
             }
             (None, None) => Memory {
                 source: MemorySource::Unknown,
                 peak_mib: None,
                 reserved_mib: None,
+                extrapolated: false,
             },
         }
     }

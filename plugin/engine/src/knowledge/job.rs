@@ -71,6 +71,10 @@ pub(crate) struct JobView {
     pub(crate) workload: Option<usize>,
     /// Memory the job uses, in MiB; `None` when unknown.
     pub(crate) memory_mib: Option<u32>,
+    /// Whether `memory_mib` is a declared model's prediction beyond what the memory model was
+    /// trained on: it may rule a GPU out, never let the job share one (the guard then treats
+    /// the job's memory as it treats unknown memory beside others).
+    pub(crate) memory_extrapolated: bool,
     /// The GPU model it is seen on: interference learned on one model is not applied
     /// unchanged to another.
     pub(crate) gpu_model: OnModel,

@@ -27,8 +27,10 @@ impl Knowledge {
     /// the guard reserves on that model (`specs`: the other models of the request).
     pub(crate) fn view_on(&self, job: &Job, spec: &GpuSpec, specs: &[&GpuSpec]) -> JobView {
         let profile = job.profile.as_ref().or_else(|| self.profile(&job.id));
+        let memory = self.memory_on(job, profile, spec, specs);
         JobView {
-            memory_mib: self.memory_on(job, profile, spec, specs).reserved_mib,
+            memory_mib: memory.reserved_mib,
+            memory_extrapolated: memory.extrapolated,
             gpu_model: self.workloads.on_model(&spec.model),
             ..self.view_of(job)
         }
@@ -44,6 +46,7 @@ impl Knowledge {
             assignment_uncertainty: placed.map_or(1.0, |p| p.uncertainty),
             workload: None,
             memory_mib: Some(profile.mem_used_mib),
+            memory_extrapolated: false,
             gpu_model: OnModel::Any,
             feature_var: 0.0,
         }
@@ -70,6 +73,7 @@ impl Knowledge {
                     assignment_uncertainty: self.workloads.uncertainty(workload),
                     workload,
                     memory_mib: None,
+                    memory_extrapolated: false,
                     gpu_model: OnModel::Any,
                     feature_var: 0.0,
                 },

@@ -4,6 +4,8 @@
 //! observed under its id, no declared model) may run alone on an idle GPU, or share one with
 //! exactly one job it was observed sharing a GPU of that model with: an outcome proves the two
 //! fit together, and nothing else would. A GPU holding such a job is closed to everyone else.
+//! A job whose memory is a declared model's prediction beyond what the memory model was trained
+//! on fits where that prediction fits, and shares like a job of unknown memory.
 
 use tandem_api::Policy;
 
@@ -25,6 +27,9 @@ pub(super) enum Refusal {
     Memory,
     /// The newcomer or a member has no profile, and the two were never seen sharing.
     NoEvidence,
+    /// The newcomer's or a member's memory is predicted beyond what the memory model was
+    /// trained on, and the two were never seen sharing.
+    Extrapolated,
 }
 
 /// Most jobs a GPU of `model` may hold under `policy`: no job may join a GPU that holds as
@@ -73,10 +78,15 @@ pub(super) fn refusal(
     // only with a job it was seen sharing this model with, as a job of unknown memory does.
     let unprofiled =
         view.features.is_none() || state.members.iter().any(|m| m.view.features.is_none());
+    // A prediction the memory model does not vouch for may keep a job off a GPU too small for
+    // it, never put it beside another: there it may be short by more than the margin.
+    let extrapolated =
+        view.memory_extrapolated || state.members.iter().any(|m| m.view.memory_extrapolated);
     match state.members.as_slice() {
         [] => None,
-        _ if !unprofiled => None,
+        _ if !unprofiled && !extrapolated => None,
         [only] if knowledge.shared(&only.view, view, model) => None,
+        _ if extrapolated => Some(Refusal::Extrapolated),
         _ => Some(Refusal::NoEvidence),
     }
 }
@@ -141,6 +151,12 @@ impl Refusal {
                 "the job or a job on it has no profile, so nothing predicts how they would \
                  interfere, and they were never observed sharing a {model}; it may share only \
                  with a job it was seen sharing one with"
+            ),
+            Self::Extrapolated => format!(
+                "the job's or a job's memory on it is predicted from a declared model larger \
+                 than any the memory model was trained on, and they were never observed sharing \
+                 a {model}; it may share only with a job it was seen sharing one with (or once \
+                 its peak is measured)"
             ),
             Self::Memory => format!(
                 "needs {} MiB but only {} of {} MiB are free",

@@ -75,10 +75,14 @@ pub(super) fn place_matched_pairs<'q>(
             let (ra, rb) = (&order[a].1, &order[b].1);
             let (va, vb) = (ra.any(), rb.any());
             // Two jobs with features (profiled, or predicted from a declared model) may pair
-            // wherever their memory fits (the features predict their interference); any other
-            // pair only if it was seen sharing (an outcome is the only evidence it fits and
-            // how it interferes).
-            let profiled = va.features.is_some() && vb.features.is_some();
+            // wherever their memory fits (the features predict their interference), unless a
+            // memory is predicted beyond what the memory model vouches for; any other pair only
+            // if it was seen sharing (an outcome is the only evidence it fits and how it
+            // interferes).
+            let profiled = va.features.is_some()
+                && vb.features.is_some()
+                && !va.memory_extrapolated
+                && !vb.memory_extrapolated;
             let fits = (profiled
                 && roomiest.iter().enumerate().any(|(m, room)| {
                     room.is_some_and(|room| {
