@@ -18,6 +18,18 @@ fn vgg19_b64() -> ModelSummary {
     }
 }
 
+/// ResNet-18 at batch 32, as SchedTune's table describes it: small, and within the data the
+/// memory model was trained on.
+fn resnet18_b32() -> ModelSummary {
+    ModelSummary {
+        params_mib: 44.59,
+        activations_mib: 909.25,
+        input_mib: 18.38,
+        batch_size: 32,
+        ..ModelSummary::default()
+    }
+}
+
 fn gpu(id: &str, spec: GpuSpec, residents: Vec<Job>) -> Gpu {
     Gpu {
         id: id.into(),
@@ -299,13 +311,7 @@ fn bad_declarations_and_work_are_refused_naming_the_field() {
 fn a_declared_model_vouches_for_memory_and_predicts_interference_a_bare_id_does_neither() {
     let engine = engine();
     let gpus = [gpu("g/0", GpuSpec::new("V100", 16384), vec![])];
-    let small = ModelSummary {
-        params_mib: 44.59,
-        activations_mib: 909.25,
-        input_mib: 18.38,
-        batch_size: 32,
-        ..ModelSummary::default()
-    };
+    let small = resnet18_b32();
     let job = |id: &str| Job {
         declared: Some(small.clone()),
         ..Job::new(id)
@@ -335,19 +341,11 @@ fn a_declared_model_beyond_the_memory_models_reach_fits_alone_and_shares_once_me
     // ResNet-18 at batch 128: twice SchedTune's largest batch. Predicted small, as a
     // forest predicts past its data: the largest peaks it saw, not what the batch needs.
     let big_batch = ModelSummary {
-        params_mib: 44.59,
         activations_mib: 3637.0,
-        input_mib: 18.38,
         batch_size: 128,
-        ..ModelSummary::default()
+        ..resnet18_b32()
     };
-    let small = ModelSummary {
-        params_mib: 44.59,
-        activations_mib: 909.25,
-        input_mib: 18.38,
-        batch_size: 32,
-        ..ModelSummary::default()
-    };
+    let small = resnet18_b32();
     let declaring = |id: &str, model: &ModelSummary| Job {
         declared: Some(model.clone()),
         ..Job::new(id)
