@@ -244,6 +244,18 @@ async fn create_node_of(
     product: &str,
     memory_mib: u32,
 ) -> Result<()> {
+    create_node_with(client, name, scenario, product, memory_mib, 1).await
+}
+
+/// [`create_node_of`] with `gpus` GPUs in Tandem's view (`nvidia.com/gpu.count`).
+async fn create_node_with(
+    client: &kube::Client,
+    name: &str,
+    scenario: &str,
+    product: &str,
+    memory_mib: u32,
+    gpus: u32,
+) -> Result<()> {
     let resources = json!({ "cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2" });
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -255,7 +267,7 @@ async fn create_node_of(
                 "tandem-e2e/scenario": scenario,
                 "nvidia.com/gpu.product": product,
                 "nvidia.com/gpu.memory": memory_mib.to_string(),
-                "nvidia.com/gpu.count": "1",
+                "nvidia.com/gpu.count": gpus.to_string(),
             },
         },
         "status": {
@@ -699,8 +711,11 @@ const RESNET18: &str = r#"{"params_mib": 44.59, "activations_mib": 909.25, "inpu
 
 /// (g) What tasks declare in their pods' annotations, on nodes of scenario `g`.
 async fn declarations(client: &kube::Client) -> Result<()> {
-    create_node_of(client, "g-t4", "g", "Tesla-T4", 15_360).await?;
-    create_node_of(client, "g-a100", "g", "NVIDIA-A100-SXM4-40GB", 40_960).await?;
+    // Two GPUs each: vgg-big, a model past the memory model's training data, shares its GPU
+    // with nothing it was not seen beside, and the tasks after it still find a GPU free on
+    // either node, so their priorities alone choose.
+    create_node_with(client, "g-t4", "g", "Tesla-T4", 15_360, 2).await?;
+    create_node_with(client, "g-a100", "g", "NVIDIA-A100-SXM4-40GB", 40_960, 2).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let params = PostParams::default();
