@@ -85,6 +85,14 @@ pub(crate) struct JobView {
 }
 
 impl JobView {
+    /// Whether what is known of the job lets it share a GPU with a job it was never seen
+    /// beside: features (measured, or predicted from its declared model) to predict the
+    /// interference, and no memory figure past what the memory model vouches for. Whether the
+    /// two fit in memory is asked apart.
+    pub(crate) fn may_share_unseen(&self) -> bool {
+        self.features.is_some() && !self.memory_extrapolated
+    }
+
     /// What the predictor's answer for this job depends on, as bits (features, cluster,
     /// spread of predicted features, workload and GPU model, two to a word; not memory): two views with the same key are predicted alike, which the
     /// cluster view's states and pair memos rely on.

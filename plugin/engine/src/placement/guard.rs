@@ -73,20 +73,20 @@ pub(super) fn refusal(
     if needed > state.free_mib() {
         return Some(Refusal::Memory);
     }
-    // Memory known from a declared model says nothing of interference by itself: a job
-    // without features, measured or predicted from its declared model (or beside one), shares
-    // only with a job it was seen sharing this model with, as a job of unknown memory does.
-    let unprofiled =
-        view.features.is_none() || state.members.iter().any(|m| m.view.features.is_none());
-    // A prediction the memory model does not vouch for may keep a job off a GPU too small for
-    // it, never put it beside another: there it may be short by more than the margin.
-    let extrapolated =
-        view.memory_extrapolated || state.members.iter().any(|m| m.view.memory_extrapolated);
+    // Memory known from a declared model says nothing of interference by itself, and a
+    // prediction the memory model does not vouch for may keep a job off a GPU too small for it,
+    // never put it beside another: a job that may not share unseen (or beside one) shares only
+    // with a job it was seen sharing this model with, as a job of unknown memory does.
+    let unseen = view.may_share_unseen() && state.members.iter().all(|m| m.view.may_share_unseen());
     match state.members.as_slice() {
         [] => None,
-        _ if !unprofiled && !extrapolated => None,
+        _ if unseen => None,
         [only] if knowledge.shared(&only.view, view, model) => None,
-        _ if extrapolated => Some(Refusal::Extrapolated),
+        _ if view.memory_extrapolated
+            || state.members.iter().any(|m| m.view.memory_extrapolated) =>
+        {
+            Some(Refusal::Extrapolated)
+        }
         _ => Some(Refusal::NoEvidence),
     }
 }

@@ -74,22 +74,17 @@ pub(super) fn place_matched_pairs<'q>(
         for b in a + 1..order.len() {
             let (ra, rb) = (&order[a].1, &order[b].1);
             let (va, vb) = (ra.any(), rb.any());
-            // Two jobs with features (profiled, or predicted from a declared model) may pair
-            // wherever their memory fits (the features predict their interference), unless a
-            // memory is predicted beyond what the memory model vouches for; any other pair only
-            // if it was seen sharing (an outcome is the only evidence it fits and how it
-            // interferes).
-            let profiled = va.features.is_some()
-                && vb.features.is_some()
-                && !va.memory_extrapolated
-                && !vb.memory_extrapolated;
-            let fits = (profiled
-                && roomiest.iter().enumerate().any(|(m, room)| {
-                    room.is_some_and(|room| {
-                        pair_memory(&ra.views[m], &rb.views[m]).is_some_and(|mib| mib <= room)
-                    })
-                }))
-                || knowledge.shared_on_any(va, vb, idle_models.iter().copied());
+            // Two jobs that may share unseen (`JobView::may_share_unseen`, as the guard asks)
+            // may pair wherever their memory fits; any other pair only if it was seen sharing
+            // (an outcome is the only evidence it fits and how it interferes).
+            let fits = roomiest.iter().enumerate().any(|(m, room)| {
+                let (a, b) = (&ra.views[m], &rb.views[m]);
+                room.is_some_and(|room| {
+                    a.may_share_unseen()
+                        && b.may_share_unseen()
+                        && pair_memory(a, b).is_some_and(|mib| mib <= room)
+                })
+            }) || knowledge.shared_on_any(va, vb, idle_models.iter().copied());
             if !fits {
                 continue;
             }
