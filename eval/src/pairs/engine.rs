@@ -98,15 +98,21 @@ impl Trained {
             .iter()
             .enumerate()
             .map(|(position, &t)| Job {
-                id: self.ids[t].clone(),
-                profile: None,
-                declared: bench.types[t].declared.clone(),
-                priority: None,
                 submitted_at_s: position as f64,
                 work: work.map(|w| w[position]),
+                ..self.job(bench, t)
             })
             .collect();
         group(&mut self.recommender, bench, &jobs)
+    }
+
+    /// A job of type `t` as the engine is given it: its keyed id, and its type's declared
+    /// model if any (never a profile: this is the per-id path).
+    fn job(&self, bench: &Bench, t: usize) -> Job {
+        Job {
+            declared: bench.types[t].declared.clone(),
+            ..Job::new(self.ids[t].clone())
+        }
     }
 
     /// The engine's prediction for types `a` and `b` sharing a GPU of the evaluated model.
@@ -116,11 +122,7 @@ impl Trained {
         a: usize,
         b: usize,
     ) -> Result<Prediction, tandem_host::Error> {
-        let job = |t: usize| Job {
-            declared: bench.types[t].declared.clone(),
-            ..Job::new(self.ids[t].clone())
-        };
-        let group = [job(a), job(b)];
+        let group = [self.job(bench, a), self.job(bench, b)];
         self.recommender.predict(
             &group,
             &GpuSpec::new(bench.gpu_model.clone(), bench.memory_mib),
