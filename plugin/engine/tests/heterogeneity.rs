@@ -381,6 +381,43 @@ fn a_declared_model_beyond_the_memory_models_reach_fits_alone_and_shares_once_me
 }
 
 #[test]
+fn two_declared_jobs_seen_sharing_share_again_whatever_their_predicted_memory() {
+    let mut engine = engine();
+    let spec = GpuSpec::new("RTX 3090", 24576);
+    let gpus = [gpu("g/0", spec.clone(), vec![])];
+    let vgg = |id: &str| Job {
+        declared: Some(vgg19_b64()),
+        ..Job::new(id)
+    };
+    let (a, b) = (vgg("a"), vgg("b"));
+    // Each fits alone; the two predicted reservations (peak plus the guard's margin) do not
+    // fit together, though the peaks measured for VGG-19 at this batch (10-11 GiB) do.
+    let reserved = engine.estimate(&a, std::slice::from_ref(&spec)).unwrap()[0]
+        .reserved_mib
+        .unwrap();
+    assert!(reserved <= 24576 && 2 * reserved > 24576, "{reserved} MiB");
+    let answer = engine.recommend(&[a.clone(), b.clone()], &gpus).unwrap();
+    assert_eq!(answer.placements.len(), 1, "{answer:?}");
+    assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");
+    assert!(answer.unplaced[0].reason.contains("MiB"), "{answer:?}");
+    // An outcome proves the two fit on one: it outweighs the prediction.
+    engine
+        .observe_outcome(&tandem_api::Outcome {
+            gpu_model: "RTX 3090".into(),
+            jobs: vec!["a".into(), "b".into()],
+            solo_s: vec![100.0, 100.0],
+            colocated_s: vec![125.0, 125.0],
+        })
+        .unwrap();
+    let answer = engine.recommend(&[a.clone(), b], &gpus).unwrap();
+    assert_eq!(answer.placements.len(), 1, "{answer:?}");
+    assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");
+    // Seen with `b` only: a third job declaring the same model still does not fit beside `a`.
+    let answer = engine.recommend(&[a, vgg("c")], &gpus).unwrap();
+    assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");
+}
+
+#[test]
 fn each_gpu_model_holds_at_most_its_own_cap() {
     let gpus = [
         gpu("k80/0", GpuSpec::new("K80", 11441), vec![]),

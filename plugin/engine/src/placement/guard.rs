@@ -6,6 +6,8 @@
 //! fit together, and nothing else would. A GPU holding such a job is closed to everyone else.
 //! A job whose memory is a declared model's prediction beyond what the memory model was trained
 //! on fits where that prediction fits, and shares like a job of unknown memory.
+//! Whatever the figures, two jobs observed sharing a GPU of a model may share one again, the
+//! two of them alone: a measured co-run outweighs predicted reservations and their margin.
 
 use tandem_api::Policy;
 
@@ -70,6 +72,13 @@ pub(super) fn refusal(
             _ => Some(Refusal::UnknownMemory),
         };
     };
+    // An outcome outweighs a prediction: two jobs observed sharing a GPU of this model fit on
+    // one together, whatever their predicted memory (and the margin kept for predictions) says.
+    if let [only] = state.members.as_slice()
+        && knowledge.shared(&only.view, view, model)
+    {
+        return None;
+    }
     if needed > state.free_mib() {
         return Some(Refusal::Memory);
     }

@@ -142,12 +142,14 @@ pub(super) fn place_matched_pairs<'q>(
             .filter(|(_, s)| pairable(s))
             .filter_map(|(g, s)| {
                 let (va, vb) = (&ra.views[s.model], &rb.views[s.model]);
-                let left = match pair_memory(va, vb) {
-                    Some(memory) => (s.free_mib() >= memory).then(|| s.free_mib() - memory),
-                    // Unknown memory: any GPU of a model the two were seen sharing.
-                    None => knowledge
+                let memory = pair_memory(va, vb);
+                let left = match memory {
+                    Some(memory) if s.free_mib() >= memory => Some(s.free_mib() - memory),
+                    // Unknown memory, or predicted too large: any GPU of a model the two were
+                    // seen sharing (an outcome outweighs a prediction, as in the guard).
+                    _ => knowledge
                         .shared(va, vb, &s.gpu.spec.model)
-                        .then_some(s.free_mib()),
+                        .then(|| s.free_mib().saturating_sub(memory.unwrap_or(0))),
                 }?;
                 Some((g, ra.slowness[s.model] + rb.slowness[s.model], left))
             })
