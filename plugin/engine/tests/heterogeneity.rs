@@ -400,6 +400,7 @@ fn two_declared_jobs_seen_sharing_share_again_whatever_their_predicted_memory() 
     assert_eq!(answer.placements.len(), 1, "{answer:?}");
     assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");
     assert!(answer.unplaced[0].reason.contains("MiB"), "{answer:?}");
+    assert!(engine.predict(&[a.clone(), b.clone()], &spec).is_err());
     // An outcome proves the two fit on one: it outweighs the prediction.
     engine
         .observe_outcome(&tandem_api::Outcome {
@@ -412,6 +413,7 @@ fn two_declared_jobs_seen_sharing_share_again_whatever_their_predicted_memory() 
     let answer = engine.recommend(&[a.clone(), b], &gpus).unwrap();
     assert_eq!(answer.placements.len(), 1, "{answer:?}");
     assert_eq!(answer.placements[0].jobs.len(), 2, "{answer:?}");
+    assert!(engine.predict(&[a.clone(), vgg("b")], &spec).is_ok());
     // Seen with `b` only: a third job declaring the same model still does not fit beside `a`.
     let answer = engine.recommend(&[a, vgg("c")], &gpus).unwrap();
     assert_eq!(answer.placements[0].jobs.len(), 1, "{answer:?}");

@@ -239,6 +239,8 @@ impl Knowledge {
     /// Predicted effect of running `group` together (see [`Knowledge::predict`]). A group
     /// with a job of unknown memory is reported at the GPU's whole memory, the engine's
     /// stand-in for "unknown" everywhere; whether it may share is for the planner to decide.
+    /// A group whose figures exceed the GPU's memory is infeasible, unless it is a pair observed
+    /// sharing that GPU model.
     pub(crate) fn predict_group(&self, group: &[Job], gpu: &GpuSpec) -> Result<Prediction> {
         let views: Vec<JobView> = group
             .iter()
@@ -258,7 +260,9 @@ impl Knowledge {
             uncertainty,
             ..
         } = self.predict(&refs);
-        if memory > u64::from(gpu.memory_mib) {
+        // As the guard: two jobs observed sharing this model fit on it, whatever the figures.
+        let seen_together = matches!(views.as_slice(), [a, b] if self.shared(a, b, &gpu.model));
+        if memory > u64::from(gpu.memory_mib) && !seen_together {
             return Err(EngineError::Infeasible(format!(
                 "the group needs {memory} MiB, more than the {} MiB of a {}",
                 gpu.memory_mib, gpu.model
