@@ -65,20 +65,17 @@ pub(super) fn refusal(
         // about to fail; either way nothing more goes there.
         return Some(Refusal::Overfull);
     }
-    let Some(needed) = view.memory_mib.map(u64::from) else {
-        return match state.members.as_slice() {
-            [] => None,
-            [only] if knowledge.shared(&only.view, view, model) => None,
-            _ => Some(Refusal::UnknownMemory),
-        };
-    };
-    // An outcome outweighs a prediction: two jobs observed sharing a GPU of this model fit on
-    // one together, whatever their predicted memory (and the margin kept for predictions) says.
+    // An outcome outweighs any figure: two jobs observed sharing a GPU of this model fit on one
+    // together, whether their memory is unknown or predicted (with the margin kept for
+    // predictions) past it.
     if let [only] = state.members.as_slice()
         && knowledge.shared(&only.view, view, model)
     {
         return None;
     }
+    let Some(needed) = view.memory_mib.map(u64::from) else {
+        return (!state.members.is_empty()).then_some(Refusal::UnknownMemory);
+    };
     if needed > state.free_mib() {
         return Some(Refusal::Memory);
     }
@@ -90,7 +87,6 @@ pub(super) fn refusal(
     match state.members.as_slice() {
         [] => None,
         _ if unseen => None,
-        [only] if knowledge.shared(&only.view, view, model) => None,
         _ if view.memory_extrapolated
             || state.members.iter().any(|m| m.view.memory_extrapolated) =>
         {
