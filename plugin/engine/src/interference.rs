@@ -53,6 +53,49 @@ pub fn prior_variance_of_features(util_var: f64, access_var: f64) -> f64 {
     util_var + MEMORY_CONTENTION_WEIGHT * MEMORY_CONTENTION_WEIGHT * access_var
 }
 
+/// Standard-normal quadrature: the nodes and weights (summing to 1) of five-point
+/// Gauss–Hermite, exact for polynomials up to degree nine.
+const NORMAL_QUADRATURE: [(f64, f64); 5] = [
+    (-2.856_970_013_872_806, 0.011_257_411_327_720_69),
+    (-1.355_626_179_974_266, 0.222_075_922_005_612_6),
+    (0.0, 0.533_333_333_333_333_3),
+    (1.355_626_179_974_266, 0.222_075_922_005_612_6),
+    (2.856_970_013_872_806, 0.011_257_411_327_720_69),
+];
+
+/// What `saved` is expected to come to for a pair whose slowdowns are predicted as
+/// `slowdowns` (fractions) with predictive variances `log_vars` of log slowdown
+/// `ln(1 + s)`, each member's error normal and independent of the other's.
+///
+/// What sharing saves hangs on the pair's *worst* slowdown, and the maximum of two uncertain
+/// slowdowns is larger, on average, than the larger of their predictions: a pair predicted
+/// from little evidence saves less than its predictions say, and the less is known the more
+/// it falls short. Valuing a pair by its expectation rather than by its predictions prices
+/// that in, so a matching over many uncertain pairs does not pick the ones predicted too
+/// well. A well-measured pair's expectation is its prediction.
+pub fn expected_saving(
+    slowdowns: [f64; 2],
+    log_vars: [f64; 2],
+    saved: impl Fn(&[f64; 2]) -> f64,
+) -> f64 {
+    let spreads = log_vars.map(|v| v.max(0.0).sqrt());
+    if spreads == [0.0; 2] {
+        return saved(&slowdowns.map(|s| s.max(0.0)));
+    }
+    let centres = slowdowns.map(|s| s.max(0.0).ln_1p());
+    let mut expected = 0.0;
+    for &(za, wa) in &NORMAL_QUADRATURE {
+        for &(zb, wb) in &NORMAL_QUADRATURE {
+            let drawn = [
+                (centres[0] + spreads[0] * za).exp_m1().max(0.0),
+                (centres[1] + spreads[1] * zb).exp_m1().max(0.0),
+            ];
+            expected += wa * wb * saved(&drawn);
+        }
+    }
+    expected
+}
+
 /// Time saved by running a group together instead of one after another, in units of one
 /// job's solo time, assuming equal solo times: `n - max(1 + s)`. Zero for a job alone.
 pub fn time_saved(slowdowns: &[f64]) -> f64 {
@@ -174,6 +217,42 @@ mod tests {
         // Sharing that doubles run times saves nothing however the runs end.
         let none = time_saved_s(&[1.0, 1.0], &[50.0, 50.0]);
         assert!(none.abs() < 1e-9, "{none}");
+    }
+
+    #[test]
+    fn a_pair_known_for_sure_is_expected_to_save_what_its_predictions_say() {
+        let sure = expected_saving([0.2, 0.4], [0.0, 0.0], |s| time_saved(s));
+        assert!((sure - time_saved(&[0.2, 0.4])).abs() < 1e-12, "{sure}");
+    }
+
+    #[test]
+    fn an_uncertain_pair_is_expected_to_save_less_the_less_is_known() {
+        // Two jobs predicted 30% slower each: their worst slowdown is more than 30% on
+        // average once either may land either side of it.
+        let plain = time_saved(&[0.3, 0.3]);
+        let mut last = plain;
+        for var in [0.01, 0.05, 0.2] {
+            let expected = expected_saving([0.3, 0.3], [var, var], |s| time_saved(s));
+            assert!(expected < last, "{var}: {expected} after {last}");
+            last = expected;
+        }
+        // Lengths known: the same holds for the seconds saved.
+        let plain_s = time_saved_s(&[0.3, 0.3], &[100.0, 300.0]);
+        let expected_s = expected_saving([0.3, 0.3], [0.05, 0.05], |s| {
+            time_saved_s(s, &[100.0, 300.0])
+        });
+        assert!(expected_s < plain_s, "{expected_s} vs {plain_s}");
+    }
+
+    #[test]
+    fn the_quadrature_integrates_a_normal() {
+        let weights: f64 = NORMAL_QUADRATURE.iter().map(|(_, w)| w).sum();
+        assert!((weights - 1.0).abs() < 1e-12);
+        // E[exp(σZ)] = exp(σ²/2): a log-normal's mean, which a prediction's mean slowdown is.
+        let var: f64 = 0.09;
+        // (Far enough from 0 that no node's slowdown is cut off at "no slowdown".)
+        let mean = expected_saving([3.0, 0.0], [var, 0.0], |s| 1.0 + s[0]);
+        assert!((mean - 4.0 * (var / 2.0).exp()).abs() < 1e-6, "{mean}");
     }
 
     #[test]

@@ -89,6 +89,16 @@ pub(super) trait Goal {
         false
     }
 
+    /// Whether the matching of [`Goal::pairs_first`] values a pair by the time it is
+    /// *expected* to save over the uncertainty of its predicted slowdowns
+    /// ([`crate::interference::expected_saving`]) rather than by what its predictions alone
+    /// would save: what an objective that wants the most time saved, whatever the risk, should
+    /// maximize. An objective that prices the risk itself (`balanced`'s pessimistic penalty)
+    /// takes the predictions as they are.
+    fn expects_saving(&self) -> bool {
+        false
+    }
+
     /// Whether, while idle GPUs remain for every job still to place, a job that fits an idle
     /// GPU is judged on idle GPUs only (sharing would only slow someone down).
     fn idle_first(&self) -> bool {
@@ -211,6 +221,10 @@ impl Goal for MaxPacking {
     }
 
     fn weighs_seconds(&self) -> bool {
+        true
+    }
+
+    fn expects_saving(&self) -> bool {
         true
     }
 }

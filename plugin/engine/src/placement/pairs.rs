@@ -11,7 +11,7 @@ use super::resolve::Resolved;
 use super::state::GpuState;
 use crate::grouping;
 use crate::interference;
-use crate::knowledge::{JobView, Knowledge};
+use crate::knowledge::{GroupPrediction, JobView, Knowledge};
 
 /// Most queued jobs the matching pairs; above it (the edges grow as n²) the planner places
 /// jobs greedily only.
@@ -21,7 +21,11 @@ const PAIRING_LIMIT: usize = 600;
 /// idle GPU, best fit by memory, surest jobs' pairs first. An edge's weight is what the pair is
 /// worth on its own GPU to the objective, `goal` ([`Goal::pair_value`]), less what the GPU's
 /// model costs the two beyond their best models, so only pairs it values above running alone
-/// are formed.
+/// are formed. An objective that wants the time saved whatever the risk
+/// ([`Goal::expects_saving`]) values a pair by the time it is expected to save over the
+/// uncertainty of its predicted slowdowns ([`interference::expected_saving`]): among many
+/// pairs predicted from little evidence, the matching would otherwise favour those predicted
+/// too well (docs/EVALUATION.md, "Declared models").
 ///
 /// When both run times are known (work and speeds), the time a pair saves follows them: the two
 /// share until the first finishes and the other then runs alone
@@ -95,8 +99,18 @@ pub(super) fn place_matched_pairs<'q>(
                 .enumerate()
                 .filter(|(_, room)| room.is_some())
                 .map(|(m, _)| {
-                    let predicted = knowledge.predict(&[&ra.views[m], &rb.views[m]]);
-                    let worst = predicted.slowdowns.iter().fold(0.0_f64, |m, s| m.max(*s));
+                    let (ja, jb) = (&ra.views[m], &rb.views[m]);
+                    let terms =
+                        Knowledge::partner_terms(&[ja, jb], |x, y| knowledge.predict_pair(x, y));
+                    let predicted = GroupPrediction::of(&terms);
+                    let slowdowns = [terms[0].slowdown, terms[1].slowdown];
+                    // A goal that takes the predictions as they are sees no spread.
+                    let log_vars = if goal.expects_saving() {
+                        [terms[0].var, terms[1].var]
+                    } else {
+                        [0.0; 2]
+                    };
+                    let worst = slowdowns[0].max(slowdowns[1]);
                     let value =
                         |time_saved| goal.pair_value(time_saved, worst, predicted.uncertainty);
                     // Less what the model costs the two beyond their best ones, as the
@@ -108,8 +122,9 @@ pub(super) fn place_matched_pairs<'q>(
                         // longer runs are no more saving), per the pair's mean run time; in
                         // the unit all pairs share when the objective weighs seconds.
                         Some((([ta, tb], [fa, fb]), unit)) => {
-                            let saved = interference::time_saved_s(&predicted.slowdowns, &[ta, tb])
-                                * (fa + fb)
+                            let saved = interference::expected_saving(slowdowns, log_vars, |s| {
+                                interference::time_saved_s(s, &[ta, tb])
+                            }) * (fa + fb)
                                 / (ta + tb);
                             let mean = (fa + fb) / 2.0;
                             let weight = if goal.weighs_seconds() {
@@ -119,7 +134,12 @@ pub(super) fn place_matched_pairs<'q>(
                             };
                             (value(saved / mean) - (sa * fa + sb * fb) / mean) * weight
                         }
-                        None => value(interference::time_saved(&predicted.slowdowns)) - sa - sb,
+                        None => {
+                            let saved = interference::expected_saving(slowdowns, log_vars, |s| {
+                                interference::time_saved(s)
+                            });
+                            value(saved) - sa - sb
+                        }
                     }
                 })
                 .fold(f64::NEG_INFINITY, f64::max);

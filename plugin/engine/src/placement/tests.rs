@@ -478,3 +478,54 @@ fn partners_that_finish_together_are_paired_when_run_times_are_known() {
         }
     }
 }
+
+#[test]
+fn max_packing_prefers_a_measured_pair_to_a_guess_predicted_a_little_better() {
+    // `p` and `q` declare a light model and were measured together many times: each slows
+    // down by a quarter. `x` declares the same model and was never seen beside anyone, so
+    // its pair with `p` is a guess from predicted features, predicted to save a little more
+    // than the measured pair and far less surely.
+    let mut engine = Recommender::new(
+        Policy {
+            objective: Objective::MaxPacking,
+            ..Policy::default()
+        },
+        0,
+    )
+    .unwrap();
+    for _ in 0..8 {
+        engine
+            .observe_outcome(&tandem_api::Outcome {
+                gpu_model: "V100".into(),
+                jobs: vec!["p~1".into(), "q~1".into()],
+                solo_s: vec![100.0, 100.0],
+                colocated_s: vec![125.0, 125.0],
+            })
+            .unwrap();
+    }
+    let queue = [
+        declared("p~2", light_model()),
+        declared("q~2", light_model()),
+        declared("x~1", light_model()),
+    ];
+    let spec = GpuSpec::new("V100", 16_384);
+    let predict = |a: usize, b: usize| {
+        engine
+            .predict(&[queue[a].clone(), queue[b].clone()], &spec)
+            .unwrap()
+    };
+    let (measured, guessed) = (predict(0, 1), predict(0, 2));
+    assert!(
+        guessed.packing_saving_pct > measured.packing_saving_pct
+            && guessed.uncertainty > 1.5 * measured.uncertainty,
+        "{guessed:?} vs {measured:?}"
+    );
+    // One idle GPU: the pair expected to save the most, its uncertainty counted, is the
+    // measured one.
+    let answer = engine
+        .recommend(&queue, &[gpu("g0", 16_384, vec![])])
+        .unwrap();
+    let mut pair = answer.placements[0].jobs.clone();
+    pair.sort();
+    assert_eq!(pair, ["p~2", "q~2"], "{answer:?}");
+}
