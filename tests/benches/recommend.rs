@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use tandem_api::{Binding, ClusterChange, Gpu, Job, Policy, Unbinding};
+use tandem_api::{Binding, ClusterChange, Gpu, Job, Objective, Policy, Unbinding};
 use tandem_host::{HostConfig, Runtime};
 use tandem_tests::{busy_cluster, cluster, components, queue};
 
@@ -105,6 +105,29 @@ fn main() {
         });
         report(&format!("recommend {jobs} jobs x {gpus} GPUs"), &c, &n);
     }
+    // The largest queue the pairing phase matches (600 jobs: 179,700 candidate pairs), under
+    // `max-packing`, which values each pair by its expectation over the predictions'
+    // uncertainty.
+    let packing = Policy {
+        objective: Objective::MaxPacking,
+        max_jobs_per_gpu: 2,
+        ..Policy::default()
+    };
+    let mut component_packing = runtime.create(&packing, 42).expect("create");
+    let native_packing = tandem_engine::Recommender::new(packing, 42).expect("create");
+    let (queue_list, gpus_list) = (queue(600, 1), cluster(300));
+    let c = measure_few(5, || {
+        component_packing
+            .recommend(&queue_list, &gpus_list)
+            .expect("recommend");
+    });
+    let n = measure_few(5, || {
+        native_packing
+            .recommend(&queue_list, &gpus_list)
+            .expect("recommend");
+    });
+    report("recommend 600 jobs x 300 GPUs, max-packing", &c, &n);
+
     // A cluster-wide batch at scheduler_perf's scale: seconds a call, so a few calls each way.
     let (queue_list, gpus_list) = (queue(10_000, 1), cluster(5_000));
     let c = measure_few(3, || {

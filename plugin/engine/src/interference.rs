@@ -82,15 +82,15 @@ pub fn expected_saving(
     if spreads == [0.0; 2] {
         return saved(&slowdowns.map(|s| s.max(0.0)));
     }
-    let centres = slowdowns.map(|s| s.max(0.0).ln_1p());
+    // Each member's slowdown at each node, computed once (a matching values many pairs).
+    let [a, b] = [0, 1].map(|m| {
+        let centre = slowdowns[m].max(0.0).ln_1p();
+        NORMAL_QUADRATURE.map(|(z, _)| (centre + spreads[m] * z).exp_m1().max(0.0))
+    });
     let mut expected = 0.0;
-    for &(za, wa) in &NORMAL_QUADRATURE {
-        for &(zb, wb) in &NORMAL_QUADRATURE {
-            let drawn = [
-                (centres[0] + spreads[0] * za).exp_m1().max(0.0),
-                (centres[1] + spreads[1] * zb).exp_m1().max(0.0),
-            ];
-            expected += wa * wb * saved(&drawn);
+    for (&sa, &(_, wa)) in a.iter().zip(&NORMAL_QUADRATURE) {
+        for (&sb, &(_, wb)) in b.iter().zip(&NORMAL_QUADRATURE) {
+            expected += wa * wb * saved(&[sa, sb]);
         }
     }
     expected
@@ -121,8 +121,9 @@ pub fn time_saved_s(slowdowns: &[f64], solo_s: &[f64]) -> f64 {
     if slowdowns.len() < 2 {
         return 0.0;
     }
-    // Work left of each running member, in solo seconds, and the wall time passed.
-    let mut left: Vec<(f64, f64)> = solo_s
+    // Work left of each running member, in solo seconds, and the wall time passed (on the
+    // stack: a GPU holds a few jobs, and a matching values many pairs).
+    let mut left: smallvec::SmallVec<[(f64, f64); 4]> = solo_s
         .iter()
         .zip(slowdowns)
         .map(|(&t, &s)| (t.max(0.0), 1.0 / (1.0 + s.max(0.0))))
@@ -140,7 +141,7 @@ pub fn time_saved_s(slowdowns: &[f64], solo_s: &[f64]) -> f64 {
         }
         // The one that finished (and any that finished with it) leaves; keep at least one.
         let before = left.len();
-        left.retain(|&(work, _)| work > 1e-9 * (1.0 + dt));
+        left.retain(|(work, _)| *work > 1e-9 * (1.0 + dt));
         if left.len() == before {
             // Rounding kept the finisher: drop the member with the least work left.
             let least = (0..left.len())
