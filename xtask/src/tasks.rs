@@ -578,6 +578,12 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             let binary = &built.tests[step.package];
             let mut test = Command::new(&binary.executable);
             test.current_dir(&binary.package_dir).args(step.filters());
+            // A scenario fails with an error value whose message says what went wrong; with
+            // RUST_BACKTRACE set, anyhow would print a backtrace after it that fills the tail of
+            // the log CI keeps. Panics keep their backtraces; RUST_LIB_BACKTRACE, when set, wins.
+            if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+                test.env("RUST_LIB_BACKTRACE", "0");
+            }
             let mut shown = format!("(in {}) ", binary.package_dir.display());
             for (name, value) in &env {
                 test.env(name, value);

@@ -83,6 +83,11 @@ pub struct Plugin {
     assumed: HashMap<String, Assumed>,
     /// Runs of pods that held one GPU, by UID.
     held: HashMap<String, Held>,
+    /// Pods holding one GPU on a node not seen yet, by node name, each in its latest version,
+    /// in the order their events came: the plugin's watch can deliver a pod before
+    /// kube-scheduler's informer delivers its node, whose GPU model the run needs. Held once
+    /// the node comes ([`Plugin::set_node`]).
+    waiting: HashMap<String, Vec<Pod>>,
     /// The view the engine was last told, or is to be told when `untold`; rebuilt when
     /// `dirty`.
     view: Arc<ClusterView>,
@@ -174,6 +179,7 @@ impl Plugin {
             versions: FxHashMap::default(),
             assumed: HashMap::new(),
             held: HashMap::new(),
+            waiting: HashMap::new(),
             view: Arc::new(ClusterView::default()),
             dirty: true,
             untold: false,
@@ -237,10 +243,16 @@ impl Plugin {
                 Ok((_, spec)) => self.gpu_models.insert(name.clone(), spec.model),
                 Err(_) => self.gpu_models.remove(&name),
             };
+            // Pods that came before their node: held now, or never (a node without managed
+            // GPUs).
+            let waited = self.waiting.remove(&name);
             if self.nodes.insert(name, node).is_none() {
                 self.names_stale = true;
             }
             self.dirty = true;
+            if let Some(pods) = waited {
+                self.hold_waiting(&pods);
+            }
         }
         Ok(())
     }
@@ -248,6 +260,7 @@ impl Plugin {
     /// Node `name` is gone.
     pub fn delete_node(&mut self, name: &str) {
         self.gpu_models.remove(name);
+        self.waiting.remove(name);
         if self.nodes.remove(name).is_some() {
             self.names_stale = true;
             self.dirty = true;
@@ -257,8 +270,8 @@ impl Plugin {
     /// A pod was added or changed (the Pod object as JSON). The view is stale only when the
     /// pod started or stopped holding GPUs, or moved; the echo of Tandem's own choice (the
     /// pod bound where Reserve put it) changes nothing. A pod that declared a model is
-    /// remembered, so that the peak a profiler reports for it teaches the memory model; a pod
-    /// that held one GPU and just finished teaches its run (on the leader).
+    /// remembered, so that the peak a profiler reports for it teaches the memory model. Runs
+    /// come from the plugin's own watch instead ([`Plugin::pod_ran`]).
     pub fn set_pod(&mut self, json: &[u8]) -> Result<(), Error> {
         let pod = input::<LeanPod>("Pod", json)?.0;
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -271,7 +284,6 @@ impl Plugin {
         if let Some(model) = now.summary() {
             self.core.remember_declared(&now.job, model);
         }
-        self.hold(&pod, &now);
         let holds = |p: &GpuPod| p.active && p.node.is_some();
         let place = |p: &GpuPod| (p.node.clone(), p.assigned.clone());
         if holds(&now) {
@@ -293,53 +305,102 @@ impl Plugin {
         Ok(())
     }
 
-    /// A pod finished (the Pod object, from the watch on finished pods: kube-scheduler's own
-    /// informer drops pods once they finish, so their final state never reaches
-    /// [`Plugin::set_pod`]). Its run teaches (on the leader), and is kept for its partner's.
-    pub fn pod_finished(&mut self, pod: &Pod) {
+    /// A pod that started or finished (the Pod object, from the plugin's own watch on pods
+    /// past `Pending`, see [`crate::served`]). Its run is kept for its partners', and teaches
+    /// once it finished (on the leader). Runs come from that one watch, not from
+    /// kube-scheduler's informer ([`Plugin::set_pod`]): it drops pods once they finish, and
+    /// two streams keep no order between them, so a run finishing in one could miss the
+    /// partner that started before it in the other.
+    pub fn pod_ran(&mut self, pod: &Pod) {
         if let Some(gp) = gpu_pod(pod, &self.core.keys, &self.config.resource) {
             self.hold(pod, &gp);
         }
     }
 
-    /// A finished pod is gone: its run is no one's partner any more.
+    /// A pod that ran is gone: its run is no one's partner any more.
     pub fn forget_run(&mut self, uid: &str) {
         self.held.remove(uid);
+        if !self.waiting.is_empty() {
+            for pods in self.waiting.values_mut() {
+                pods.retain(|p| p.metadata.uid.as_deref() != Some(uid));
+            }
+            self.waiting.retain(|_, pods| !pods.is_empty());
+        }
     }
 
     /// Keeps the run of `pod` if it holds one GPU, and learns from it when it just finished.
     fn hold(&mut self, pod: &Pod, gp: &GpuPod) {
+        if let Some(held) = self.run_held(pod, gp) {
+            self.keep(gp.uid.clone(), held);
+        }
+    }
+
+    /// The run `pod` holds if it holds one GPU of a node whose model is known; a pod on a node
+    /// not seen yet waits for it.
+    fn run_held(&mut self, pod: &Pod, gp: &GpuPod) -> Option<Held> {
         let [gpu] = gp.assigned.as_slice() else {
-            return;
+            return None;
         };
         // The model from the node itself: the view may not know a node yet that no pod was
         // scheduled to since it came.
-        let Some(run) = gp
-            .node
-            .as_ref()
-            .and_then(|node| self.gpu_models.get(node))
-            .and_then(|model| run_of(pod, gp, model, &self.core.keys))
-        else {
-            return;
+        let node = gp.node.as_deref()?;
+        let Some(model) = self.gpu_models.get(node) else {
+            if !self.nodes.contains_key(node) {
+                let waiting = self.waiting.entry(node.to_owned()).or_default();
+                waiting.retain(|p| p.metadata.uid.as_deref() != Some(gp.uid.as_str()));
+                waiting.push(pod.clone());
+            }
+            return None;
         };
-        let finished = is_finished(pod);
-        let newly = finished && self.held.get(&gp.uid).is_none_or(|held| !held.finished);
-        let held = Held {
+        Some(Held {
             gpu: gpu.clone(),
-            run,
-            finished,
-        };
+            run: run_of(pod, gp, model, &self.core.keys)?,
+            finished: is_finished(pod),
+        })
+    }
+
+    /// Keeps run `held` of pod `uid`; on the leader, a run that just finished teaches, with
+    /// the runs held beside it on its GPU.
+    fn keep(&mut self, uid: String, held: Held) {
+        let newly = held.finished && self.held.get(&uid).is_none_or(|old| !old.finished);
         if newly && self.core.leadership.is_leader() {
             let others = self
                 .held
                 .iter()
-                .filter(|(uid, other)| **uid != gp.uid && other.gpu == held.gpu)
+                .filter(|(other_uid, other)| **other_uid != uid && other.gpu == held.gpu)
                 .map(|(_, other)| other.run.clone())
                 .collect();
             // Only a stopped runtime closes the queue: then nothing is learned anyway.
             let _ = self.learn.send((held.run.clone(), others));
         }
-        self.held.insert(gp.uid.clone(), held);
+        self.held.insert(uid, held);
+    }
+
+    /// Holds the runs of `pods`, which waited for their node. Every run is held first, so
+    /// that each finished one meets the partners it ran beside whatever order their events
+    /// came in; then the finished ones teach in the order they finished (a pair's outcome
+    /// needs its solo runs learned first).
+    fn hold_waiting(&mut self, pods: &[Pod]) {
+        let mut runs = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let Some(gp) = gpu_pod(pod, &self.core.keys, &self.config.resource) else {
+                continue;
+            };
+            if let Some(held) = self.run_held(pod, &gp) {
+                self.held.entry(gp.uid.clone()).or_insert_with(|| Held {
+                    finished: false,
+                    ..held.clone()
+                });
+                runs.push((gp.uid, held));
+            }
+        }
+        runs.sort_by(|(_, a), (_, b)| {
+            let end = |held: &Held| held.run.end.unwrap_or(f64::INFINITY);
+            end(a).total_cmp(&end(b))
+        });
+        for (uid, held) in runs {
+            self.keep(uid, held);
+        }
     }
 
     /// Every finished run the plugin holds with the runs beside it, for the leader to catch up
@@ -367,12 +428,6 @@ impl Plugin {
     /// The pod with UID `uid` is gone.
     pub fn delete_pod(&mut self, uid: &str) {
         self.versions.remove(uid);
-        // A finished run stays until its pod is deleted ([`Plugin::forget_run`]): the
-        // scheduler's informer reports a pod that finished as gone, and its partner, finishing
-        // later, is paired with it.
-        if self.held.get(uid).is_some_and(|held| !held.finished) {
-            self.held.remove(uid);
-        }
         let held = self
             .pods
             .remove(uid)

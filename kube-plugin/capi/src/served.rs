@@ -236,7 +236,7 @@ impl Served {
                 Arc::clone(&finished),
                 self.shutdown.clone(),
             ));
-            self.watch_finished(client, &plugin);
+            self.watch_runs(client, &plugin);
         }
         follow::spawn_follower(Arc::clone(&self.core), finished, self.shutdown.clone());
     }
@@ -278,39 +278,38 @@ impl CatchUp for Finished {
 }
 
 impl Served {
-    /// Watches finished pods for `plugin`: kube-scheduler's pod informer selects pods that
-    /// have not finished (`status.phase!=Succeeded,status.phase!=Failed`), so a pod that
-    /// finishes leaves it as if deleted, without its final state. Two watches, one per final
-    /// phase, each holding only the pods in it.
-    fn watch_finished(&self, client: &kube::Client, plugin: &Weak<Mutex<Plugin>>) {
-        for phase in ["Succeeded", "Failed"] {
-            let config = watcher::Config::default().fields(&format!("status.phase={phase}"));
-            let events =
-                watcher(kube::Api::<LeanPod>::all(client.clone()), config).default_backoff();
-            let plugin = plugin.clone();
-            let _guard = self.runtime().enter();
-            spawn_until(self.shutdown.clone(), async move {
-                futures::pin_mut!(events);
-                while let Some(event) = events.next().await {
-                    let Some(plugin) = plugin.upgrade() else {
-                        return;
-                    };
-                    let mut plugin = plugin
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    match event {
-                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                            plugin.pod_finished(&pod.0);
-                        }
-                        Ok(watcher::Event::Delete(pod)) => {
-                            plugin.forget_run(pod.0.metadata.uid.as_deref().unwrap_or_default());
-                        }
-                        Ok(_) => {}
-                        Err(error) => tracing::warn!(%error, "finished-pod watch failed; retrying"),
+    /// Watches, for `plugin`, the pods that started or finished (`status.phase!=Pending`): one
+    /// ordered stream of every run, finished ones included (kube-scheduler's pod informer
+    /// selects pods that have not finished, `status.phase!=Succeeded,status.phase!=Failed`, so
+    /// a pod that finishes leaves it as if deleted, without its final state).
+    fn watch_runs(&self, client: &kube::Client, plugin: &Weak<Mutex<Plugin>>) {
+        let config = watcher::Config::default().fields("status.phase!=Pending");
+        let events = watcher(kube::Api::<LeanPod>::all(client.clone()), config).default_backoff();
+        let plugin = plugin.clone();
+        let _guard = self.runtime().enter();
+        spawn_until(self.shutdown.clone(), async move {
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                let Some(plugin) = plugin.upgrade() else {
+                    return;
+                };
+                let mut plugin = plugin
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match event {
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                        plugin.pod_ran(&pod.0);
+                    }
+                    Ok(watcher::Event::Delete(pod)) => {
+                        plugin.forget_run(pod.0.metadata.uid.as_deref().unwrap_or_default());
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "the watch on pods that ran failed; retrying")
                     }
                 }
-            });
-        }
+            }
+        });
     }
 }
 

@@ -143,6 +143,14 @@ impl Fixture {
         assert_eq!(status, TANDEM_OK, "{text}");
     }
 
+    /// Delivers `pod` as the plugin's watch on pods that started or finished does.
+    fn ran(&self, pod: &Value) {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod.clone()).unwrap();
+        // SAFETY: a live handle, used while the fixture lives.
+        let handle = unsafe { &*self.plugin };
+        handle.plugin.lock().unwrap().pod_ran(&pod);
+    }
+
     /// Observes a profile of `job` (namespace `default`) as the intake does: on the core,
     /// acknowledged once applied.
     fn profile(&self, job: &str, util: f32, mem: u32, model: &str) {
@@ -565,44 +573,68 @@ fn a_profile_posted_to_the_plugins_intake_decides_the_next_pod() {
     assert!(reason.contains("needs 20000 MiB"), "{prepared}");
 }
 
+/// A pod of `job` on GPU `node`/0, with its kubelet's status: running since `start`, or
+/// finished at `end` (times in minutes past ten).
+fn run_on(node: &str, name: &str, job: &str, start: u32, end: Option<u32>) -> Value {
+    let mut pod = pod(name, Some(node), Some(&format!("{node}/0")));
+    pod["metadata"]["labels"] = json!({ "tandem.dev/job": job });
+    let at = |minute: u32| format!("2026-11-28T{:02}:{:02}:00Z", 10 + minute / 60, minute % 60);
+    let (phase, state) = match end {
+        Some(end) => (
+            "Succeeded",
+            json!({ "terminated": { "exitCode": 0, "startedAt": at(start), "finishedAt": at(end) } }),
+        ),
+        None => ("Running", json!({ "running": { "startedAt": at(start) } })),
+    };
+    pod["status"] = json!({
+        "phase": phase, "startTime": at(start),
+        "containerStatuses": [{ "name": "main", "ready": false, "restartCount": 0,
+            "image": "i", "imageID": "", "state": state }],
+    });
+    pod
+}
+
+/// Waits for the plugin's learning task to count `outcomes`, then asserts it and `runs`.
+fn assert_learned(plugin: &Fixture, outcomes: f64, runs: f64) {
+    let learned = |plugin: &Fixture| plugin.sample("tandem_outcomes_learned_total");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while learned(plugin) != Some(outcomes) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(learned(plugin), Some(outcomes), "{}", plugin.metrics());
+    assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(runs));
+}
+
 #[test]
 fn finished_pods_that_ran_alone_then_together_teach_an_outcome() {
     let plugin = fixture(json!({}));
     cluster(&plugin);
-    // A pod of `job` on a's GPU, with its kubelet's status: running since `start`, or
-    // finished at `end` (times in minutes past ten).
-    let run = |name: &str, job: &str, start: u32, end: Option<u32>| {
-        let mut pod = pod(name, Some("a"), Some("a/0"));
-        pod["metadata"]["labels"] = json!({ "tandem.dev/job": job });
-        let at = |minute: u32| format!("2026-11-28T{:02}:{:02}:00Z", 10 + minute / 60, minute % 60);
-        let (phase, state) = match end {
-            Some(end) => (
-                "Succeeded",
-                json!({ "terminated": { "exitCode": 0, "startedAt": at(start), "finishedAt": at(end) } }),
-            ),
-            None => ("Running", json!({ "running": { "startedAt": at(start) } })),
-        };
-        pod["status"] = json!({
-            "phase": phase, "startTime": at(start),
-            "containerStatuses": [{ "name": "main", "ready": false, "restartCount": 0,
-                "image": "i", "imageID": "", "state": state }],
-        });
-        pod
-    };
     // p and q each alone once, then together.
-    plugin.set("pod", &run("p-solo", "p", 0, Some(10)));
-    plugin.set("pod", &run("q-solo", "q", 20, Some(25)));
-    plugin.set("pod", &run("p-pair", "p", 60, None));
-    plugin.set("pod", &run("q-pair", "q", 60, None));
-    plugin.set("pod", &run("p-pair", "p", 60, Some(75)));
-    plugin.set("pod", &run("q-pair", "q", 60, Some(74)));
-    let learned = |plugin: &Fixture| plugin.sample("tandem_outcomes_learned_total");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while learned(&plugin) != Some(1.0) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert_eq!(learned(&plugin), Some(1.0), "{}", plugin.metrics());
-    assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(3.0));
+    plugin.ran(&run_on("a", "p-solo", "p", 0, Some(10)));
+    plugin.ran(&run_on("a", "q-solo", "q", 20, Some(25)));
+    plugin.ran(&run_on("a", "p-pair", "p", 60, None));
+    plugin.ran(&run_on("a", "q-pair", "q", 60, None));
+    plugin.ran(&run_on("a", "p-pair", "p", 60, Some(75)));
+    plugin.ran(&run_on("a", "q-pair", "q", 60, Some(74)));
+    assert_learned(&plugin, 1.0, 3.0);
+}
+
+#[test]
+fn finished_pods_seen_before_their_node_teach_once_it_comes() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    // The plugin's watch delivered them all before the scheduler's informer delivered node
+    // `c`: nothing can be learned yet (a run names its GPU model), nothing is lost.
+    plugin.ran(&run_on("c", "p-solo", "p", 0, Some(10)));
+    plugin.ran(&run_on("c", "q-solo", "q", 20, Some(25)));
+    plugin.ran(&run_on("c", "p-pair", "p", 60, None));
+    plugin.ran(&run_on("c", "q-pair", "q", 60, None));
+    plugin.ran(&run_on("c", "p-pair", "p", 60, Some(75)));
+    plugin.ran(&run_on("c", "q-pair", "q", 60, Some(74)));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(0.0));
+    plugin.set("node", &node("c"));
+    assert_learned(&plugin, 1.0, 3.0);
 }
 
 #[test]
