@@ -162,6 +162,12 @@ impl Knowledge {
             .or_else(|| self.profiles.get(workload_of(job)))
     }
 
+    /// Whether any co-location outcome was observed: before the first, every pair's belief is
+    /// a prior.
+    pub(crate) fn has_outcomes(&self) -> bool {
+        self.outcomes > 0
+    }
+
     /// Folds a validated outcome into what the engine knows. Every outcome teaches the
     /// per-workload model; one whose jobs all have profiles also refines the cluster matrix
     /// and the residual model. Cannot fail once validated, so it is all or nothing.

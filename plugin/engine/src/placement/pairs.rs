@@ -25,7 +25,8 @@ const PAIRING_LIMIT: usize = 600;
 /// ([`Goal::expects_saving`]) values a pair by the time it is expected to save over the
 /// uncertainty of its predicted slowdowns ([`interference::expected_saving`]): among many
 /// pairs predicted from little evidence, the matching would otherwise favour those predicted
-/// too well (docs/EVALUATION.md, "Declared models").
+/// too well (docs/EVALUATION.md, "Declared models"). Before any outcome was observed, the
+/// predictions are taken as they are.
 ///
 /// When both run times are known (work and speeds), the time a pair saves follows them: the two
 /// share until the first finishes and the other then runs alone
@@ -73,6 +74,11 @@ pub(super) fn place_matched_pairs<'q>(
     // that length.
     let known: Vec<f64> = order.iter().filter_map(|(_, r)| fastest_s(r)).collect();
     let unit_s = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
+    // Before the first outcome every belief is the analytic prior, whose errors are one
+    // formula's, shared by all pairs rather than independent: an expectation over independent
+    // errors would then rank pairs by the prior's width (widest, relative to the slowdown, near
+    // zero) instead of by evidence. Cold, the predictions are taken as they are.
+    let spread = goal.expects_saving() && knowledge.has_outcomes();
     let mut edges = Vec::new();
     for a in 0..order.len() {
         for b in a + 1..order.len() {
@@ -105,7 +111,7 @@ pub(super) fn place_matched_pairs<'q>(
                     let predicted = GroupPrediction::of(&terms);
                     let slowdowns = [terms[0].slowdown, terms[1].slowdown];
                     // A goal that takes the predictions as they are sees no spread.
-                    let log_vars = if goal.expects_saving() {
+                    let log_vars = if spread {
                         [terms[0].var, terms[1].var]
                     } else {
                         [0.0; 2]

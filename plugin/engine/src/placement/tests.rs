@@ -529,3 +529,47 @@ fn max_packing_prefers_a_measured_pair_to_a_guess_predicted_a_little_better() {
     pair.sort();
     assert_eq!(pair, ["p~2", "q~2"], "{answer:?}");
 }
+
+#[test]
+fn cold_max_packing_takes_the_pair_its_predictions_say_saves_most() {
+    // No outcome observed yet: every pair's belief is the analytic prior, equally unsure, and
+    // the pair predicted to save the most is the one formed.
+    let job = |id: &str, util: f32, access: f32| {
+        Job::profiled(
+            id,
+            Profile {
+                gpu_util_pct: util,
+                mem_access_pct: access,
+                mem_used_mib: 2_000,
+                gpu_model: "V100".into(),
+            },
+        )
+    };
+    let queue = [job("a", 3.0, 1.0), job("b", 3.0, 15.0), job("c", 80.0, 1.0)];
+    let engine = Recommender::new(
+        Policy {
+            objective: Objective::MaxPacking,
+            ..Policy::default()
+        },
+        0,
+    )
+    .unwrap();
+    let spec = GpuSpec::new("V100", 16_384);
+    let saving = |x: usize, y: usize| {
+        engine
+            .predict(&[queue[x].clone(), queue[y].clone()], &spec)
+            .unwrap()
+            .packing_saving_pct
+    };
+    assert!(
+        saving(0, 2) > saving(0, 1) && saving(0, 2) > saving(1, 2),
+        "{} {} {}",
+        saving(0, 1),
+        saving(0, 2),
+        saving(1, 2)
+    );
+    let answer = under_max_packing(&queue, &[gpu("g0", 16_384, vec![])]);
+    let mut pair = answer.placements[0].jobs.clone();
+    pair.sort();
+    assert_eq!(pair, ["a", "c"], "{answer:?}");
+}
