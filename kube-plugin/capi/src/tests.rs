@@ -594,6 +594,17 @@ fn run_on(node: &str, name: &str, job: &str, start: u32, end: Option<u32>) -> Va
     pod
 }
 
+/// Delivers, as the plugin's watch does, pods of jobs p and q on `node`'s GPU: each alone
+/// once, then the two together.
+fn ran_alone_then_together(plugin: &Fixture, node: &str) {
+    plugin.ran(&run_on(node, "p-solo", "p", 0, Some(10)));
+    plugin.ran(&run_on(node, "q-solo", "q", 20, Some(25)));
+    plugin.ran(&run_on(node, "p-pair", "p", 60, None));
+    plugin.ran(&run_on(node, "q-pair", "q", 60, None));
+    plugin.ran(&run_on(node, "p-pair", "p", 60, Some(75)));
+    plugin.ran(&run_on(node, "q-pair", "q", 60, Some(74)));
+}
+
 /// Waits for the plugin's learning task to count `outcomes`, then asserts it and `runs`.
 fn assert_learned(plugin: &Fixture, outcomes: f64, runs: f64) {
     let learned = |plugin: &Fixture| plugin.sample("tandem_outcomes_learned_total");
@@ -609,13 +620,7 @@ fn assert_learned(plugin: &Fixture, outcomes: f64, runs: f64) {
 fn finished_pods_that_ran_alone_then_together_teach_an_outcome() {
     let plugin = fixture(json!({}));
     cluster(&plugin);
-    // p and q each alone once, then together.
-    plugin.ran(&run_on("a", "p-solo", "p", 0, Some(10)));
-    plugin.ran(&run_on("a", "q-solo", "q", 20, Some(25)));
-    plugin.ran(&run_on("a", "p-pair", "p", 60, None));
-    plugin.ran(&run_on("a", "q-pair", "q", 60, None));
-    plugin.ran(&run_on("a", "p-pair", "p", 60, Some(75)));
-    plugin.ran(&run_on("a", "q-pair", "q", 60, Some(74)));
+    ran_alone_then_together(&plugin, "a");
     assert_learned(&plugin, 1.0, 3.0);
 }
 
@@ -625,12 +630,7 @@ fn finished_pods_seen_before_their_node_teach_once_it_comes() {
     cluster(&plugin);
     // The plugin's watch delivered them all before the scheduler's informer delivered node
     // `c`: nothing can be learned yet (a run names its GPU model), nothing is lost.
-    plugin.ran(&run_on("c", "p-solo", "p", 0, Some(10)));
-    plugin.ran(&run_on("c", "q-solo", "q", 20, Some(25)));
-    plugin.ran(&run_on("c", "p-pair", "p", 60, None));
-    plugin.ran(&run_on("c", "q-pair", "q", 60, None));
-    plugin.ran(&run_on("c", "p-pair", "p", 60, Some(75)));
-    plugin.ran(&run_on("c", "q-pair", "q", 60, Some(74)));
+    ran_alone_then_together(&plugin, "c");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(0.0));
     plugin.set("node", &node("c"));
