@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use tandem_api::{Binding, ClusterChange, Gpu, Job, Objective, Policy, Unbinding};
+use tandem_api::{Binding, ClusterChange, Gpu, Job, Objective, Outcome, Policy, Unbinding};
 use tandem_host::{HostConfig, Runtime};
 use tandem_tests::{busy_cluster, cluster, components, queue};
 
@@ -107,14 +107,27 @@ fn main() {
     }
     // The largest queue the pairing phase matches (600 jobs: 179,700 candidate pairs), under
     // `max-packing`, which values each pair by its expectation over the predictions'
-    // uncertainty.
+    // uncertainty once an outcome was observed (before, it takes the predictions as they are):
+    // one outcome of two other jobs, so that the expectation is what is measured.
     let packing = Policy {
         objective: Objective::MaxPacking,
         max_jobs_per_gpu: 2,
         ..Policy::default()
     };
     let mut component_packing = runtime.create(&packing, 42).expect("create");
-    let native_packing = tandem_engine::Recommender::new(packing, 42).expect("create");
+    let mut native_packing = tandem_engine::Recommender::new(packing, 42).expect("create");
+    let outcome = Outcome {
+        gpu_model: "V100".into(),
+        jobs: vec!["warm-a".into(), "warm-b".into()],
+        solo_s: vec![100.0, 100.0],
+        colocated_s: vec![130.0, 120.0],
+    };
+    component_packing
+        .observe_outcome(&outcome)
+        .expect("observe-outcome");
+    native_packing
+        .observe_outcome(&outcome)
+        .expect("observe-outcome");
     let (queue_list, gpus_list) = (queue(600, 1), cluster(300));
     let c = measure_few(5, || {
         component_packing
