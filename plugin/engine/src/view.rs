@@ -167,7 +167,9 @@ impl View {
         ClusterSummary {
             gpus,
             nodes: derived.nodes.len() as u32,
-            states: derived.states.iter().filter(|s| s.gpus > 0).count() as u32,
+            // A state that lost its last GPU is on the free list until reused: no pass over
+            // every state per pod event.
+            states: (derived.states.len() - derived.free.len()) as u32,
             handles,
         }
     }
@@ -692,6 +694,10 @@ mod tests {
                 table.apply(&changes).unwrap();
                 prop_assert_eq!(summary.gpus as usize, table.len());
                 prop_assert!(summary.states <= summary.gpus);
+                // What the updates kept is what a view derived from scratch counts.
+                let mut rebuilt = engine.clone();
+                rebuilt.set_policy(rebuilt.policy().clone()).unwrap();
+                prop_assert_eq!(rebuilt.cluster_summary(), summary);
                 for probe in [&job, &other] {
                     let (scores, reasons) = stateless(&engine, probe, &table);
                     prop_assert_eq!(&engine.score_all(probe).unwrap(), &scores);
