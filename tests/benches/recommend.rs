@@ -79,6 +79,24 @@ fn report(case: &str, component: &Stats, native: &Stats) {
     );
 }
 
+/// Measures `recommend` of `jobs` on `gpus` `calls` times each way, the component's and the
+/// native engine's (`engines`), and reports them as `case`: for cases of many milliseconds.
+fn report_recommend_few(
+    case: &str,
+    calls: usize,
+    engines: (&mut tandem_host::Recommender, &tandem_engine::Recommender),
+    (jobs, gpus): (&[Job], &[Gpu]),
+) {
+    let (component, native) = engines;
+    let c = measure_few(calls, || {
+        component.recommend(jobs, gpus).expect("recommend");
+    });
+    let n = measure_few(calls, || {
+        native.recommend(jobs, gpus).expect("recommend");
+    });
+    report(case, &c, &n);
+}
+
 fn main() {
     let runtime = Runtime::from_file(components::ENGINE.as_ref(), HostConfig::default())
         .expect("the engine component loads");
@@ -128,32 +146,20 @@ fn main() {
     native_packing
         .observe_outcome(&outcome)
         .expect("observe-outcome");
-    let (queue_list, gpus_list) = (queue(600, 1), cluster(300));
-    let c = measure_few(5, || {
-        component_packing
-            .recommend(&queue_list, &gpus_list)
-            .expect("recommend");
-    });
-    let n = measure_few(5, || {
-        native_packing
-            .recommend(&queue_list, &gpus_list)
-            .expect("recommend");
-    });
-    report("recommend 600 jobs x 300 GPUs, max-packing", &c, &n);
+    report_recommend_few(
+        "recommend 600 jobs x 300 GPUs, max-packing",
+        5,
+        (&mut component_packing, &native_packing),
+        (&queue(600, 1), &cluster(300)),
+    );
 
     // A cluster-wide batch at scheduler_perf's scale: seconds a call, so a few calls each way.
-    let (queue_list, gpus_list) = (queue(10_000, 1), cluster(5_000));
-    let c = measure_few(3, || {
-        component
-            .recommend(&queue_list, &gpus_list)
-            .expect("recommend");
-    });
-    let n = measure_few(3, || {
-        native
-            .recommend(&queue_list, &gpus_list)
-            .expect("recommend");
-    });
-    report("recommend 10000 jobs x 5000 GPUs", &c, &n);
+    report_recommend_few(
+        "recommend 10000 jobs x 5000 GPUs",
+        3,
+        (&mut component, &native),
+        (&queue(10_000, 1), &cluster(5_000)),
+    );
 
     let job = &queue(1, 2)[0];
     let gpus_list = cluster(5_000);
