@@ -27,7 +27,10 @@
 //! and for the plugin the engine component loaded), and the peak resident memory (`VmHWM`) of
 //! the scheduler process and of the extender. Each run also prints the CPU time per pod bound
 //! of kube-apiserver, etcd, the scheduler and the extender while the pods were scheduled: on
-//! two busy cores a configuration's pods/s follows what it adds there. Every configuration runs `TANDEM_BENCH_ROUNDS`
+//! two busy cores a configuration's pods/s follows what it adds there; the scheduler's attempts
+//! by result (a pod tried again costs every process again); and for the extender its calls per
+//! verb and its fail-opens, engine errors, time-outs and refusals of an overloaded engine, so a
+//! slow run that retried is told from one the machine slowed. Every configuration runs `TANDEM_BENCH_ROUNDS`
 //! times (3), interleaved, and the ratios are of the median pods/s (the default scheduler's
 //! own rate moves by a fifth between runs on two shared cores). Sizes: `TANDEM_BENCH_NODES`,
 //! `TANDEM_BENCH_GPUS` (per node), `TANDEM_BENCH_PODS`; scheduler_perf's scale is
@@ -98,6 +101,8 @@ struct Run {
     accounted: u64,
     /// p99 of the scheduler's scheduling-attempt latency, in seconds (a bucket bound).
     attempt_p99: Option<f64>,
+    /// Scheduling attempts by result, as the scheduler counted them.
+    attempts: String,
     /// Seconds from the scheduler's start to its `/readyz` answering.
     ready: f64,
     /// Peak resident memory of the scheduler process, MiB.
@@ -296,6 +301,7 @@ fn report(what: &str, run: &Run) {
         run.ready,
     );
     println!("{:<34} CPU per pod: {}", "", run.cpu_per_pod());
+    println!("{:<34} attempts: {}", "", run.attempts);
     if let Some(latency) = &run.extender_latency {
         println!("{:<34} extender: {latency}", "");
     }
@@ -333,14 +339,59 @@ fn extender_latency(metrics: &str) -> String {
             &format!("call=\"{call}\""),
         )
     };
+    let calls = |verb: &str| {
+        sum_of(
+            metrics,
+            &format!("tandem_request_latency_seconds_count{{verb=\"{verb}\"}}"),
+        )
+    };
     format!(
-        "mean filter {} (engine {}), prioritize {}, bind {} (engine {})",
+        "mean filter {} (engine {}), prioritize {}, bind {} (engine {}); calls: filter {}, \
+         bind {}; fail-opens {}, engine errors {}, timeouts {}, overloaded {}, view rebuilds {}",
         ms(verb("filter")),
         ms(call("filter")),
         ms(verb("prioritize")),
         ms(verb("bind")),
         ms(call("bind")),
+        calls("filter"),
+        calls("bind"),
+        sum_of(metrics, "tandem_fail_opens_total"),
+        sum_of(metrics, "tandem_engine_errors_total"),
+        sum_of(metrics, "tandem_engine_timeouts_total"),
+        sum_of(metrics, "tandem_engine_overloaded_total"),
+        sum_of(metrics, "tandem_view_rebuilds_total"),
     )
+}
+
+/// The sum of every sample of metric `name` (whatever its labels), from Prometheus text; a
+/// `name` ending in `}` matches those labels exactly.
+fn sum_of(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, |sum, value| sum + value)
+}
+
+/// The scheduler's scheduling attempts by result (`scheduler_schedule_attempts_total`): a pod
+/// tried more than once costs every process again.
+fn attempts(metrics: &str) -> String {
+    ["scheduled", "unschedulable", "error"]
+        .map(|result| {
+            let total: f64 = metrics
+                .lines()
+                .filter(|l| {
+                    l.starts_with("scheduler_schedule_attempts_total{")
+                        && l.contains(&format!("result=\"{result}\""))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .fold(0.0, |sum, value| sum + value);
+            format!("{result} {total}")
+        })
+        .join(", ")
 }
 
 /// The p99 of `scheduler_scheduling_attempt_duration_seconds` over every result and profile:
@@ -578,6 +629,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     };
     let metrics = cluster.scheduler_metrics().await?;
     let attempt_p99 = attempt_p99(&metrics);
+    let attempts = attempts(&metrics);
     if attempt_p99.is_none() {
         // Say what was there instead, so a renamed or relabelled metric is seen at once.
         let lines: Vec<&str> = metrics
@@ -633,6 +685,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         misplaced,
         accounted,
         attempt_p99,
+        attempts,
         ready,
         scheduler_mib,
         extender_mib,
