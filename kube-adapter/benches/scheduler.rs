@@ -342,7 +342,8 @@ fn extender_latency(metrics: &str) -> String {
     let calls = |verb: &str| {
         sum_of(
             metrics,
-            &format!("tandem_request_latency_seconds_count{{verb=\"{verb}\"}}"),
+            "tandem_request_latency_seconds_count",
+            &format!("verb=\"{verb}\""),
         )
     };
     format!(
@@ -355,24 +356,25 @@ fn extender_latency(metrics: &str) -> String {
         ms(call("bind")),
         calls("filter"),
         calls("bind"),
-        sum_of(metrics, "tandem_fail_opens_total"),
-        sum_of(metrics, "tandem_engine_errors_total"),
-        sum_of(metrics, "tandem_engine_timeouts_total"),
-        sum_of(metrics, "tandem_engine_overloaded_total"),
-        sum_of(metrics, "tandem_view_rebuilds_total"),
+        sum_of(metrics, "tandem_fail_opens_total", ""),
+        sum_of(metrics, "tandem_engine_errors_total", ""),
+        sum_of(metrics, "tandem_engine_timeouts_total", ""),
+        sum_of(metrics, "tandem_engine_overloaded_total", ""),
+        sum_of(metrics, "tandem_view_rebuilds_total", ""),
     )
 }
 
-/// The sum of every sample of metric `name` (whatever its labels), from Prometheus text; a
-/// `name` ending in `}` matches those labels exactly.
-fn sum_of(metrics: &str, name: &str) -> f64 {
+/// The sum of the samples of metric `name` whose labels include `label` (every sample when
+/// it is empty), from Prometheus text.
+fn sum_of(metrics: &str, name: &str, label: &str) -> f64 {
     metrics
         .lines()
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (labels, value) = rest.rsplit_once(' ')?;
+            let plain = labels.is_empty() || labels.starts_with('{');
+            (plain && labels.contains(label)).then(|| value.parse::<f64>().ok())?
         })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .fold(0.0, |sum, value| sum + value)
 }
 
@@ -381,14 +383,8 @@ fn sum_of(metrics: &str, name: &str) -> f64 {
 fn attempts(metrics: &str) -> String {
     ["scheduled", "unschedulable", "error"]
         .map(|result| {
-            let total: f64 = metrics
-                .lines()
-                .filter(|l| {
-                    l.starts_with("scheduler_schedule_attempts_total{")
-                        && l.contains(&format!("result=\"{result}\""))
-                })
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .fold(0.0, |sum, value| sum + value);
+            let label = format!("result=\"{result}\"");
+            let total = sum_of(metrics, "scheduler_schedule_attempts_total", &label);
             format!("{result} {total}")
         })
         .join(", ")
