@@ -123,7 +123,8 @@ pub struct Filtered {
 /// engine for a one-GPU pod (from `scores`, [`candidate_scores`] of the same candidates; the
 /// engine is asked why nodes fail only when every node does), enough idle GPUs for a pod that
 /// needs several (those never share). The decision of the extender's `filter` and of the
-/// framework plugin's PreFilter.
+/// framework plugin's PreFilter. The engine's view must hold `view`'s GPUs (as
+/// [`EngineState::sync`] leaves it): a node the engine scored is taken to be in `view`.
 pub fn judge(
     engine: &mut EngineState,
     view: &ClusterView,
@@ -139,6 +140,14 @@ pub fn judge(
     let mut verdicts = Vec::with_capacity(candidates.len());
     let mut unfit: Vec<usize> = Vec::new();
     for (at, name) in candidates.iter().enumerate() {
+        let engine_score = scores.get(at).copied().unwrap_or(0);
+        if pod.gpus == 1 && engine_score > 0 {
+            // The engine scored a GPU of the node, so the node is in the view with usable
+            // GPUs (the engine's view is the view's GPUs): no lookup by name, which at
+            // thousands of nodes costs a cache miss or two per candidate.
+            verdicts.push(Verdict::Fits(u32::from(engine_score)));
+            continue;
+        }
         let gpus = match view.node(name) {
             Some(Ok(gpus)) => gpus,
             _ => {
