@@ -318,7 +318,7 @@ func (e *engine) prefilter(pod *v1.Pod) (*prepared, error) {
 	})
 	if errors.Is(err, errUnseen) {
 		var body []byte
-		if body, err = json.Marshal(withoutManagedFields(pod)); err != nil {
+		if body, err = json.Marshal(leanOfPod(pod)); err != nil {
 			return nil, err
 		}
 		a, n := bytesArg(body)

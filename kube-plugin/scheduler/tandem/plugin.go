@@ -108,8 +108,8 @@ func (p *Plugin) watch(ctx context.Context) {
 		}
 	}
 	_, err := informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { report("node added", p.engine.object(setNode, trimmed(obj))) },
-		UpdateFunc: func(_, obj any) { report("node updated", p.engine.object(setNode, trimmed(obj))) },
+		AddFunc:    func(obj any) { report("node added", p.engine.object(setNode, lean(obj))) },
+		UpdateFunc: func(_, obj any) { report("node updated", p.engine.object(setNode, lean(obj))) },
 		DeleteFunc: func(obj any) {
 			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = gone.Obj
@@ -121,8 +121,8 @@ func (p *Plugin) watch(ctx context.Context) {
 	})
 	report("node handler", err)
 	_, err = informers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { report("pod added", p.engine.object(setPod, trimmed(obj))) },
-		UpdateFunc: func(_, obj any) { report("pod updated", p.engine.object(setPod, trimmed(obj))) },
+		AddFunc:    func(obj any) { report("pod added", p.engine.object(setPod, lean(obj))) },
+		UpdateFunc: func(_, obj any) { report("pod updated", p.engine.object(setPod, lean(obj))) },
 		DeleteFunc: func(obj any) {
 			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = gone.Obj
@@ -133,27 +133,6 @@ func (p *Plugin) watch(ctx context.Context) {
 		},
 	})
 	report("pod handler", err)
-}
-
-// withoutManagedFields is a shallow copy of pod without its managed fields, which Rust never
-// reads and which are often most of a pod's JSON (the informer's object is not modified).
-func withoutManagedFields(pod *v1.Pod) *v1.Pod {
-	copied := *pod
-	copied.ManagedFields = nil
-	return &copied
-}
-
-// trimmed is an informer's pod or node as Rust is sent it: without managed fields.
-func trimmed(obj any) any {
-	switch o := obj.(type) {
-	case *v1.Pod:
-		return withoutManagedFields(o)
-	case *v1.Node:
-		copied := *o
-		copied.ManagedFields = nil
-		return &copied
-	}
-	return obj
 }
 
 // PreFilter asks Rust for the pod's verdict on every node. Pods without the managed GPU

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -102,20 +101,5 @@ func TestWidenedPodsAreRememberedUpToTheBound(t *testing.T) {
 	w.add("past the bound")
 	if w.has("a") || !w.has("past the bound") {
 		t.Error("past the bound the set did not start again from the new pod")
-	}
-}
-
-func TestRustIsSentPodsAndNodesWithoutManagedFields(t *testing.T) {
-	meta := metav1.ObjectMeta{Name: "x", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
-	pod := &v1.Pod{ObjectMeta: meta}
-	node := &v1.Node{ObjectMeta: meta}
-	if got := trimmed(pod).(*v1.Pod); got.ManagedFields != nil || got.Name != "x" {
-		t.Errorf("pod sent as %+v", got.ObjectMeta)
-	}
-	if got := trimmed(node).(*v1.Node); got.ManagedFields != nil || got.Name != "x" {
-		t.Errorf("node sent as %+v", got.ObjectMeta)
-	}
-	if pod.ManagedFields == nil || node.ManagedFields == nil {
-		t.Error("the informer's object was modified")
 	}
 }
