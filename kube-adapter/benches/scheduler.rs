@@ -28,10 +28,11 @@
 //! the scheduler process and of the extender. Each run also prints the CPU time per pod bound
 //! of kube-apiserver, etcd, the scheduler and the extender while the pods were scheduled: on
 //! two busy cores a configuration's pods/s follows what it adds there; the scheduler's attempts
-//! by result (a pod tried again costs every process again); and for the extender its calls per
-//! verb and its fail-opens, engine errors, time-outs and refusals of an overloaded engine, so a
-//! slow run that retried is told from one the machine slowed. Every configuration runs `TANDEM_BENCH_ROUNDS`
-//! times (3), interleaved, and the ratios are of the median pods/s (the default scheduler's
+//! by result (a pod tried again costs every process again); the API server's requests per pod
+//! bound, by verb and resource (what a configuration asks of it, and so of etcd); and for the
+//! extender its calls per verb and its fail-opens, engine errors, time-outs and refusals of an
+//! overloaded engine, so a slow run that retried is told from one the machine slowed. Every
+//! configuration runs `TANDEM_BENCH_ROUNDS` times (3), interleaved, and the ratios are of the median pods/s (the default scheduler's
 //! own rate moves by a fifth between runs on two shared cores). Sizes: `TANDEM_BENCH_NODES`,
 //! `TANDEM_BENCH_GPUS` (per node), `TANDEM_BENCH_PODS`; scheduler_perf's scale is
 //! `TANDEM_BENCH_NODES=5000 TANDEM_BENCH_GPUS=8 TANDEM_BENCH_PODS=10000`. Configurations
@@ -46,7 +47,7 @@
 
 use tandem_e2e::cluster;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,9 @@ struct Run {
     cpu: [Option<f64>; PROCESSES.len()],
     /// The extender's own account of its verbs, where one ran through the run.
     extender_latency: Option<String>,
+    /// The API server's requests per pod bound while the pods were scheduled, the most
+    /// frequent first ([`api_requests`]).
+    api_requests: String,
 }
 
 /// The processes whose CPU time a run reports, in the order of [`Run::cpu`].
@@ -302,6 +306,7 @@ fn report(what: &str, run: &Run) {
     );
     println!("{:<34} CPU per pod: {}", "", run.cpu_per_pod());
     println!("{:<34} attempts: {}", "", run.attempts);
+    println!("{:<34} API requests per pod: {}", "", run.api_requests);
     if let Some(latency) = &run.extender_latency {
         println!("{:<34} extender: {latency}", "");
     }
@@ -378,6 +383,55 @@ fn sum_of(metrics: &str, name: &str, label: &str) -> f64 {
         .fold(0.0, |sum, value| sum + value)
 }
 
+/// The API server's requests so far (`apiserver_request_total`), by verb, resource and
+/// subresource (`POST pods/binding`): every process's writes and reads, whoever made them.
+async fn api_requests(client: &kube::Client) -> Result<BTreeMap<String, f64>> {
+    let request = axum::http::Request::get("/metrics").body(Vec::new())?;
+    let metrics = client.request_text(request).await?;
+    let mut counts = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let (resource, subresource) = (label("resource"), label("subresource"));
+        let what = match subresource.as_str() {
+            "" => format!("{} {resource}", label("verb")),
+            sub => format!("{} {resource}/{sub}", label("verb")),
+        };
+        *counts.entry(what).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(counts)
+}
+
+/// The requests made between `before` and `after` per pod, the six most frequent first: what
+/// a configuration asks of the API server (and so of etcd) for each pod it binds.
+fn per_pod(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, pods: usize) -> String {
+    let mut made: Vec<(&String, f64)> = after
+        .iter()
+        .map(|(what, n)| (what, n - before.get(what).copied().unwrap_or(0.0)))
+        .filter(|&(_, n)| n > 0.0)
+        .collect();
+    made.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = made.iter().map(|(_, n)| n).sum();
+    let pods = pods.max(1) as f64;
+    let top: Vec<String> = made
+        .iter()
+        .take(6)
+        .map(|(what, n)| format!("{what} {:.2}", n / pods))
+        .collect();
+    format!("{:.2} in all; {}", total / pods, top.join(", "))
+}
+
 /// The scheduler's scheduling attempts by result (`scheduler_schedule_attempts_total`): a pod
 /// tried more than once costs every process again.
 fn attempts(metrics: &str) -> String {
@@ -394,7 +448,7 @@ fn attempts(metrics: &str) -> String {
 /// the upper bound of the first bucket holding 99% of the attempts.
 fn attempt_p99(metrics: &str) -> Option<f64> {
     const NAME: &str = "scheduler_scheduling_attempt_duration_seconds";
-    let mut buckets: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
+    let mut buckets: BTreeMap<u64, f64> = BTreeMap::new();
     let mut count = 0.0;
     for line in metrics.lines() {
         if let Some(rest) = line.strip_prefix(&format!("{NAME}_bucket{{")) {
@@ -581,6 +635,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         adapter.as_ref().map(ChildProcess::id),
     ];
     let cpu_before = pids.map(|pid| pid.and_then(cpu_seconds));
+    let requests_before = api_requests(&client).await?;
     let profile = cpu_profile(&cluster, mode);
     let limit = RUN_LIMIT.max(Duration::from_millis(50 * pods as u64));
     let deadline = tokio::time::Instant::from_std(started + limit);
@@ -601,6 +656,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let requests = per_pod(&requests_before, &api_requests(&client).await?, pods);
     let mut cpu = [None; PROCESSES.len()];
     for (i, pid) in pids.iter().enumerate() {
         cpu[i] = pid
@@ -687,6 +743,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         extender_mib,
         cpu,
         extender_latency,
+        api_requests: requests,
     })
 }
 
