@@ -16,6 +16,10 @@ use tandem_sim::policy::{Known, PolicyName};
 use tandem_sim::{Cluster, Settings, Truth, convert, demo, simulate};
 use tandem_tests::components;
 
+/// The allocator `tandem simulate` runs with, so the replay measured is the one users get.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     // Policy names given after `--` run only those (`-- tandem-balanced`); cargo's own flags
     // (`--bench`) are not names.
