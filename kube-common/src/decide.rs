@@ -113,9 +113,9 @@ pub enum FilterPasses {
 pub struct Filtered {
     /// Nodes that may take the pod.
     pub passed: Vec<String>,
-    /// Nodes that may not, and why; preemption might change that.
+    /// Nodes that may not, and why; preemption might change that. Empty when a node passed.
     pub failed: BTreeMap<String, String>,
-    /// Nodes that may not, and why; preemption cannot change that.
+    /// Nodes that may not, and why; preemption cannot change that. Empty when a node passed.
     pub unresolvable: BTreeMap<String, String>,
 }
 
@@ -200,7 +200,9 @@ pub fn judge(
 /// The extender's `filter`: [`judge`] with `scores` ([`candidate_scores`] of the same
 /// candidates, in their order; empty for a pod of several GPUs), as node lists, passing the
 /// nodes `passes` says. With [`FilterPasses::Best`], the other nodes where the pod fits are in
-/// neither list: the scheduler drops them without a reason to keep.
+/// neither list: the scheduler drops them without a reason to keep. Reasons are given only
+/// when no node passes, the one case where the scheduler shows them (and preemption weighs
+/// which may change).
 pub fn filter(
     engine: &mut EngineState,
     view: &ClusterView,
@@ -209,21 +211,32 @@ pub fn filter(
     scores: &[u8],
     passes: FilterPasses,
 ) -> Result<Filtered, EngineFailure> {
+    let verdicts = judge(engine, view, pod, candidates, scores)?;
     let mut out = Filtered::default();
     let mut best: Option<(u32, &String)> = None;
-    for (name, verdict) in candidates
-        .iter()
-        .zip(judge(engine, view, pod, candidates, scores)?)
-    {
-        match verdict {
-            Verdict::Fits(score) => match passes {
-                FilterPasses::Fitting => out.passed.push(name.clone()),
-                FilterPasses::Best => {
-                    if best.is_none_or(|(top, _)| score > top) {
-                        best = Some((score, name));
-                    }
+    for (name, verdict) in candidates.iter().zip(&verdicts) {
+        let Verdict::Fits(score) = *verdict else {
+            continue;
+        };
+        match passes {
+            FilterPasses::Fitting => out.passed.push(name.clone()),
+            FilterPasses::Best => {
+                if best.is_none_or(|(top, _)| score > top) {
+                    best = Some((score, name));
                 }
-            },
+            }
+        }
+    }
+    out.passed.extend(best.map(|(_, name)| name.clone()));
+    if !out.passed.is_empty() {
+        // The pod goes to a node that passed: the others' reasons would be read by nobody,
+        // and each costs the scheduler a decoded entry and a status (hundreds per pod once
+        // nodes fill up at thousands of nodes).
+        return Ok(out);
+    }
+    for (name, verdict) in candidates.iter().zip(verdicts) {
+        match verdict {
+            Verdict::Fits(_) => {}
             Verdict::Fails(why) => {
                 out.failed.insert(name.clone(), why.into_owned());
             }
@@ -232,7 +245,6 @@ pub fn filter(
             }
         }
     }
-    out.passed.extend(best.map(|(_, name)| name.clone()));
     Ok(out)
 }
 
@@ -437,8 +449,11 @@ mod tests {
         let (p, candidates) = (pending("p", 1), names(&["a", "b", "cpu"]));
         let best = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Best);
         assert_eq!(best.passed, ["b"], "{best:?}");
-        assert!(best.failed.is_empty(), "{best:?}");
-        assert!(best.unresolvable["cpu"].contains("no nvidia.com/gpu"));
+        // The CPU node's reason is left out with the others: the pod goes to b.
+        assert!(
+            best.failed.is_empty() && best.unresolvable.is_empty(),
+            "{best:?}"
+        );
         let all = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Fitting);
         assert_eq!(all.passed, ["a", "b"], "{all:?}");
     }
@@ -454,7 +469,14 @@ mod tests {
         let (p, candidates) = (pending("p", 1), names(&["a", "b"]));
         let out = filtered(&mut engine, &view, &p, &candidates, FilterPasses::Fitting);
         assert_eq!(out.passed, ["b"], "{out:?}");
-        assert_eq!(out.failed["a"], PASSED_OVER);
+        assert!(
+            out.failed.is_empty() && out.unresolvable.is_empty(),
+            "{out:?}"
+        );
+        // The verdict is still there for the plugin, which reports per node.
+        let scores = candidate_scores(&mut engine, &p, &candidates).unwrap();
+        let verdicts = judge(&mut engine, &view, &p, &candidates, &scores).unwrap();
+        assert_eq!(verdicts[0], Verdict::Fails(Cow::Borrowed(PASSED_OVER)));
     }
 
     #[test]

@@ -76,6 +76,21 @@ async fn the_adapter_serves_https_with_the_given_certificate() -> Result<()> {
         .await?;
     println!("filter over HTTPS: {answer}");
     ensure!(answer["NodeNames"] == json!(["k80-node"]), "{answer}");
+    // The pod goes to the node that passed: the other's reason is left out.
+    ensure!(
+        answer["FailedAndUnresolvableNodes"]
+            .as_object()
+            .is_none_or(|nodes| nodes.is_empty()),
+        "{answer}"
+    );
+    // Where no node passes, each gets its reason.
+    let answer: serde_json::Value = client
+        .post(format!("{base}/filter"))
+        .json(&json!({ "Pod": pod, "NodeNames": ["elsewhere"] }))
+        .send()
+        .await?
+        .json()
+        .await?;
     ensure!(
         answer["FailedAndUnresolvableNodes"]["elsewhere"]
             .as_str()
