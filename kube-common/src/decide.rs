@@ -200,9 +200,9 @@ pub fn judge(
 /// The extender's `filter`: [`judge`] with `scores` ([`candidate_scores`] of the same
 /// candidates, in their order; empty for a pod of several GPUs), as node lists, passing the
 /// nodes `passes` says. With [`FilterPasses::Best`], the other nodes where the pod fits are in
-/// neither list: the scheduler drops them without a reason to keep. Reasons are given only
-/// when no node passes, the one case where the scheduler shows them (and preemption weighs
-/// which may change).
+/// neither list: the scheduler drops them without a reason to keep. Failed nodes and their
+/// reasons are given only when no node passes: the one case where the scheduler shows them,
+/// and where preemption tells the failed nodes from the unresolvable ones.
 pub fn filter(
     engine: &mut EngineState,
     view: &ClusterView,
