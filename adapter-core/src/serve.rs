@@ -8,6 +8,12 @@
 //! `/metrics` scrapers present none) but gets `401` from the verbs. The certificate, its key
 //! and the CA are read again whenever one of the files changes ([`RELOAD_EVERY`]), so a
 //! rotated certificate is served without a restart.
+//!
+//! Every accepted connection gets `TCP_NODELAY`. Over HTTPS, kube-scheduler speaks HTTP/2 and
+//! sends every call over one connection; a response goes out as several small writes (the
+//! HEADERS and DATA frames, each its own TLS record), and with Nagle's algorithm the second
+//! waited for the client's delayed acknowledgement of the first: tens of milliseconds added to
+//! a `filter` the scheduler waits for in its scheduling cycle.
 
 use std::io;
 use std::net::SocketAddr;
@@ -18,14 +24,14 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 use axum::middleware::AddExtension;
 use axum::{Extension, Router};
-use axum_server::accept::Accept;
+use axum_server::accept::{Accept, NoDelayAcceptor};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use futures::future::BoxFuture;
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tower::Layer as _;
 
@@ -114,19 +120,26 @@ impl Tls {
 /// Marks each request with whether its connection presented a verified client certificate.
 #[derive(Debug, Clone)]
 struct CertifyingAcceptor {
-    inner: RustlsAcceptor,
+    inner: RustlsAcceptor<NoDelayAcceptor>,
 }
 
-impl<I, S> Accept<I, S> for CertifyingAcceptor
+impl CertifyingAcceptor {
+    fn new(config: RustlsConfig) -> Self {
+        Self {
+            inner: RustlsAcceptor::new(config).acceptor(NoDelayAcceptor::new()),
+        }
+    }
+}
+
+impl<S> Accept<TcpStream, S> for CertifyingAcceptor
 where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Send + 'static,
 {
-    type Stream = TlsStream<I>;
+    type Stream = TlsStream<TcpStream>;
     type Service = AddExtension<S, ClientCertificate>;
     type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
         let acceptor = self.inner.clone();
         Box::pin(async move {
             let (stream, service) = acceptor.accept(stream, service).await?;
@@ -200,9 +213,7 @@ pub async fn serve(
             tracing::info!(%listen, client_ca = ?tls.client_ca, "serving HTTPS");
             reload_on_change(tls, config.clone(), shutdown);
             axum_server::bind(listen)
-                .acceptor(CertifyingAcceptor {
-                    inner: RustlsAcceptor::new(config),
-                })
+                .acceptor(CertifyingAcceptor::new(config))
                 .handle(handle)
                 .serve(service)
                 .await
@@ -210,6 +221,7 @@ pub async fn serve(
         None => {
             tracing::info!(%listen, "serving HTTP");
             axum_server::bind(listen)
+                .acceptor(NoDelayAcceptor::new())
                 .handle(handle)
                 .serve(service)
                 .await
@@ -230,6 +242,7 @@ pub async fn serve_listener(
     listener.set_nonblocking(true)?;
     let handle = drain_on(shutdown);
     axum_server::from_tcp(listener)?
+        .acceptor(NoDelayAcceptor::new())
         .handle(handle)
         .serve(router.into_make_service())
         .await?;
@@ -248,9 +261,7 @@ pub async fn serve_listener_tls(
     let config = RustlsConfig::from_config(Arc::new(tls.server_config()?));
     reload_on_change(tls, config.clone(), shutdown);
     axum_server::from_tcp(listener)?
-        .acceptor(CertifyingAcceptor {
-            inner: RustlsAcceptor::new(config),
-        })
+        .acceptor(CertifyingAcceptor::new(config))
         .handle(handle)
         .serve(router.into_make_service())
         .await?;
@@ -278,5 +289,66 @@ pub async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rustls::ClientConfig;
+    use rustls::pki_types::ServerName;
+    use tokio::net::TcpListener;
+    use tokio_rustls::TlsConnector;
+
+    /// Both acceptors hand over connections with Nagle's algorithm off: HTTP/2 over TLS writes
+    /// a response as several records, and Nagle held each later one back until the client
+    /// acknowledged the first.
+    #[tokio::test]
+    async fn accepted_connections_have_nodelay() -> anyhow::Result<()> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir()?;
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])?;
+        let tls = Tls {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+            client_ca: None,
+        };
+        std::fs::write(&tls.cert, cert.cert.pem())?;
+        std::fs::write(&tls.key, cert.signing_key.serialize_pem())?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+
+        // Plain HTTP.
+        let client = tokio::spawn(TcpStream::connect(addr));
+        let (stream, _) = listener.accept().await?;
+        let (stream, ()) = NoDelayAcceptor::new().accept(stream, ()).await?;
+        assert!(stream.nodelay()?, "plain HTTP connection without TCP_NODELAY");
+        drop(client.await??);
+
+        // HTTPS, through the certificate-marking acceptor.
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.cert.der().clone())?;
+        let connector = TlsConnector::from(Arc::new(
+            ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        ));
+        let client = tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await?;
+            connector
+                .connect(ServerName::try_from("localhost")?, tcp)
+                .await
+                .map_err(anyhow::Error::from)
+        });
+        let (stream, _) = listener.accept().await?;
+        let config = RustlsConfig::from_config(Arc::new(tls.server_config()?));
+        let (stream, _service) = CertifyingAcceptor::new(config).accept(stream, ()).await?;
+        assert!(
+            stream.get_ref().0.nodelay()?,
+            "HTTPS connection without TCP_NODELAY"
+        );
+        drop(client.await??);
+        Ok(())
     }
 }
