@@ -9,13 +9,16 @@
 //! 2. kube-scheduler with the Tandem extender (`tandem-kube-adapter` on loopback with its
 //!    default options, the extender configuration of `deploy/helm/tandem/templates/extender-scheduler.yaml`:
 //!    filter, prioritize, bind, `nodeCacheCapable`, `ignorable`, `httpTimeout: 2s`, client QPS
-//!    500 / burst 1,000), whose `filter` passes only the node Tandem ranks first;
-//! 3. the same with `--filter-passes fitting`: every node where the pod fits passes, and the
+//!    500 / burst 1,000, and the chart's mutual TLS: a CA of the run signs the adapter's serving
+//!    certificate and the scheduler's client certificate), whose `filter` passes only the node
+//!    Tandem ranks first;
+//! 3. the same over plain HTTP (`extender-http`; the chart's `extender.openVerbs`);
+//! 4. the same with `--filter-passes fitting`: every node where the pod fits passes, and the
 //!    scheduler calls `prioritize` and runs its own scoring plugins;
-//! 4. the same with the adapter stopped: fail-open must bind every pod through the
+//! 5. the same with the adapter stopped: fail-open must bind every pod through the
 //!    scheduler's fallback; the adapter is then started and must account for each of them
 //!    (`tandem_binds_without_tandem_total`);
-//! 5. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
+//! 6. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
 //!    (`deploy/helm/tandem/templates/plugin.yaml`'s profile), pods with its `schedulerName`.
 //!
 //! It prints pods/s of each, the p99 of the scheduler's own scheduling-attempt latency
@@ -36,8 +39,8 @@
 //! own rate moves by a fifth between runs on two shared cores). Sizes: `TANDEM_BENCH_NODES`,
 //! `TANDEM_BENCH_GPUS` (per node), `TANDEM_BENCH_PODS`; scheduler_perf's scale is
 //! `TANDEM_BENCH_NODES=5000 TANDEM_BENCH_GPUS=8 TANDEM_BENCH_PODS=10000`. Configurations
-//! named after `--` (`default`, `extender`, `extender-fitting`, `adapter-down`, `plugin`) run
-//! alone.
+//! named after `--` (`default`, `extender`, `extender-http`, `extender-fitting`, `adapter-down`,
+//! `plugin`) run alone.
 //! `TANDEM_BENCH_PPROF=<dir>` saves a CPU profile of the scheduler in each run (see
 //! `cpu_profile`).
 //!
@@ -59,9 +62,10 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use cluster::{
-    ChildProcess, Cluster, Component, create_gpu_node, ensure_namespace, free_port,
-    scheduler_config, spawn_logged,
+    ChildProcess, Cluster, Component, Extender, create_gpu_node, ensure_namespace, free_port,
+    scheduler_config, scheduler_config_with, spawn_logged,
 };
+use tandem_e2e::tls::{Authority, MutualTls};
 
 const NAMESPACE: &str = "bench";
 const SYSTEM: &str = "tandem-system";
@@ -82,8 +86,10 @@ fn env_size(name: &str, default: usize) -> usize {
 enum Mode {
     /// kube-scheduler alone.
     Default,
-    /// kube-scheduler with the Tandem extender.
+    /// kube-scheduler with the Tandem extender, over mutual TLS as the chart deploys it.
     Tandem,
+    /// The same over plain HTTP (the chart's `extender.openVerbs`).
+    TandemHttp,
     /// The same, `filter` passing every node where the pod fits.
     TandemFitting,
     /// kube-scheduler configured with the extender, which is not running.
@@ -151,6 +157,7 @@ impl Mode {
         match self {
             Mode::Default => "default",
             Mode::Tandem => "extender",
+            Mode::TandemHttp => "extender-http",
             Mode::TandemFitting => "extender-fitting",
             Mode::AdapterDown => "adapter-down",
             Mode::Plugin => "plugin",
@@ -162,6 +169,7 @@ impl Mode {
         match self {
             Mode::Default => "default kube-scheduler",
             Mode::Tandem => "kube-scheduler + Tandem extender",
+            Mode::TandemHttp => "  ... over plain HTTP",
             Mode::TandemFitting => "  ... --filter-passes fitting",
             Mode::AdapterDown => "  ... with the adapter down",
             Mode::Plugin => "tandem-kube-scheduler (plugin)",
@@ -185,6 +193,7 @@ async fn main() -> Result<()> {
     let modes = [
         Mode::Default,
         Mode::Tandem,
+        Mode::TandemHttp,
         Mode::TandemFitting,
         Mode::AdapterDown,
         Mode::Plugin,
@@ -270,14 +279,19 @@ async fn main() -> Result<()> {
             worst(Mode::Tandem, |r| r.misplaced)
         );
     }
-    if let Some(rate) = median(Mode::TandemFitting) {
-        println!(
-            "Tandem extender, --filter-passes fitting / default: {}% of the default scheduler's pods/s; \
-             pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
-            share(rate),
-            worst(Mode::TandemFitting, |r| r.unannotated),
-            worst(Mode::TandemFitting, |r| r.misplaced)
-        );
+    for (mode, what) in [
+        (Mode::TandemHttp, "over plain HTTP"),
+        (Mode::TandemFitting, "--filter-passes fitting"),
+    ] {
+        if let Some(rate) = median(mode) {
+            println!(
+                "Tandem extender, {what} / default: {}% of the default scheduler's pods/s; \
+                 pods without Tandem's annotation: {} (goal 0); annotations naming another node's GPU: {}",
+                share(rate),
+                worst(mode, |r| r.unannotated),
+                worst(mode, |r| r.misplaced)
+            );
+        }
     }
     if let Some(rate) = median(Mode::Plugin) {
         let against = extender.map_or_else(|| "?".to_owned(), |e| format!("{:.2}", rate / e));
@@ -590,6 +604,20 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         }
     }
     let port = free_port()?;
+    let tls = if mode == Mode::TandemHttp {
+        None
+    } else {
+        Some(MutualTls::write(
+            cluster.dir(),
+            &Authority::new("tandem-bench-ca")?,
+        )?)
+    };
+    let endpoint = AdapterEndpoint::new(port, tls.as_ref())?;
+    let extender = Some(Extender {
+        port,
+        tls: tls.as_ref(),
+        ignorable: true,
+    });
     // From the scheduler's start: the extender, started and waited for first, is not in it.
     let mut starting = Instant::now();
     let mut adapter = match mode {
@@ -597,18 +625,18 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
             cluster.start_scheduler(&scheduler_config(None)).await?;
             None
         }
-        Mode::Tandem | Mode::TandemFitting => {
-            let adapter = start_adapter(&cluster, port, mode)?;
-            wait_ready(port).await?;
+        Mode::Tandem | Mode::TandemHttp | Mode::TandemFitting => {
+            let adapter = start_adapter(&cluster, port, mode, tls.as_ref())?;
+            endpoint.wait_ready().await?;
             starting = Instant::now();
             cluster
-                .start_scheduler(&scheduler_config(Some(port)))
+                .start_scheduler(&scheduler_config_with(extender))
                 .await?;
             Some(adapter)
         }
         Mode::AdapterDown => {
             cluster
-                .start_scheduler(&scheduler_config(Some(port)))
+                .start_scheduler(&scheduler_config_with(extender))
                 .await?;
             None
         }
@@ -670,13 +698,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     let scheduler_mib = cluster.pid(Component::Scheduler).and_then(peak_rss_mib);
     let extender_mib = adapter.as_ref().and_then(|a| peak_rss_mib(a.id()));
     let extender_latency = match &adapter {
-        Some(_) => {
-            let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-                .await?
-                .text()
-                .await?;
-            Some(extender_latency(&text))
-        }
+        Some(_) => Some(extender_latency(&endpoint.metrics().await?)),
         None => None,
     };
     let metrics = cluster.scheduler_metrics().await?;
@@ -712,13 +734,11 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     }
     let mut accounted = 0;
     if mode == Mode::AdapterDown {
-        adapter = Some(start_adapter(&cluster, port, mode)?);
-        wait_ready(port).await?;
-        let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        adapter = Some(start_adapter(&cluster, port, mode, tls.as_ref())?);
+        endpoint.wait_ready().await?;
+        accounted = endpoint
+            .metrics()
             .await?
-            .text()
-            .await?;
-        accounted = text
             .lines()
             .find_map(|l| l.strip_prefix("tandem_binds_without_tandem_total "))
             .and_then(|v| v.trim().parse().ok())
@@ -802,8 +822,13 @@ profiles:
 }
 
 /// `tandem-kube-adapter` with its default options (`--filter-passes fitting` for
-/// [`Mode::TandemFitting`]).
-fn start_adapter(cluster: &Cluster, port: u16, mode: Mode) -> Result<ChildProcess> {
+/// [`Mode::TandemFitting`]), serving HTTPS with `tls`.
+fn start_adapter(
+    cluster: &Cluster,
+    port: u16,
+    mode: Mode,
+    tls: Option<&MutualTls>,
+) -> Result<ChildProcess> {
     let dir = cluster.dir();
     let secret = dir.join("id-secret");
     std::fs::write(&secret, SECRET_HEX)?;
@@ -815,6 +840,7 @@ fn start_adapter(cluster: &Cluster, port: u16, mode: Mode) -> Result<ChildProces
         .args(["--namespace", SYSTEM, "--identity", "bench-adapter"])
         .arg("--id-secret-file")
         .arg(&secret)
+        .args(tls.map(MutualTls::adapter_args).unwrap_or_default())
         .env("RUST_LOG", "warn");
     if mode == Mode::TandemFitting {
         command.args(["--filter-passes", "fitting"]);
@@ -822,22 +848,48 @@ fn start_adapter(cluster: &Cluster, port: u16, mode: Mode) -> Result<ChildProces
     spawn_logged(command, &dir.join("adapter.log"))
 }
 
-async fn wait_ready(port: u16) -> Result<()> {
-    let http = reqwest::Client::new();
-    let started = Instant::now();
-    loop {
-        if let Ok(r) = http
-            .get(format!("http://127.0.0.1:{port}/readyz"))
-            .send()
-            .await
-            && r.status().is_success()
-        {
-            return Ok(());
+/// The adapter's probe and metrics endpoints, over HTTPS when it serves TLS.
+struct AdapterEndpoint {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl AdapterEndpoint {
+    fn new(port: u16, tls: Option<&MutualTls>) -> Result<Self> {
+        Ok(match tls {
+            Some(tls) => Self {
+                base: format!("https://127.0.0.1:{port}"),
+                http: tls.probe_client()?,
+            },
+            None => Self {
+                base: format!("http://127.0.0.1:{port}"),
+                http: reqwest::Client::new(),
+            },
+        })
+    }
+
+    async fn wait_ready(&self) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = self.http.get(format!("{}/readyz", self.base)).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            ensure!(
+                started.elapsed() < Duration::from_secs(60),
+                "the adapter was not ready after 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        ensure!(
-            started.elapsed() < Duration::from_secs(60),
-            "the adapter was not ready after 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    async fn metrics(&self) -> Result<String> {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await?;
+        Ok(response.text().await?)
     }
 }

@@ -4,115 +4,24 @@
 //! another scheduler's Pending pod gets `401`/`403` and the pod stays unbound. The adapter's
 //! certificate is replaced on disk and served without a restart.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject as _;
 use serde_json::json;
+use tandem_e2e::tls::{Authority, MutualTls, https_client as client};
 
 use crate::cluster::{
-    Cluster, KUBECONFIG_PLACEHOLDER, create_gpu_node, ensure_namespace, free_port, spawn_logged,
-    wait_for_binding,
+    Cluster, Extender, create_gpu_node, ensure_namespace, free_port, scheduler_config_with,
+    spawn_logged, wait_for_binding,
 };
 use crate::extender::{NAMESPACE, SECRET_HEX, SYSTEM, annotation, job_pod};
 
 const SCHEDULER_TOKEN: &str = "e2e-scheduler-token";
-
-/// A CA, and certificates it signs.
-struct Authority {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Authority {
-    fn new(name: &str) -> Result<Self> {
-        let mut params = CertificateParams::new(Vec::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate()?;
-        let cert = params.self_signed(&key)?;
-        Ok(Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        })
-    }
-
-    /// A certificate for `names` (IP addresses or DNS names) and its key, as PEM.
-    fn sign(
-        &self,
-        common_name: &str,
-        names: &[&str],
-        usage: ExtendedKeyUsagePurpose,
-    ) -> Result<(String, String)> {
-        let mut params =
-            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())?;
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        params.extended_key_usages.push(usage);
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok((cert.pem(), key.serialize_pem()))
-    }
-}
-
-/// kube-scheduler with the extender reached over HTTPS, authenticating with its client
-/// certificate (the deploy files' configuration).
-fn scheduler_config(port: u16, dir: &Path) -> String {
-    let file = |name: &str| dir.join(name).display().to_string();
-    format!(
-        "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: {KUBECONFIG_PLACEHOLDER}
-leaderElection:
-  leaderElect: false
-extenders:
-- urlPrefix: https://127.0.0.1:{port}/
-  filterVerb: filter
-  prioritizeVerb: prioritize
-  bindVerb: bind
-  weight: 10
-  httpTimeout: 2s
-  nodeCacheCapable: true
-  ignorable: false
-  enableHTTPS: true
-  tlsConfig:
-    caFile: {ca}
-    certFile: {cert}
-    keyFile: {key}
-  managedResources:
-  - name: nvidia.com/gpu
-    ignoredByScheduler: true
-",
-        ca = file("ca.crt"),
-        cert = file("scheduler.crt"),
-        key = file("scheduler.key"),
-    )
-}
-
-/// An HTTPS client trusting `ca`, presenting `identity` (certificate and key, PEM) if given.
-fn client(ca: &str, identity: Option<(&str, &str)>) -> Result<reqwest::Client> {
-    crate::cluster::install_crypto_provider();
-    let mut builder = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes())?)
-        .tls_info(true)
-        .timeout(Duration::from_secs(10));
-    if let Some((cert, key)) = identity {
-        builder = builder.identity(reqwest::Identity::from_pem(
-            format!("{cert}{key}").as_bytes(),
-        )?);
-    }
-    Ok(builder.build()?)
-}
 
 #[tokio::test]
 async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart() -> Result<()> {
@@ -120,26 +29,17 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
     let port = free_port()?;
     let staging = tempfile::tempdir()?;
     let ca = Authority::new("tandem-e2e-ca")?;
-    let (server_cert, server_key) = ca.sign(
-        "tandem-kube-adapter",
-        &["127.0.0.1"],
-        ExtendedKeyUsagePurpose::ServerAuth,
-    )?;
-    let (scheduler_cert, scheduler_key) =
-        ca.sign("kube-scheduler", &[], ExtendedKeyUsagePurpose::ClientAuth)?;
+    let tls = MutualTls::write(staging.path(), &ca)?;
     let rogue = Authority::new("someone-else")?;
     let (rogue_cert, rogue_key) =
         rogue.sign("kube-scheduler", &[], ExtendedKeyUsagePurpose::ClientAuth)?;
-    for (name, text) in [
-        ("ca.crt", &ca.pem),
-        ("tls.crt", &server_cert),
-        ("tls.key", &server_key),
-        ("scheduler.crt", &scheduler_cert),
-        ("scheduler.key", &scheduler_key),
-    ] {
-        std::fs::write(staging.path().join(name), text)?;
-    }
-    let cluster = Cluster::start(&scheduler_config(port, staging.path())).await?;
+    // `ignorable: false`: nothing is bound without the extender.
+    let cluster = Cluster::start(&scheduler_config_with(Some(Extender {
+        port,
+        tls: Some(&tls),
+        ignorable: false,
+    })))
+    .await?;
     let dir = cluster.dir();
     std::fs::write(dir.join("id-secret"), SECRET_HEX)?;
     std::fs::write(dir.join("scheduler-token"), SCHEDULER_TOKEN)?;
@@ -152,12 +52,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
         .args(["--namespace", SYSTEM, "--identity", "e2e-auth"])
         .arg("--id-secret-file")
         .arg(dir.join("id-secret"))
-        .arg("--tls-cert")
-        .arg(staging.path().join("tls.crt"))
-        .arg("--tls-key")
-        .arg(staging.path().join("tls.key"))
-        .arg("--client-ca")
-        .arg(staging.path().join("ca.crt"))
+        .args(tls.adapter_args())
         .arg("--scheduler-token-file")
         .arg(dir.join("scheduler-token"))
         .env(
@@ -167,7 +62,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
     let mut adapter = spawn_logged(command, &log)?;
     let result = async {
         let base = format!("https://127.0.0.1:{port}");
-        let anonymous = client(&ca.pem, None)?;
+        let anonymous = client(ca.pem(), None)?;
         // Probes need no certificate.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -214,7 +109,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
             "PodName": "not-yours", "PodNamespace": NAMESPACE,
             "PodUID": other.metadata.uid.clone().unwrap_or_default(), "Node": "v100-auth",
         });
-        let with_rogue = self::client(&ca.pem, Some((&rogue_cert, &rogue_key)))?;
+        let with_rogue = self::client(ca.pem(), Some((&rogue_cert, &rogue_key)))?;
         let attempts = [
             ("no credential", anonymous.post(format!("{base}/bind"))),
             (
@@ -292,7 +187,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
                 anyhow::Ok(info)
             }
         };
-        let before = served(self::client(&ca.pem, None)?).await?;
+        let before = served(self::client(ca.pem(), None)?).await?;
         let (renewed_cert, renewed_key) = ca.sign(
             "tandem-kube-adapter-renewed",
             &["127.0.0.1"],
@@ -312,7 +207,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
             .context("the renewed certificate")?;
         let deadline = Instant::now() + Duration::from_secs(30);
         let now = loop {
-            let now = served(self::client(&ca.pem, None)?).await?;
+            let now = served(self::client(ca.pem(), None)?).await?;
             if now != before || Instant::now() > deadline {
                 break now;
             }

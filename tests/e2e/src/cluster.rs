@@ -34,6 +34,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tandem_xtask::kube::KubeBinaries;
 
+use crate::tls::MutualTls;
+
 /// The bearer token of the tests' user, a member of `system:masters` (the apiserver authorizes
 /// everything anyway: `--authorization-mode=AlwaysAllow`).
 pub const TOKEN: &str = "tandem-e2e-token";
@@ -44,8 +46,28 @@ pub const KUBECONFIG_PLACEHOLDER: &str = "{{KUBECONFIG}}";
 
 /// A `KubeSchedulerConfiguration` for [`Cluster::start`]: the scheduler's client limits of
 /// `deploy/helm/tandem/templates/extender-scheduler.yaml`, no leader election, and, with `extender_port`, the
-/// Tandem extender on that port configured as the deploy files configure it.
+/// Tandem extender on that port configured as the deploy files configure it, over plain HTTP.
 pub fn scheduler_config(extender_port: Option<u16>) -> String {
+    scheduler_config_with(extender_port.map(|port| Extender {
+        port,
+        tls: None,
+        ignorable: true,
+    }))
+}
+
+/// How [`scheduler_config_with`] has kube-scheduler reach the Tandem extender.
+pub struct Extender<'a> {
+    /// The adapter's port on loopback.
+    pub port: u16,
+    /// Mutual TLS with these files (`enableHTTPS` and `tlsConfig`, the chart's default); plain
+    /// HTTP without.
+    pub tls: Option<&'a MutualTls>,
+    /// The extender's `ignorable`: whether the scheduler goes on without it when it fails.
+    pub ignorable: bool,
+}
+
+/// [`scheduler_config`] with the extender reached as `extender` says.
+pub fn scheduler_config_with(extender: Option<Extender<'_>>) -> String {
     let mut config = format!(
         "\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -58,23 +80,42 @@ leaderElection:
   leaderElect: false
 "
     );
-    if let Some(port) = extender_port {
+    if let Some(Extender {
+        port,
+        tls,
+        ignorable,
+    }) = extender
+    {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         config.push_str(&format!(
             "\
 extenders:
-- urlPrefix: http://127.0.0.1:{port}/
+- urlPrefix: {scheme}://127.0.0.1:{port}/
   filterVerb: filter
   prioritizeVerb: prioritize
   bindVerb: bind
   weight: 10
   httpTimeout: 2s
   nodeCacheCapable: true
-  ignorable: true
+  ignorable: {ignorable}
   managedResources:
   - name: nvidia.com/gpu
     ignoredByScheduler: true
 "
         ));
+        if let Some(tls) = tls {
+            config.push_str(&format!(
+                "  enableHTTPS: true
+  tlsConfig:
+    caFile: {}
+    certFile: {}
+    keyFile: {}
+",
+                tls.file("ca.crt").display(),
+                tls.file("scheduler.crt").display(),
+                tls.file("scheduler.key").display(),
+            ));
+        }
     }
     config
 }

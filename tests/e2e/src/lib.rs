@@ -7,6 +7,8 @@
 //! - [`nodes`]: real nodes beside it — containerd with NRI, runc and the kubelet
 //!   (`cargo xtask node-bins`) — each with fake GPUs, pods that really run, and the host's
 //!   state restored when they stop;
+//! - [`tls`]: mutual TLS between kube-scheduler and the extender, as the Helm chart sets it
+//!   up (a CA, the adapter's and the scheduler's certificates);
 //! - [`pairing`]: the jobs, outcomes and residents of the node tier's pairing scenario, run
 //!   through each scheduler path.
 //!
@@ -16,3 +18,4 @@
 pub mod cluster;
 pub mod nodes;
 pub mod pairing;
+pub mod tls;
