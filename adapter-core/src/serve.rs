@@ -323,7 +323,10 @@ mod tests {
         let client = tokio::spawn(TcpStream::connect(addr));
         let (stream, _) = listener.accept().await?;
         let (stream, ()) = NoDelayAcceptor::new().accept(stream, ()).await?;
-        assert!(stream.nodelay()?, "plain HTTP connection without TCP_NODELAY");
+        assert!(
+            stream.nodelay()?,
+            "plain HTTP connection without TCP_NODELAY"
+        );
         drop(client.await??);
 
         // HTTPS, through the certificate-marking acceptor.
