@@ -604,13 +604,13 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
         }
     }
     let port = free_port()?;
-    let tls = if mode == Mode::TandemHttp {
-        None
-    } else {
-        Some(MutualTls::write(
+    // Certificates only where the scheduler is configured with the extender over TLS.
+    let tls = match mode {
+        Mode::Tandem | Mode::TandemFitting | Mode::AdapterDown => Some(MutualTls::write(
             cluster.dir(),
             &Authority::new("tandem-bench-ca")?,
-        )?)
+        )?),
+        Mode::Default | Mode::TandemHttp | Mode::Plugin => None,
     };
     let endpoint = AdapterEndpoint::new(port, tls.as_ref())?;
     let extender = Some(Extender {
