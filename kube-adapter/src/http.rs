@@ -17,9 +17,11 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use tandem_adapter_core::http::{parse, timed};
-use tandem_adapter_core::{EngineError, Placement};
+use tandem_adapter_core::{EngineError, EngineFailure, EngineState, Placement};
 
 use tandem_kube_common::app::App;
+use tandem_kube_common::assumed::Assumptions;
+use tandem_kube_common::cluster::GpuPod;
 use tandem_kube_common::cluster::placement_annotations;
 use tandem_kube_common::decide::{self, FilterPasses, NodeScores, job_of};
 
@@ -74,9 +76,17 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
         let view = app.view();
         let epoch = view.1;
         let passes = extender.filter_passes;
+        // Holding needs a binder; a fixed cluster is only ever asked.
+        let holds = app
+            .client()
+            .is_some()
+            .then(|| Arc::clone(app.assumptions()));
         let judged = {
             let pod = pod.clone();
             app.decide("filter", view, move |engine, view| {
+                if let Some(assumed) = &holds {
+                    release(engine, assumed, &pod)?;
+                }
                 let refused = decide::refusal(engine, &pod);
                 let scores = if pod.gpus == 1 {
                     decide::candidate_scores(engine, &pod, &candidates)?
@@ -84,6 +94,9 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
                     Vec::new()
                 };
                 let filtered = decide::filter(engine, view, &pod, &candidates, &scores, passes)?;
+                if let (Some(assumed), [node]) = (&holds, filtered.passed.as_slice()) {
+                    hold(engine, assumed, &pod, node)?;
+                }
                 // Only `prioritize` reads the scores again, and the scheduler calls it only
                 // when more than one node passes.
                 let scores = (passes == FilterPasses::Fitting && pod.gpus == 1)
@@ -138,6 +151,40 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
         Ok(axum::Json(result))
     })
     .await
+}
+
+/// Holds GPUs of `node` for `pod` in the engine, when `filter` passes that node alone: the
+/// scheduler can only bind the pod there. It binds asynchronously and filters its next pods
+/// meanwhile; with the GPUs counted from the `filter`, those pods are judged without them.
+/// Waiting for `bind` would give the same GPU to the next pod, whose `bind` Tandem would then
+/// refuse, and an `ignorable` extender's refusal to bind makes the scheduler bind the pod
+/// itself, on a full node, with no GPU named.
+fn hold(
+    engine: &mut EngineState,
+    assumed: &Assumptions,
+    pod: &GpuPod,
+    node: &str,
+) -> Result<(), EngineFailure> {
+    if pod.uid.is_empty() {
+        return Ok(());
+    }
+    if let Placement::Placed { gpus, reserved_mib } = engine.place(&job_of(pod), node, pod.gpus)? {
+        assumed.record(pod, node, &gpus, reserved_mib);
+    }
+    Ok(())
+}
+
+/// Gives back what an earlier `filter` held for `pod` (the scheduler filters a pod again when
+/// it could not bind it where that filter said).
+fn release(
+    engine: &mut EngineState,
+    assumed: &Assumptions,
+    pod: &GpuPod,
+) -> Result<(), EngineFailure> {
+    match assumed.remove(&pod.uid) {
+        Some(held) => engine.unplace(&pod.job, held.gpus()),
+        None => Ok(()),
+    }
 }
 
 /// Puts the passing nodes in the result the way the request sent them.
@@ -285,10 +332,24 @@ async fn bind_pod(
     let mut reserved_mib = None;
     let placed = app.gpu_pod(&pod);
     if let Some(gp) = &placed {
-        let (job, node, count) = (job_of(gp), args.node.clone(), gp.gpus);
+        let (pod, node, assumed) = (gp.clone(), args.node.clone(), Arc::clone(app.assumptions()));
         (gpus, reserved_mib) = match app
             .decide("bind", app.view(), move |engine, _| {
-                engine.place(&job, &node, count)
+                if let Some(held) = assumed.get(&pod.uid) {
+                    if held.node() == node {
+                        return Ok(Placement::Placed {
+                            gpus: held.gpus().to_vec(),
+                            reserved_mib: held.reserved_mib,
+                        });
+                    }
+                    // The scheduler chose another node (its `filter` call failed open, say).
+                    release(engine, &assumed, &pod)?;
+                }
+                let placement = engine.place(&job_of(&pod), &node, pod.gpus)?;
+                if let Placement::Placed { gpus, reserved_mib } = &placement {
+                    assumed.record(&pod, &node, gpus, *reserved_mib);
+                }
+                Ok(placement)
             })
             .await
         {
@@ -304,7 +365,7 @@ async fn bind_pod(
                 return Err(("engine did not answer", format!("Tandem: {call}")));
             }
         };
-        app.assume(&gp.uid, &args.node, gpus.clone());
+        app.expect_bound(&gp.uid, &args.node, &gpus);
     }
     let mut metadata = ObjectMeta {
         name: Some(args.pod_name.clone()),

@@ -19,12 +19,10 @@ use tandem_adapter_core::outcomes::{Run, Skip};
 use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState};
 use tandem_api::ModelSummary;
 
+use crate::assumed::Assumptions;
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
 use crate::follow::CatchUp;
 use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
-
-/// How long a GPU choice made by `bind` is assumed before the pod watcher must confirm it.
-const ASSUME_FOR: Duration = Duration::from_secs(60);
 
 /// Where the cluster view comes from.
 pub enum Source {
@@ -54,14 +52,6 @@ pub struct ClusterFile {
     pub pods: Vec<Pod>,
 }
 
-/// A GPU choice made by `bind`, until the watcher shows the annotation.
-#[derive(Debug, Clone)]
-struct Assumed {
-    node: String,
-    gpus: Vec<String>,
-    at: Instant,
-}
-
 /// Everything the extender's handlers need beside the core.
 pub struct App {
     /// The shared core: engine, knowledge base, intake, metrics.
@@ -78,7 +68,8 @@ pub struct App {
     view_epoch: AtomicU64,
     /// The view epoch the engine was last told (engine-thread tasks compare and update it).
     synced: Arc<AtomicU64>,
-    assumed: Mutex<HashMap<String, Assumed>>,
+    /// Placements made before the watchers show them.
+    assumed: Arc<Assumptions>,
     ready: AtomicBool,
     /// Pods already counted as bound without Tandem's record.
     unrecorded: Mutex<HashSet<String>>,
@@ -135,7 +126,7 @@ impl App {
             dirty: AtomicBool::new(true),
             view_epoch: AtomicU64::new(0),
             synced: Arc::new(AtomicU64::new(0)),
-            assumed: Mutex::new(HashMap::new()),
+            assumed: Arc::default(),
             ready: AtomicBool::new(false),
             unrecorded: Mutex::new(HashSet::new()),
             residency: Mutex::new(HashMap::new()),
@@ -190,11 +181,13 @@ impl App {
             .residency
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A pod deleted before the watcher showed where it was placed holds nothing any more.
+        let forgotten = gone && self.assumed.remove(&uid).is_some();
         let changed = match &now {
             Some(place) => residency.insert(uid, place.clone()).as_ref() != Some(place),
             None => residency.remove(&uid).is_some(),
         };
-        if changed {
+        if changed || forgotten {
             self.touch();
         }
     }
@@ -333,28 +326,36 @@ impl App {
             .with_costs(&self.costs),
             Source::Kubernetes { nodes, pods, .. } => {
                 let nodes = nodes.state();
-                let mut assumed = self
-                    .assumed
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                assumed.retain(|_, a| a.at.elapsed() < ASSUME_FOR);
-                let mut list = Vec::new();
-                for pod in pods.state() {
-                    let Some(mut gp) = self.gpu_pod(&pod) else {
-                        continue;
-                    };
-                    if let Some(a) = assumed.get(&gp.uid) {
-                        if gp.assigned.is_empty() {
-                            gp.node = Some(a.node.clone());
-                            gp.assigned = a.gpus.clone();
-                        } else {
-                            assumed.remove(&gp.uid);
+                let (list, through) = self.assumed.with_live(|assumed, through| {
+                    let mut list = Vec::new();
+                    let mut shown = HashSet::new();
+                    for pod in pods.state() {
+                        let Some(mut gp) = self.gpu_pod(&pod) else {
+                            continue;
+                        };
+                        if let Some(a) = assumed.get(&gp.uid) {
+                            shown.insert(gp.uid.clone());
+                            if gp.assigned.is_empty() {
+                                gp.node = a.pod.node.clone();
+                                gp.assigned = a.pod.assigned.clone();
+                            } else {
+                                assumed.remove(&gp.uid);
+                            }
                         }
+                        list.push(gp);
                     }
-                    list.push(gp);
-                }
+                    // A pod placed before the watcher saw it at all still holds its GPUs.
+                    list.extend(
+                        assumed
+                            .iter()
+                            .filter(|(uid, _)| !shown.contains(*uid))
+                            .map(|(_, a)| a.pod.clone()),
+                    );
+                    (list, through)
+                });
                 ClusterView::build(nodes.iter().map(AsRef::as_ref), list, &self.resource)
                     .with_costs(&self.costs)
+                    .counting_assumptions(through)
             }
         }
     }
@@ -369,10 +370,13 @@ impl App {
     ) -> Result<T, EngineError> {
         let synced = Arc::clone(&self.synced);
         let metrics = Arc::clone(&self.core.metrics);
+        let assumed = Arc::clone(&self.assumed);
         self.core
             .decide(call, move |state| {
                 if epoch > synced.load(Ordering::Acquire) {
-                    let summary = state.sync(view.gpus().cloned())?;
+                    // What was placed since the view was built, the view cannot show.
+                    let newer = assumed.newer_than(view.assumed_through());
+                    let summary = state.sync(view.gpus_with(&newer))?;
                     metrics.observe_view(&summary);
                     synced.store(epoch, Ordering::Release);
                 }
@@ -381,37 +385,35 @@ impl App {
             .await
     }
 
-    /// Records `bind`'s choice so view rebuilds keep it until the watcher shows the annotation,
-    /// and so the watcher's echo of the bind does not make the view stale (the engine was told
-    /// at once).
-    pub fn assume(&self, uid: &str, node: &str, gpus: Vec<String>) {
+    /// The placements made before the watchers show them. A placement is recorded there in
+    /// the engine-thread step that makes it, so no view synced after it can leave it out.
+    pub fn assumptions(&self) -> &Arc<Assumptions> {
+        &self.assumed
+    }
+
+    /// Records a placement the engine just made ([`Assumptions::record`]), and that the
+    /// watcher's echo of it will not make the view stale ([`App::expect_bound`]).
+    pub fn assume(&self, pod: &GpuPod, node: &str, gpus: &[String], reserved_mib: Option<u32>) {
+        self.expect_bound(&pod.uid, node, gpus);
+        self.assumed.record(pod, node, gpus, reserved_mib);
+    }
+
+    /// Notes that the pod `uid` is being bound to `gpus` of `node`, which the engine already
+    /// counts: the watcher's echo of the bind leaves the view as it is.
+    pub fn expect_bound(&self, uid: &str, node: &str, gpus: &[String]) {
         self.residency
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(uid.to_owned(), (node.to_owned(), gpus.clone()));
-        self.assumed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                uid.to_owned(),
-                Assumed {
-                    node: node.to_owned(),
-                    gpus,
-                    at: Instant::now(),
-                },
-            );
+            .insert(uid.to_owned(), (node.to_owned(), gpus.to_vec()));
     }
 
-    /// Forgets an assumption (its bind failed).
+    /// Forgets a placement (its bind failed, its allocation was undone).
     pub fn forget(&self, uid: &str) {
         self.residency
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(uid);
-        self.assumed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(uid);
+        self.assumed.remove(uid);
     }
 
     /// Counts, once per pod, a pod that requests managed GPUs and was bound without Tandem's
@@ -429,11 +431,7 @@ impl App {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(gp.uid.clone());
-        let assumed = self
-            .assumed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains_key(&gp.uid);
+        let assumed = self.assumed.contains(&gp.uid);
         if first && !assumed {
             self.core.metrics.binds_without_tandem.inc();
             tracing::warn!(

@@ -6,7 +6,7 @@
 //! watchers in [`crate::watch`] feed it Node and Pod objects, and it answers with the engine's
 //! [`Gpu`] records.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rustc_hash::FxHashMap;
 
@@ -275,6 +275,9 @@ pub type NodeEntry = Result<Vec<Gpu>, String>;
 #[derive(Debug, Default, Clone)]
 pub struct ClusterView {
     nodes: FxHashMap<String, NodeEntry>,
+    /// The number of the last placement assumed when the view was built
+    /// ([`crate::assumed::Assumptions`]).
+    assumed_through: u64,
 }
 
 impl ClusterView {
@@ -361,6 +364,33 @@ impl ClusterView {
             }
         }
         self
+    }
+
+    /// The view, noting that it counts the assumed placements numbered up to `seq`.
+    pub fn counting_assumptions(mut self, seq: u64) -> Self {
+        self.assumed_through = seq;
+        self
+    }
+
+    /// The number of the last assumed placement the view counts.
+    pub fn assumed_through(&self) -> u64 {
+        self.assumed_through
+    }
+
+    /// Every GPU of the view with the residents of `extra` (by GPU id) added: placements made
+    /// since the view was built ([`crate::assumed::Assumptions::newer_than`]).
+    pub fn gpus_with<'a>(
+        &'a self,
+        extra: &'a HashMap<String, Vec<Job>>,
+    ) -> impl Iterator<Item = Gpu> + 'a {
+        self.gpus().map(move |gpu| {
+            let mut gpu = gpu.clone();
+            if let Some(residents) = extra.get(&gpu.id) {
+                gpu.residents.extend(residents.iter().cloned());
+                gpu.residents.sort_by(|a, b| a.id.cmp(&b.id));
+            }
+            gpu
+        })
     }
 
     /// Every GPU Tandem can use, node by node.
@@ -511,6 +541,33 @@ pub(crate) mod tests {
         assert_eq!(gpus[0].residents[0].id, keys.key("default", "x"));
         assert_eq!(gpus[1].residents[0].id, keys.key("default", "y"));
         assert_eq!(gpus[0].spec.memory_mib, 16_000);
+    }
+
+    #[test]
+    fn placements_assumed_after_the_view_are_laid_over_it() {
+        let keys = keys();
+        let view = ClusterView::build(
+            &[node("a", 2, "V100", Some(16_000))],
+            gpu_pod(
+                &pod("x", 1, Some("a"), Some("a/0")),
+                &keys,
+                "nvidia.com/gpu",
+            ),
+            "nvidia.com/gpu",
+        )
+        .counting_assumptions(4);
+        assert_eq!(view.assumed_through(), 4);
+        let z = Job::new(keys.key("default", "z"));
+        let extra = HashMap::from([("a/0".to_owned(), vec![z.clone()])]);
+        let gpus: Vec<Gpu> = view.gpus_with(&extra).collect();
+        let ids =
+            |gpu: &Gpu| -> Vec<String> { gpu.residents.iter().map(|r| r.id.clone()).collect() };
+        let mut both = vec![keys.key("default", "x"), z.id];
+        both.sort();
+        assert_eq!(ids(&gpus[0]), both);
+        assert!(gpus[1].residents.is_empty());
+        // The view itself is left as built.
+        assert_eq!(view.gpus().map(|g| g.residents.len()).sum::<usize>(), 1);
     }
 
     #[test]

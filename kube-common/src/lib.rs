@@ -10,7 +10,8 @@
 //! - [`decide`]: Tandem's decisions on nodes for a pod, which each front-end puts in its
 //!   scheduler's words.
 //! - [`app`]: a front-end's state (cluster view, placements not yet confirmed, declared
-//!   models read, learning from finished pods) over the core; [`runs`] reads pods as runs.
+//!   models read, learning from finished pods) over the core; [`assumed`]: the placements
+//!   the engine made before the watchers show them; [`runs`] reads pods as runs.
 //! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
 //! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder;
 //!   [`follow`]: the election and the follower every front-end runs over them.
@@ -19,6 +20,7 @@
 //!   front-end's verbs.
 
 pub mod app;
+pub mod assumed;
 pub mod cluster;
 pub mod decide;
 pub mod follow;

@@ -243,12 +243,17 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
             ));
         }
         let placed = {
-            let (task, node) = (Arc::clone(&task), node.clone());
+            let (task, node, recorder) = (Arc::clone(&task), node.clone(), Arc::clone(&volcano));
             let (view, _) = volcano.current();
             volcano
                 .app
                 .decide("allocate", view, move |engine, _| {
-                    extender::place(engine, &task, &node)
+                    let placement = extender::place(engine, &task, &node)?;
+                    // Recorded in the step that places it: no view synced later leaves it out.
+                    if let Placement::Placed { gpus, reserved_mib } = &placement {
+                        recorder.record(&task, &node, gpus, *reserved_mib);
+                    }
+                    Ok(placement)
                 })
                 .await
         };
@@ -266,7 +271,6 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                 return Ok(axum::Json(EventResponse::default()));
             }
         };
-        volcano.record(&task, &node, &gpus);
         let annotations = placement_annotations(&gpus, reserved_mib);
         if let Err(error) = annotate(&volcano, &task, Some(&annotations)).await {
             // The pod would run on a GPU Tandem cannot show: undo, and let the allocation fail.

@@ -4,6 +4,7 @@
 
 mod auth;
 mod backlog;
+mod burst;
 mod declaring;
 mod extender;
 mod failover;
