@@ -282,7 +282,7 @@ impl Placement {
 }
 
 /// The best GPU of one node for a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeScore {
     /// The engine's best score on the node's GPUs, 0..=100; 0 when none fits.
     pub score: u8,
@@ -621,6 +621,21 @@ impl EngineState {
     /// for it there; for a job of `gpus` GPUs (which never share), the first idle ones.
     pub fn place(&mut self, job: &Job, node: &str, gpus: u32) -> Result<Placement, EngineFailure> {
         self.place_with(job, node, gpus, gpus > 1)
+    }
+
+    /// Records `job` on the GPU `gpu` (a handle [`EngineState::node_scores`] gave) at once, so
+    /// the next decision sees it; returns the GPU's id, `None` if the handle names none.
+    pub fn place_on(&mut self, job: &Job, gpu: u32) -> Result<Option<String>, EngineFailure> {
+        let Some(id) = self.recommender.cluster().get(gpu).map(|g| g.id.clone()) else {
+            return Ok(None);
+        };
+        self.recommender
+            .update_cluster(&[ClusterChange::Bind(Binding {
+                gpu,
+                job: job.clone(),
+            })])
+            .map_err(failed("update-cluster"))?;
+        Ok(Some(id))
     }
 
     /// [`EngineState::place`] on idle GPUs only, whatever the job's size: for jobs that must

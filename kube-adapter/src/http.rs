@@ -88,14 +88,19 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
                     release(engine, assumed, &pod)?;
                 }
                 let refused = decide::refusal(engine, &pod);
-                let scores = if pod.gpus == 1 {
-                    decide::candidate_scores(engine, &pod, &candidates)?
+                let bests = if pod.gpus == 1 {
+                    decide::candidate_bests(engine, &pod, &candidates)?
                 } else {
                     Vec::new()
                 };
+                let scores: Vec<u8> = bests.iter().map(|best| best.score).collect();
                 let filtered = decide::filter(engine, view, &pod, &candidates, &scores, passes)?;
                 if let (Some(assumed), [node]) = (&holds, filtered.passed.as_slice()) {
-                    hold(engine, assumed, &pod, node)?;
+                    let best = candidates
+                        .iter()
+                        .position(|candidate| candidate == node)
+                        .and_then(|at| bests.get(at)?.gpu);
+                    hold(engine, assumed, &pod, node, best)?;
                 }
                 // Only `prioritize` reads the scores again, and the scheduler calls it only
                 // when more than one node passes.
@@ -159,17 +164,29 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
 /// Waiting for `bind` would give the same GPU to the next pod, whose `bind` Tandem would then
 /// refuse, and an `ignorable` extender's refusal to bind makes the scheduler bind the pod
 /// itself, on a full node, with no GPU named.
+///
+/// A one-GPU pod takes `best`, the GPU that scored best there in the `filter`'s own
+/// `score-all` (what `bind` would choose); the memory reserved for it is `bind`'s to compute,
+/// outside the scheduler's serial cycle.
 fn hold(
     engine: &mut EngineState,
     assumed: &Assumptions,
     pod: &GpuPod,
     node: &str,
+    best: Option<u32>,
 ) -> Result<(), EngineFailure> {
     if pod.uid.is_empty() {
         return Ok(());
     }
-    if let Placement::Placed { gpus, reserved_mib } = engine.place(&job_of(pod), node, pod.gpus)? {
-        assumed.record(pod, node, &gpus, reserved_mib);
+    let gpus = match best {
+        Some(gpu) => engine.place_on(&job_of(pod), gpu)?.into_iter().collect(),
+        None => match engine.place(&job_of(pod), node, pod.gpus)? {
+            Placement::Placed { gpus, .. } => gpus,
+            Placement::Refused(_) => Vec::new(),
+        },
+    };
+    if !gpus.is_empty() {
+        assumed.record(pod, node, &gpus);
     }
     Ok(())
 }
@@ -335,19 +352,24 @@ async fn bind_pod(
         let (pod, node, assumed) = (gp.clone(), args.node.clone(), Arc::clone(app.assumptions()));
         (gpus, reserved_mib) = match app
             .decide("bind", app.view(), move |engine, _| {
+                let job = job_of(&pod);
                 if let Some(held) = assumed.get(&pod.uid) {
                     if held.node() == node {
+                        let reserved_mib = match held.gpus() {
+                            [gpu] if pod.gpus == 1 => engine.reservation(&job, gpu)?,
+                            _ => None,
+                        };
                         return Ok(Placement::Placed {
                             gpus: held.gpus().to_vec(),
-                            reserved_mib: held.reserved_mib,
+                            reserved_mib,
                         });
                     }
                     // The scheduler chose another node (its `filter` call failed open, say).
                     release(engine, &assumed, &pod)?;
                 }
-                let placement = engine.place(&job_of(&pod), &node, pod.gpus)?;
-                if let Placement::Placed { gpus, reserved_mib } = &placement {
-                    assumed.record(&pod, &node, gpus, *reserved_mib);
+                let placement = engine.place(&job, &node, pod.gpus)?;
+                if let Placement::Placed { gpus, .. } = &placement {
+                    assumed.record(&pod, &node, gpus);
                 }
                 Ok(placement)
             })

@@ -393,9 +393,9 @@ impl App {
 
     /// Records a placement the engine just made ([`Assumptions::record`]), and that the
     /// watcher's echo of it will not make the view stale ([`App::expect_bound`]).
-    pub fn assume(&self, pod: &GpuPod, node: &str, gpus: &[String], reserved_mib: Option<u32>) {
+    pub fn assume(&self, pod: &GpuPod, node: &str, gpus: &[String]) {
         self.expect_bound(&pod.uid, node, gpus);
-        self.assumed.record(pod, node, gpus, reserved_mib);
+        self.assumed.record(pod, node, gpus);
     }
 
     /// Notes that the pod `uid` is being bound to `gpus` of `node`, which the engine already

@@ -29,8 +29,6 @@ pub const ASSUME_FOR: Duration = Duration::from_secs(60);
 pub struct Assumed {
     /// The pod as placed: its node and GPUs set.
     pub pod: GpuPod,
-    /// The memory the guard reserved for it, to write on the pod.
-    pub reserved_mib: Option<u32>,
     at: Instant,
     seq: u64,
 }
@@ -71,7 +69,7 @@ impl Assumptions {
     }
 
     /// Assumes `pod` placed on `gpus` of `node`, replacing what was assumed of it before.
-    pub fn record(&self, pod: &GpuPod, node: &str, gpus: &[String], reserved_mib: Option<u32>) {
+    pub fn record(&self, pod: &GpuPod, node: &str, gpus: &[String]) {
         let mut inner = self.lock();
         inner.last += 1;
         let seq = inner.last;
@@ -84,7 +82,6 @@ impl Assumptions {
             pod.uid.clone(),
             Assumed {
                 pod,
-                reserved_mib,
                 at: Instant::now(),
                 seq,
             },
@@ -154,15 +151,15 @@ mod tests {
     #[test]
     fn only_assumptions_after_a_number_are_newer() {
         let assumed = Assumptions::default();
-        assumed.record(&pod("a"), "n1", &["n1/0".into()], None);
+        assumed.record(&pod("a"), "n1", &["n1/0".into()]);
         let through = assumed.with_live(|_, last| last);
         assert!(assumed.newer_than(through).is_empty());
-        assumed.record(&pod("b"), "n1", &["n1/1".into()], Some(512));
+        assumed.record(&pod("b"), "n1", &["n1/1".into()]);
         let newer = assumed.newer_than(through);
         assert_eq!(newer.keys().collect::<Vec<_>>(), ["n1/1"]);
         assert_eq!(newer["n1/1"][0].id, pod("b").job);
         // Recording a pod again renumbers it: a placement moved is newer than the view.
-        assumed.record(&pod("a"), "n2", &["n2/0".into()], None);
+        assumed.record(&pod("a"), "n2", &["n2/0".into()]);
         let newer = assumed.newer_than(through);
         assert!(newer.contains_key("n2/0") && !newer.contains_key("n1/0"));
         let a = assumed.get("uid-a").unwrap();

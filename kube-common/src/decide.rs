@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use tandem_adapter_core::declaration::{Carrier, Refusal};
-use tandem_adapter_core::{EngineFailure, EngineState};
+use tandem_adapter_core::{EngineFailure, EngineState, NodeScore};
 use tandem_api::{Gpu, Job};
 
 use crate::cluster::{ClusterView, GpuPod};
@@ -57,19 +57,27 @@ pub fn candidate_scores(
     pod: &GpuPod,
     candidates: &[String],
 ) -> Result<Vec<u8>, EngineFailure> {
+    Ok(candidate_bests(engine, pod, candidates)?
+        .into_iter()
+        .map(|best| best.score)
+        .collect())
+}
+
+/// [`candidate_scores`] with the GPU that scored best on each node.
+pub fn candidate_bests(
+    engine: &mut EngineState,
+    pod: &GpuPod,
+    candidates: &[String],
+) -> Result<Vec<NodeScore>, EngineFailure> {
     if refusal(engine, pod).is_some() {
-        return Ok(vec![0; candidates.len()]);
+        return Ok(vec![NodeScore::default(); candidates.len()]);
     }
     if let Ok(declaration) = &pod.declared
         && let Some(work) = &declaration.work
     {
         engine.tell_speeds(&pod.job, &work.speeds)?;
     }
-    Ok(engine
-        .node_scores(&job_of(pod), candidates)?
-        .into_iter()
-        .map(|best| best.score)
-        .collect())
+    engine.node_scores(&job_of(pod), candidates)
 }
 
 /// [`candidate_scores`] by node name, for `prioritize` to reuse after `filter`.

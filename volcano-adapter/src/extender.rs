@@ -269,8 +269,8 @@ impl Volcano {
 
     /// Records `task`'s placement on `node` (for `deallocate`, and so that view rebuilds keep
     /// it until the pod watcher shows it), and invalidates the session's scores.
-    pub fn record(&self, task: &Task, node: &str, gpus: &[String], reserved_mib: Option<u32>) {
-        self.app.assume(&task.pod, node, gpus, reserved_mib);
+    pub fn record(&self, task: &Task, node: &str, gpus: &[String]) {
+        self.app.assume(&task.pod, node, gpus);
         lock(&self.placed).insert(task.pod.uid.clone(), (node.to_owned(), gpus.to_vec()));
         self.placements.fetch_add(1, Ordering::AcqRel);
     }

@@ -250,8 +250,8 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                 .decide("allocate", view, move |engine, _| {
                     let placement = extender::place(engine, &task, &node)?;
                     // Recorded in the step that places it: no view synced later leaves it out.
-                    if let Placement::Placed { gpus, reserved_mib } = &placement {
-                        recorder.record(&task, &node, gpus, *reserved_mib);
+                    if let Placement::Placed { gpus, .. } = &placement {
+                        recorder.record(&task, &node, gpus);
                     }
                     Ok(placement)
                 })
