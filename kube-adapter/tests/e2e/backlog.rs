@@ -9,8 +9,8 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
-use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config};
-use crate::extender::{NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, finish, job_pod, start_replica};
+use crate::cluster::{Cluster, create_gpu_node, free_port, scheduler_config};
+use crate::extender::{NAMESPACE, finish, job_pod, prepare, start_replica};
 use crate::failover::metric;
 
 /// Completed GPU pods present before the adapter starts.
@@ -38,11 +38,7 @@ async fn thousands_of_completed_pods_cost_one_write_and_no_wait() -> Result<()> 
 }
 
 async fn scenario(cluster: &Cluster) -> Result<()> {
-    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
-    std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
-    let client = cluster.client().await?;
-    ensure_namespace(&client, NAMESPACE).await?;
-    ensure_namespace(&client, SYSTEM).await?;
+    let client = prepare(cluster).await?;
     for n in 0..NODES {
         create_gpu_node(
             &client,

@@ -19,10 +19,9 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use crate::cluster::{
-    Cluster, create_gpu_node, ensure_namespace, free_port, install_crypto_provider,
-    scheduler_config,
+    Cluster, create_gpu_node, free_port, install_crypto_provider, scheduler_config,
 };
-use crate::extender::{NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, start_adapter, wait_ready};
+use crate::extender::{NAMESPACE, prepare, start_adapter, wait_ready};
 
 /// Nodes, GPUs on each: every GPU is taken by one pod of the burst.
 const NODES: usize = 12;
@@ -43,11 +42,7 @@ async fn a_burst_that_fills_every_gpu_gives_each_pod_a_gpu_of_its_own() -> Resul
 }
 
 async fn scenario(cluster: &mut Cluster, port: u16, log: &Path) -> Result<()> {
-    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
-    std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
-    let client = cluster.client().await?;
-    ensure_namespace(&client, NAMESPACE).await?;
-    ensure_namespace(&client, SYSTEM).await?;
+    let client = prepare(cluster).await?;
     for n in 0..NODES {
         let name = format!("burst-{n:02}");
         create_gpu_node(&client, &name, GPUS, "Tesla-V100-SXM2-16GB", 16_384).await?;

@@ -86,6 +86,17 @@ pub(crate) fn start_with(
     })
 }
 
+/// Writes the cluster secret and the intake token the adapter reads, and creates the test's
+/// namespaces; returns a client of the cluster.
+pub(crate) async fn prepare(cluster: &Cluster) -> Result<kube::Client> {
+    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
+    std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    Ok(client)
+}
+
 pub(crate) async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
