@@ -95,7 +95,7 @@ impl Assumptions {
 
     /// Whether anything is assumed of the pod `uid`.
     pub fn contains(&self, uid: &str) -> bool {
-        self.get(uid).is_some()
+        self.lock().by_uid.get(uid).is_some_and(Assumed::live)
     }
 
     /// Forgets the pod `uid`; returns what was assumed of it.
