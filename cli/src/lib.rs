@@ -111,7 +111,8 @@ enum Command {
     /// through the engine component and learns from every co-location that ends. Prints one
     /// row per policy: average, median and p95 job completion time, makespan, queueing delay,
     /// GPU utilization, individual slowdown of the jobs that shared, packing saving, OOMs and
-    /// decisions per second; `--report` also writes an HTML page with plots.
+    /// decisions per second; `--report` also writes an HTML page with plots. The policies
+    /// replay side by side, one per CPU core.
     ///
     /// With no inputs it replays the built-in demo: a Philly-derived Gavel trace (986 jobs) on
     /// 48 GPUs (16 K80, 16 P100, 16 V100), with Gavel's measurements as ground truth. The same

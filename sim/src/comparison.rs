@@ -1,6 +1,7 @@
-//! Comparing policies: one [`Scenario`] replayed under each policy in turn, gathered into the
+//! Comparing policies: one [`Scenario`] replayed under each policy, gathered into the
 //! [`Report`] that the table, JSON and HTML page show.
 
+use rayon::prelude::*;
 use tandem_catalog::{Cluster, DeclaredModels, Trace};
 
 use crate::error::Result;
@@ -32,15 +33,17 @@ pub struct Scenario<'a> {
     pub declared: Option<&'a DeclaredModels>,
 }
 
-/// Replays the scenario under each policy in turn and gathers the report. `progress` is told
-/// `(policy, share of its jobs finished)`.
+/// Replays the scenario under each policy and gathers the report, in the order of `policies`.
+/// The replays are independent (each policy gets its own engine and the same seed), so they
+/// run side by side, one per core, with the same results as one after another. `progress` is
+/// told `(policy, share of its jobs finished)`, from the thread replaying that policy.
 pub fn compare(
     scenario: &Scenario<'_>,
     settings: &Settings,
     policies: &[PolicyName],
     runtime: &tandem_host::Runtime,
     command: String,
-    progress: &mut dyn FnMut(&str, f64),
+    progress: &(dyn Fn(&str, f64) + Sync),
 ) -> Result<Report> {
     settings.check()?;
     check_inputs(scenario.truth, scenario.cluster, scenario.trace)?;
@@ -52,23 +55,24 @@ pub fn compare(
         }),
         None => None,
     };
-    let mut reports = Vec::new();
-    for &name in policies {
+    let replay = |name: PolicyName| -> Result<PolicyReport> {
         match name.build(&known, runtime, settings.seed)? {
-            Ok(mut policy) => {
-                let report = simulate(
-                    scenario.truth,
-                    scenario.cluster,
-                    scenario.trace,
-                    settings,
-                    policy.as_mut(),
-                    &mut |share| progress(name.as_str(), share),
-                )?;
-                reports.push(report);
-            }
-            Err(why) => reports.push(PolicyReport::not_applicable(name.as_str(), why)),
+            Ok(mut policy) => simulate(
+                scenario.truth,
+                scenario.cluster,
+                scenario.trace,
+                settings,
+                policy.as_mut(),
+                &mut |share| progress(name.as_str(), share),
+            ),
+            Err(why) => Ok(PolicyReport::not_applicable(name.as_str(), why)),
         }
-    }
+    };
+    // `collect` keeps the policies' order, and stops handing out policies at the first error.
+    let reports = policies
+        .par_iter()
+        .map(|&name| replay(name))
+        .collect::<Result<Vec<_>>>()?;
     let mut gpus: Vec<(String, usize)> = Vec::new();
     for gpu in scenario.cluster.gpus() {
         match gpus.iter_mut().find(|(m, _)| *m == gpu.model) {

@@ -1,7 +1,13 @@
 //! Tandem in the simulator: the engine component in the loop, on the demo's inputs.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::thread::ThreadId;
 use tandem_sim::policy::{Known, PolicyName};
-use tandem_sim::{Cluster, PolicyReport, Settings, Trace, Truth, demo, simulate};
+
+use tandem_sim::{
+    Cluster, PolicyReport, Scenario, Settings, Trace, Truth, compare, demo, simulate,
+};
 
 /// Replays `trace` on `cluster` under the policy `name`, default settings.
 fn replay(
@@ -161,4 +167,67 @@ fn the_engine_predicts_every_demo_types_utilization_from_its_declared_model() {
     for name in [PolicyName::FfdUtil, PolicyName::LucidStyle] {
         assert!(name.build(&known, &runtime, 1).unwrap().is_ok());
     }
+}
+
+/// `compare` replays its policies side by side; each has its own engine and sees nothing of
+/// the others', so the report is the one of replaying them one after another, in the order
+/// asked, wall times aside. The first 300 jobs of the demo keep it short.
+#[test]
+fn policies_replayed_side_by_side_report_what_they_report_one_by_one() {
+    let runtime = super::engine_runtime();
+    let truth = Truth::new(&demo::catalogs().unwrap()).unwrap();
+    let cluster = demo::cluster().unwrap();
+    let demo_trace = demo::trace().unwrap();
+    let trace = Trace {
+        jobs: demo_trace.jobs[..300].to_vec(),
+        lines: demo_trace.lines[..300].to_vec(),
+        ..demo_trace
+    };
+    let policies = [
+        PolicyName::TandemMaxPacking,
+        PolicyName::ExclusiveFifo,
+        PolicyName::TandemBalanced,
+        PolicyName::Random,
+    ];
+    let scenario = Scenario {
+        truth: &truth,
+        cluster: &cluster,
+        cluster_name: "demo".into(),
+        trace: &trace,
+        trace_name: "demo, first 300 jobs".into(),
+        declared: None,
+    };
+    let threads = Mutex::new(HashSet::<ThreadId>::new());
+    let report = compare(
+        &scenario,
+        &Settings::default(),
+        &policies,
+        &runtime,
+        "test".into(),
+        &|_, _| {
+            threads.lock().unwrap().insert(std::thread::current().id());
+        },
+    )
+    .unwrap();
+    let timeless = |mut r: PolicyReport| {
+        r.decisions_per_s = 0.0;
+        r.wall_s = 0.0;
+        r
+    };
+    let side_by_side: Vec<PolicyReport> = report.policies.into_iter().map(timeless).collect();
+    let one_by_one: Vec<PolicyReport> = policies
+        .iter()
+        .map(|&name| timeless(replay(&runtime, &truth, &cluster, &trace, name)))
+        .collect();
+    assert_eq!(side_by_side, one_by_one);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let used = threads.into_inner().unwrap().len();
+    println!(
+        "{used} threads replayed {} policies on {cores} cores",
+        policies.len()
+    );
+    assert!(
+        used > 1 || cores == 1,
+        "one thread replayed every policy on {cores} cores"
+    );
 }

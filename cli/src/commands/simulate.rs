@@ -1,7 +1,9 @@
 //! `tandem simulate`: replay a trace under every policy on a simulated cluster.
 
+use std::collections::HashMap;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
@@ -277,26 +279,27 @@ fn run(runtime: &Runtime, request: &Request) -> anyhow::Result<Report> {
         trace_name,
         declared: declared.as_ref(),
     };
-    let mut progress = Progress::new();
+    let progress = Progress::new();
     let report = tandem_sim::compare(
         &scenario,
         &request.settings,
         &policies,
         runtime,
         request.command.clone(),
-        &mut |policy, share| progress.update(policy, share),
+        &|policy, share| progress.update(policy, share),
     )
     .map_err(input)?;
     progress.finish();
     Ok(report)
 }
 
-/// A progress bar on stderr that appears only once a run has lasted a few seconds, and only
-/// on a terminal.
+/// Progress bars on stderr, one per policy being replayed (several replay at once), that
+/// appear only once a run has lasted a few seconds, and only on a terminal.
 struct Progress {
     started: Instant,
-    bar: Option<indicatif::ProgressBar>,
-    policy: String,
+    on_terminal: bool,
+    bars: indicatif::MultiProgress,
+    shown: Mutex<HashMap<String, indicatif::ProgressBar>>,
 }
 
 impl Progress {
@@ -306,38 +309,45 @@ impl Progress {
     fn new() -> Self {
         Self {
             started: Instant::now(),
-            bar: None,
-            policy: String::new(),
+            on_terminal: std::io::stderr().is_terminal(),
+            bars: indicatif::MultiProgress::new(),
+            shown: Mutex::new(HashMap::new()),
         }
     }
 
-    fn update(&mut self, policy: &str, share: f64) {
-        if self.bar.is_none() {
-            if self.started.elapsed() < Self::QUIET_FOR || !std::io::stderr().is_terminal() {
-                return;
-            }
-            let bar = indicatif::ProgressBar::new(100);
+    /// Called from the thread replaying `policy`.
+    fn update(&self, policy: &str, share: f64) {
+        if !self.on_terminal || self.started.elapsed() < Self::QUIET_FOR {
+            return;
+        }
+        // A bar is only drawn: a panic elsewhere while holding the lock leaves nothing to fix.
+        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        if !shown.contains_key(policy) {
+            let bar = self.bars.add(indicatif::ProgressBar::new(100));
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "{prefix:>20} [{bar:40}] {pos:>3}% of jobs finished, {elapsed}",
+                    "{prefix:>26} [{bar:40}] {pos:>3}% of jobs finished, {elapsed}",
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> "),
             );
-            self.bar = Some(bar);
+            bar.set_prefix(policy.to_owned());
+            shown.insert(policy.to_owned(), bar);
         }
-        if let Some(bar) = &self.bar {
-            if policy != self.policy {
-                self.policy = policy.to_owned();
-                bar.set_prefix(self.policy.clone());
-                bar.reset();
-            }
+        if let Some(bar) = shown.get(policy) {
             bar.set_position((share * 100.0).round() as u64);
+            if share >= 1.0 {
+                bar.finish_and_clear();
+            }
         }
     }
 
     fn finish(self) {
-        if let Some(bar) = self.bar {
+        let shown = self
+            .shown
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        for bar in shown.values() {
             bar.finish_and_clear();
         }
     }
