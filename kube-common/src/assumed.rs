@@ -141,7 +141,7 @@ mod tests {
     fn pod(name: &str) -> GpuPod {
         let keys = tandem_adapter_core::JobKeys::new(vec![7; 32]).unwrap();
         crate::cluster::gpu_pod(
-            &crate::cluster::tests::pod(name, 1, None, None),
+            &crate::cluster::testing::pod(name, 1, None, None),
             &keys,
             "nvidia.com/gpu",
         )

@@ -17,6 +17,9 @@ use tandem_adapter_core::JobKeys;
 use tandem_adapter_core::declaration::{Carrier, Declaration, Declared, Field, Raw, Refusal};
 use tandem_adapter_core::identity::JOB_LABEL;
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
 /// Pod annotation naming the GPUs Tandem bound the pod to: `<node>/<index>`, comma-separated
 /// for a pod that needs several.
 pub const GPU_ANNOTATION: &str = "tandem.dev/gpu";
@@ -418,65 +421,9 @@ impl ClusterView {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::testing::{node, pod};
     use super::*;
-    use k8s_openapi::api::core::v1::{
-        Container, NodeStatus, PodSpec, PodStatus, ResourceRequirements,
-    };
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-
-    /// A node with `count` GPUs of `product`, `memory` MiB each (no memory label if `None`).
-    pub(crate) fn node(name: &str, count: u32, product: &str, memory: Option<u32>) -> Node {
-        let mut labels = BTreeMap::from([(PRODUCT_LABEL.to_owned(), product.to_owned())]);
-        if let Some(memory) = memory {
-            labels.insert(MEMORY_LABEL.to_owned(), memory.to_string());
-        }
-        let mut node = Node::default();
-        node.metadata.name = Some(name.to_owned());
-        node.metadata.labels = Some(labels);
-        node.status = Some(NodeStatus {
-            allocatable: Some(BTreeMap::from([(
-                "nvidia.com/gpu".to_owned(),
-                Quantity(count.to_string()),
-            )])),
-            ..NodeStatus::default()
-        });
-        node
-    }
-
-    /// A pod requesting `gpus` GPUs, bound to `node` with `annotation`, if given.
-    pub(crate) fn pod(name: &str, gpus: u32, node: Option<&str>, annotation: Option<&str>) -> Pod {
-        let mut pod = Pod::default();
-        pod.metadata.name = Some(name.to_owned());
-        pod.metadata.namespace = Some("default".to_owned());
-        pod.metadata.uid = Some(format!("uid-{name}"));
-        if let Some(annotation) = annotation {
-            pod.metadata.annotations = Some(BTreeMap::from([(
-                GPU_ANNOTATION.to_owned(),
-                annotation.to_owned(),
-            )]));
-        }
-        pod.spec = Some(PodSpec {
-            node_name: node.map(str::to_owned),
-            containers: vec![Container {
-                name: "main".to_owned(),
-                resources: Some(ResourceRequirements {
-                    limits: Some(BTreeMap::from([(
-                        "nvidia.com/gpu".to_owned(),
-                        Quantity(gpus.to_string()),
-                    )])),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        });
-        pod.status = Some(PodStatus {
-            phase: Some("Pending".to_owned()),
-            ..PodStatus::default()
-        });
-        pod
-    }
 
     fn keys() -> JobKeys {
         JobKeys::new(vec![7; 32]).unwrap()

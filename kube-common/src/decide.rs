@@ -313,59 +313,10 @@ pub fn prioritize(
 mod tests {
     use super::*;
     use crate::cluster::gpu_pod;
-    use crate::cluster::tests::{node, pod};
+    use crate::cluster::testing::{engine, keys, node, pod};
     use k8s_openapi::api::core::v1::Pod;
-    use tandem_adapter_core::{EMBEDDED_ENGINE, JobKeys};
-    use tandem_api::{Outcome, Policy, Profile};
-    use tandem_host::{HostConfig, Runtime};
 
     const RESOURCE: &str = "nvidia.com/gpu";
-
-    fn keys() -> JobKeys {
-        JobKeys::new(vec![3; 32]).unwrap()
-    }
-
-    fn profile(util: f32, access: f32, mem: u32) -> Profile {
-        Profile {
-            gpu_util_pct: util,
-            mem_access_pct: access,
-            mem_used_mib: mem,
-            gpu_model: "V100".into(),
-        }
-    }
-
-    /// The real engine component, with profiles for jobs `x`, `y`, `p`, `big` and outcomes
-    /// saying `p` suffers little beside `x` and a lot beside `y`, told the cluster `view`.
-    fn engine(view: &ClusterView) -> EngineState {
-        let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()).unwrap();
-        let mut recommender = runtime.bootstrap(&Policy::default(), 1).unwrap();
-        let k = keys();
-        for (job, p) in [
-            ("x", profile(35.0, 12.0, 4_000)),
-            ("y", profile(92.0, 70.0, 5_000)),
-            ("p", profile(45.0, 20.0, 4_500)),
-            ("big", profile(60.0, 30.0, 20_000)),
-        ] {
-            recommender
-                .observe_profile(&k.key("default", job), &p)
-                .unwrap();
-        }
-        for _ in 0..3 {
-            for (partner, colocated) in [("x", [112.0, 110.0]), ("y", [195.0, 160.0])] {
-                recommender
-                    .observe_outcome(&Outcome {
-                        gpu_model: "V100".into(),
-                        jobs: vec![k.key("default", "p"), k.key("default", partner)],
-                        solo_s: vec![100.0, 100.0],
-                        colocated_s: colocated.to_vec(),
-                    })
-                    .unwrap();
-            }
-        }
-        let mut engine = EngineState::new(runtime, recommender);
-        engine.sync(view.gpus().cloned()).unwrap();
-        engine
-    }
 
     fn view(pods: &[Pod]) -> ClusterView {
         let nodes = [

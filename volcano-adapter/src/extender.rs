@@ -448,43 +448,19 @@ pub fn place(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Node;
-    use std::collections::BTreeMap;
-    use tandem_adapter_core::{EMBEDDED_ENGINE, JobKeys};
-    use tandem_api::{Outcome, Policy, Profile};
-    use tandem_host::{HostConfig, Runtime};
     use tandem_kube_common::cluster::gpu_pod;
+    use tandem_kube_common::cluster::testing::{self, engine, keys};
 
     const RESOURCE: &str = "nvidia.com/gpu";
 
-    fn keys() -> JobKeys {
-        JobKeys::new(vec![3; 32]).unwrap()
-    }
-
+    /// A node of `count` 16 GiB V100s.
     fn node(name: &str, count: u32) -> Node {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "labels": {
-                "nvidia.com/gpu.product": "Tesla-V100", "nvidia.com/gpu.memory": "16384"}},
-            "status": {"allocatable": {"nvidia.com/gpu": count.to_string()}},
-        }))
-        .unwrap()
+        testing::node(name, count, "Tesla-V100", Some(16_384))
     }
 
+    /// A pending pod of `gpus` GPUs, or one bound `at` a node and GPU.
     fn pod(name: &str, gpus: u32, at: Option<(&str, &str)>) -> Pod {
-        let mut pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"containers": [{"name": "main", "resources": {
-                "limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
-            "status": {"phase": "Pending"},
-        }))
-        .unwrap();
-        if let Some((node, gpu)) = at {
-            pod.spec.as_mut().unwrap().node_name = Some(node.to_owned());
-            pod.metadata.annotations = Some(BTreeMap::from([(
-                tandem_kube_common::cluster::GPU_ANNOTATION.to_owned(),
-                gpu.to_owned(),
-            )]));
-        }
-        pod
+        testing::pod(name, gpus, at.map(|(node, _)| node), at.map(|(_, gpu)| gpu))
     }
 
     fn task(name: &str, gpus: u32, gang: bool) -> Task {
@@ -494,48 +470,6 @@ mod tests {
             name: name.into(),
             gang,
         }
-    }
-
-    fn profile(util: f32, access: f32, mem: u32) -> Profile {
-        Profile {
-            gpu_util_pct: util,
-            mem_access_pct: access,
-            mem_used_mib: mem,
-            gpu_model: "V100".into(),
-        }
-    }
-
-    /// The real engine, knowing `p` suffers little beside `x` and much beside `y`; `big`
-    /// needs more memory than a V100 has.
-    fn engine(view: &ClusterView) -> EngineState {
-        let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()).unwrap();
-        let mut recommender = runtime.bootstrap(&Policy::default(), 1).unwrap();
-        let k = keys();
-        for (job, p) in [
-            ("x", profile(35.0, 12.0, 4_000)),
-            ("y", profile(92.0, 70.0, 5_000)),
-            ("p", profile(45.0, 20.0, 4_500)),
-            ("big", profile(60.0, 30.0, 20_000)),
-        ] {
-            recommender
-                .observe_profile(&k.key("default", job), &p)
-                .unwrap();
-        }
-        for _ in 0..3 {
-            for (partner, colocated) in [("x", [112.0, 110.0]), ("y", [195.0, 160.0])] {
-                recommender
-                    .observe_outcome(&Outcome {
-                        gpu_model: "V100".into(),
-                        jobs: vec![k.key("default", "p"), k.key("default", partner)],
-                        solo_s: vec![100.0, 100.0],
-                        colocated_s: colocated.to_vec(),
-                    })
-                    .unwrap();
-            }
-        }
-        let mut engine = EngineState::new(runtime, recommender);
-        engine.sync(view.gpus().cloned()).unwrap();
-        engine
     }
 
     fn view(nodes: &[Node], pods: &[Pod]) -> ClusterView {
