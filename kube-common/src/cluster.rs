@@ -422,12 +422,8 @@ impl ClusterView {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::{node, pod};
+    use super::testing::{keys, node, pod};
     use super::*;
-
-    fn keys() -> JobKeys {
-        JobKeys::new(vec![7; 32]).unwrap()
-    }
 
     #[test]
     fn product_labels_map_to_engine_models() {

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::thread::ThreadId;
-use tandem_sim::policy::{Known, PolicyName};
 
+use tandem_sim::policy::{Known, PolicyName};
 use tandem_sim::{
     Cluster, PolicyReport, Scenario, Settings, Trace, Truth, compare, demo, simulate,
 };
