@@ -228,10 +228,12 @@ impl<'a> Planner<'a> {
             );
             idle_left = self.gpus.iter().filter(|s| s.is_idle()).count();
         }
-        // What queued jobs waiting for a GPU will take is booked on it as they wait.
-        let mut free_in = self.free_in();
+        // What queued jobs waiting for a GPU will take is booked on it as they wait. Only a
+        // job under the `latency` priority may wait, so it is worked out at the first one.
+        let mut free_in: Option<Vec<Option<f64>>> = None;
         let mut jobs_left = order.len();
-        let mut unplaced = Vec::new();
+        // Each with its place in the queue, the order they are reported in.
+        let mut unplaced: Vec<(usize, Unplaced)> = Vec::new();
         // Jobs started alone on an idle GPU: once all are placed, they may trade GPUs.
         let mut alone: Vec<trade::Alone<'a>> = Vec::new();
         for (i, resolved) in order {
@@ -241,25 +243,37 @@ impl<'a> Planner<'a> {
             let best = match self.choose_for(&resolved, contention, &mut rng) {
                 Ok(best) => best,
                 Err(reason) => {
-                    unplaced.push(Unplaced {
-                        job: job.id.clone(),
-                        reason,
-                    });
+                    unplaced.push((
+                        i,
+                        Unplaced {
+                            job: job.id.clone(),
+                            reason,
+                        },
+                    ));
                     continue;
                 }
             };
             if self.gpus[best].is_idle()
-                && let Some(wait) = wait::for_faster(&self.gpus, &mut free_in, &resolved, best)
+                && resolved.latency
+                && let Some(wait) = wait::for_faster(
+                    &self.gpus,
+                    free_in.get_or_insert_with(|| self.free_in()),
+                    &resolved,
+                    best,
+                )
             {
-                unplaced.push(Unplaced {
-                    job: job.id.clone(),
-                    reason: reasons::waits(
-                        &self.gpus[wait.gpu].gpu.id,
-                        wait.later_s,
-                        &self.gpus[best].gpu.id,
-                        wait.now_s,
-                    ),
-                });
+                unplaced.push((
+                    i,
+                    Unplaced {
+                        job: job.id.clone(),
+                        reason: reasons::waits(
+                            &self.gpus[wait.gpu].gpu.id,
+                            wait.later_s,
+                            &self.gpus[best].gpu.id,
+                            wait.now_s,
+                        ),
+                    },
+                ));
                 continue;
             }
             let state = &mut self.gpus[best];
@@ -287,11 +301,10 @@ impl<'a> Planner<'a> {
             })
             .collect();
         // Report unplaced jobs in queue order, whatever order they were tried in.
-        let position = |id: &str| queue.iter().position(|j| j.id == id);
-        unplaced.sort_by_key(|u| position(&u.job));
+        unplaced.sort_by_key(|&(i, _)| i);
         Recommendation {
             placements,
-            unplaced,
+            unplaced: unplaced.into_iter().map(|(_, u)| u).collect(),
         }
     }
 
