@@ -25,22 +25,18 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 
+pub(crate) use tandem_e2e::intake::{
+    Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready,
+};
+use tandem_e2e::intake::{expect_bad_requests, predict_v100, teach_p_prefers_x};
+
 use crate::cluster::{
-    ChildProcess, Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config,
-    spawn_logged, wait_for_binding,
+    Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, spawn_logged,
+    wait_for_binding,
 };
 
 pub(crate) const NAMESPACE: &str = "e2e";
 pub(crate) const SYSTEM: &str = "tandem-system";
-pub(crate) const TOKEN: &str = "e2e-intake-token";
-pub(crate) const SECRET_HEX: &str =
-    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-
-/// The adapter process and how to reach it.
-pub(crate) struct Adapter {
-    pub(crate) process: ChildProcess,
-    pub(crate) url: String,
-}
 
 pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     start_replica(cluster, port, log, "e2e-adapter")
@@ -95,70 +91,6 @@ pub(crate) async fn prepare(cluster: &Cluster) -> Result<kube::Client> {
     ensure_namespace(&client, NAMESPACE).await?;
     ensure_namespace(&client, SYSTEM).await?;
     Ok(client)
-}
-
-pub(crate) async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        ensure!(
-            adapter.process.is_running(),
-            "the adapter exited:\n{}",
-            adapter.process.log_tail(40)
-        );
-        if let Ok(r) = http.get(format!("{}/readyz", adapter.url)).send().await
-            && r.status().is_success()
-        {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the adapter did not get ready:\n{}",
-            adapter.process.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Posts `body` as a profiler would: a 503 (no leader elected yet, right after a start) is
-/// retried for a while, anything else is final.
-pub(crate) async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        ensure!(status.is_success(), "{url}: {status}: {text}");
-        return Ok(serde_json::from_str(&text)?);
-    }
-}
-
-/// What the adapter's knowledge base holds. A 503 (the engine busy past the wait, as right
-/// after a restart on a loaded machine) is retried for a while, as an operator would.
-pub(crate) async fn knowledge(http: &reqwest::Client, url: &str) -> Result<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let response = http
-            .get(format!("{url}/v1/knowledge"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        ensure!(status.is_success(), "knowledge: {status} {text}");
-        return Ok(serde_json::from_str(&text)?);
-    }
-}
-
-pub(crate) fn profile(util: f32, access: f32, mem: u32) -> Value {
-    json!({ "gpu_util_pct": util, "mem_access_pct": access, "mem_used_mib": mem, "gpu_model": "V100" })
 }
 
 /// A pod of job `job` asking for one GPU; bound to `at` = (node, gpu) if given (a pod placed
@@ -252,80 +184,26 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     wait_ready(&http, &mut adapter).await?;
 
     // (e) Malformed requests: 400 naming what is wrong, and the adapter keeps serving.
-    for (verb, body, expect) in [
-        ("filter", "{\"Pod\": 5}", "Pod"),
-        ("prioritize", "not json", "prioritize"),
-        ("bind", "{\"PodName\": \"x\"}", "PodNamespace"),
-        (
-            "filter",
-            "{\"Pod\": {\"metadata\": {\"name\": 7}}}",
-            "Pod.metadata.name",
-        ),
-    ] {
-        let response = http
-            .post(format!("{}/{verb}", adapter.url))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await?;
-        let status = response.status();
-        let text = response.text().await?;
-        println!("(e) POST /{verb} {body:?} -> {status} {text}");
-        ensure!(
-            status == 400,
-            "/{verb} with {body:?} answered {status}: {text}"
-        );
-        ensure!(
-            text.contains(expect),
-            "/{verb}: {text:?} does not name {expect:?}"
-        );
-    }
+    expect_bad_requests(
+        &http,
+        &adapter,
+        "(e)",
+        &[
+            ("filter", "{\"Pod\": 5}", "Pod"),
+            ("prioritize", "not json", "prioritize"),
+            ("bind", "{\"PodName\": \"x\"}", "PodNamespace"),
+            (
+                "filter",
+                "{\"Pod\": {\"metadata\": {\"name\": 7}}}",
+                "Pod.metadata.name",
+            ),
+        ],
+    )
+    .await?;
     wait_ready(&http, &mut adapter).await?;
 
-    // The test plays the node profiler: keyed profiles, then measured outcomes. p suffers
-    // little beside x and a lot beside y.
-    post(
-        &http,
-        &format!("{}/v1/profiles", adapter.url),
-        json!({ "profiles": [
-            { "job": key("x"), "profile": profile(35.0, 12.0, 4_000) },
-            { "job": key("y"), "profile": profile(92.0, 70.0, 5_000) },
-            { "job": key("p"), "profile": profile(45.0, 20.0, 4_500) },
-            { "job": key("big"), "profile": profile(60.0, 30.0, 20_000) },
-        ]}),
-    )
-    .await?;
-    let mut outcomes = Vec::new();
-    for _ in 0..3 {
-        outcomes.push(json!({ "gpu_model": "V100", "jobs": [key("p"), key("x")], "solo_s": [100.0, 100.0], "colocated_s": [112.0, 110.0] }));
-        outcomes.push(json!({ "gpu_model": "V100", "jobs": [key("p"), key("y")], "solo_s": [100.0, 100.0], "colocated_s": [195.0, 160.0] }));
-    }
-    post(
-        &http,
-        &format!("{}/v1/outcomes", adapter.url),
-        json!({ "outcomes": outcomes }),
-    )
-    .await?;
-    let v100 = json!({ "model": "V100", "memory_mib": 16_384 });
-    let with_x = post(
-        &http,
-        &format!("{}/v1/predict", adapter.url),
-        json!({ "jobs": [key("p"), key("x")], "gpu": v100 }),
-    )
-    .await?;
-    let with_y = post(
-        &http,
-        &format!("{}/v1/predict", adapter.url),
-        json!({ "jobs": [key("p"), key("y")], "gpu": v100 }),
-    )
-    .await?;
-    println!("(b) engine prediction for p beside x on V100: {with_x}");
-    println!("(b) engine prediction for p beside y on V100: {with_y}");
-    let slowdown = |v: &Value| v["slowdown_pct"][0].as_f64().unwrap_or(f64::NAN);
-    ensure!(
-        slowdown(&with_x) < slowdown(&with_y),
-        "the engine should predict p slows down less beside x"
-    );
+    // The test plays the node profiler: p suffers little beside x and a lot beside y.
+    let with_x = teach_p_prefers_x(&http, &adapter.url, key, &[]).await?;
 
     // (b) x runs on v100-a, y on v100-b (placed earlier); p is the pending pod.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -418,12 +296,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         before["pairs"] == after["pairs"],
         "learned pairs changed across the restart"
     );
-    let again = post(
-        &http,
-        &format!("{}/v1/predict", adapter.url),
-        json!({ "jobs": [key("p"), key("x")], "gpu": v100 }),
-    )
-    .await?;
+    let again = predict_v100(&http, &adapter.url, json!([key("p"), key("x")])).await?;
     ensure!(
         again == with_x,
         "the restarted engine predicts differently: {again} vs {with_x}"

@@ -9,6 +9,7 @@
 //!   state restored when they stop;
 //! - [`tls`]: mutual TLS between kube-scheduler and the extender, as the Helm chart sets it
 //!   up (a CA, the adapter's and the scheduler's certificates);
+//! - [`intake`]: a Tandem adapter's process and its HTTP intake, as a node profiler feeds it;
 //! - [`pairing`]: the jobs, outcomes and residents of the node tier's pairing scenario, run
 //!   through each scheduler path.
 //!
@@ -16,6 +17,7 @@
 //! `cargo test` builds it but starts nothing.
 
 pub mod cluster;
+pub mod intake;
 pub mod nodes;
 pub mod pairing;
 pub mod tls;

@@ -34,6 +34,11 @@ use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 use tandem_xtask::volcano::VolcanoBuild;
 
+pub(crate) use tandem_e2e::intake::{
+    Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready,
+};
+use tandem_e2e::intake::{expect_bad_requests, predict_v100, teach_p_prefers_x};
+
 use crate::cluster::{
     ChildProcess, Cluster, ensure_namespace, free_port, free_ports, insecure_http_client,
     spawn_logged, tail, wait_for_binding,
@@ -41,10 +46,6 @@ use crate::cluster::{
 
 pub(crate) const NAMESPACE: &str = "e2e";
 pub(crate) const SYSTEM: &str = "tandem-system";
-pub(crate) const TOKEN: &str = "e2e-intake-token";
-pub(crate) const SECRET_HEX: &str =
-    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-
 /// deploy/helm/tandem/files/volcano-scheduler.conf, with the adapter's URL for this test.
 pub(crate) fn scheduler_conf(adapter_port: u16) -> String {
     let deployed = include_str!("../../../deploy/helm/tandem/files/volcano-scheduler.conf");
@@ -142,12 +143,6 @@ pub(crate) async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()
     Ok(())
 }
 
-/// The adapter process and how to reach it.
-pub(crate) struct Adapter {
-    pub(crate) process: ChildProcess,
-    pub(crate) url: String,
-}
-
 pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     let dir = cluster.dir();
     let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-volcano-adapter"));
@@ -171,62 +166,6 @@ pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<
         process: spawn_logged(command, log)?,
         url: format!("http://127.0.0.1:{port}"),
     })
-}
-
-pub(crate) async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        ensure!(
-            adapter.process.is_running(),
-            "the adapter exited:\n{}",
-            adapter.process.log_tail(40)
-        );
-        if let Ok(r) = http.get(format!("{}/readyz", adapter.url)).send().await
-            && r.status().is_success()
-        {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the adapter did not get ready:\n{}",
-            adapter.process.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Posts `body` to the intake as a profiler would; a 503 (no leader yet) is retried a while.
-pub(crate) async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        ensure!(status.is_success(), "{url}: {status}: {text}");
-        return Ok(serde_json::from_str(&text)?);
-    }
-}
-
-async fn knowledge(http: &reqwest::Client, adapter: &Adapter) -> Result<Value> {
-    let response = http
-        .get(format!("{}/v1/knowledge", adapter.url))
-        .bearer_auth(TOKEN)
-        .send()
-        .await?;
-    ensure!(
-        response.status().is_success(),
-        "knowledge: {}",
-        response.status()
-    );
-    Ok(response.json().await?)
-}
-
-pub(crate) fn profile(util: f32, access: f32, mem: u32) -> Value {
-    json!({ "gpu_util_pct": util, "mem_access_pct": access, "mem_used_mib": mem, "gpu_model": "V100" })
 }
 
 /// A node of scenario `scenario` with one V100 advertised as two `nvidia.com/gpu` units
@@ -455,92 +394,48 @@ async fn scenario(
     *scheduler = Some(Scheduler::start(cluster, build, &scheduler_conf(port)).await?);
 
     // (f) Malformed verb bodies: 400 naming the field, and the adapter keeps serving.
-    for (verb, body, expect) in [
-        ("predicate", r#"{"task": {"UID": 5}}"#, "task.UID"),
-        ("predicate", r#"{"task": {"UID": "u", "Pod": {}}}"#, "node"),
-        (
-            "prioritize",
-            r#"{"task": {"UID": "u", "Pod": {}}, "nodes": "n1"}"#,
-            "nodes",
-        ),
-        (
-            "allocate",
-            r#"{"task": {"UID": "u", "Pod": {"metadata": {"name": 7}}}}"#,
-            "task.Pod",
-        ),
-        (
-            "onSessionOpen",
-            r#"{"Jobs": {"ns/pg": {"MinAvailable": "two"}}}"#,
-            "Jobs.ns/pg.MinAvailable",
-        ),
-        ("deallocate", "not json", "deallocate"),
-    ] {
-        let response = http
-            .post(format!("{}/{verb}", adapter.url))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await?;
-        let status = response.status();
-        let text = response.text().await?;
-        println!("(f) POST /{verb} {body} -> {status} {text}");
-        ensure!(
-            status == 400,
-            "/{verb} with {body:?} answered {status}: {text}"
-        );
-        ensure!(
-            text.contains(expect),
-            "/{verb}: {text:?} does not name {expect:?}"
-        );
-    }
+    expect_bad_requests(
+        &http,
+        &adapter,
+        "(f)",
+        &[
+            ("predicate", r#"{"task": {"UID": 5}}"#, "task.UID"),
+            ("predicate", r#"{"task": {"UID": "u", "Pod": {}}}"#, "node"),
+            (
+                "prioritize",
+                r#"{"task": {"UID": "u", "Pod": {}}, "nodes": "n1"}"#,
+                "nodes",
+            ),
+            (
+                "allocate",
+                r#"{"task": {"UID": "u", "Pod": {"metadata": {"name": 7}}}}"#,
+                "task.Pod",
+            ),
+            (
+                "onSessionOpen",
+                r#"{"Jobs": {"ns/pg": {"MinAvailable": "two"}}}"#,
+                "Jobs.ns/pg.MinAvailable",
+            ),
+            ("deallocate", "not json", "deallocate"),
+        ],
+    )
+    .await?;
     wait_ready(&http, &mut adapter).await?;
 
-    // The test plays the node profiler: keyed profiles, then measured outcomes. p suffers
-    // little beside x and a lot beside y; big needs more memory than a V100 has.
-    post(
+    // The test plays the node profiler: p suffers little beside x and a lot beside y; big
+    // needs more memory than a V100 has. q is bound while the adapter is down (d); its profile
+    // lets the restarted adapter place p beside it (a job of unknown memory shares with
+    // nothing).
+    let with_x = teach_p_prefers_x(
         &http,
-        &format!("{}/v1/profiles", adapter.url),
-        json!({ "profiles": [
-            { "job": key("x"), "profile": profile(35.0, 12.0, 4_000) },
-            { "job": key("y"), "profile": profile(92.0, 70.0, 5_000) },
-            { "job": key("p"), "profile": profile(45.0, 20.0, 4_500) },
-            { "job": key("big"), "profile": profile(60.0, 30.0, 20_000) },
-            { "job": key("g"), "profile": profile(40.0, 20.0, 3_000) },
-            // q is bound while the adapter is down (d); its profile lets the restarted adapter
-            // place p beside it (a job of unknown memory shares with nothing).
-            { "job": key("q"), "profile": profile(30.0, 10.0, 3_000) },
-        ]}),
+        &adapter.url,
+        key,
+        &[
+            ("g", profile(40.0, 20.0, 3_000)),
+            ("q", profile(30.0, 10.0, 3_000)),
+        ],
     )
     .await?;
-    let mut outcomes = Vec::new();
-    for _ in 0..3 {
-        outcomes.push(json!({ "gpu_model": "V100", "jobs": [key("p"), key("x")], "solo_s": [100.0, 100.0], "colocated_s": [112.0, 110.0] }));
-        outcomes.push(json!({ "gpu_model": "V100", "jobs": [key("p"), key("y")], "solo_s": [100.0, 100.0], "colocated_s": [195.0, 160.0] }));
-    }
-    post(
-        &http,
-        &format!("{}/v1/outcomes", adapter.url),
-        json!({ "outcomes": outcomes }),
-    )
-    .await?;
-    let v100 = json!({ "model": "V100", "memory_mib": 16_384 });
-    let predict = |jobs: Value| {
-        let (http, url, gpu) = (
-            http.clone(),
-            format!("{}/v1/predict", adapter.url),
-            v100.clone(),
-        );
-        async move { post(&http, &url, json!({ "jobs": jobs, "gpu": gpu })).await }
-    };
-    let with_x = predict(json!([key("p"), key("x")])).await?;
-    let with_y = predict(json!([key("p"), key("y")])).await?;
-    println!("(b) engine prediction for p beside x on V100: {with_x}");
-    println!("(b) engine prediction for p beside y on V100: {with_y}");
-    let slowdown = |v: &Value| v["slowdown_pct"][0].as_f64().unwrap_or(f64::NAN);
-    ensure!(
-        slowdown(&with_x) < slowdown(&with_y),
-        "the engine should predict p slows down less beside x"
-    );
 
     // (b) x runs on b-1, y on b-2 (placed earlier); p is the pending task.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -643,7 +538,7 @@ async fn scenario(
     );
 
     // (d) Kill the adapter: vc-scheduler goes on without it (ignorable).
-    let before = knowledge(&http, &adapter).await?;
+    let before = knowledge(&http, &adapter.url).await?;
     let stored: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
     ensure!(
         stored.get_opt("tandem-knowledge").await?.is_some(),
@@ -673,7 +568,7 @@ async fn scenario(
     // Restarted, it resumes from the ConfigMap: the same knowledge, nothing lost.
     let mut adapter = start_adapter(cluster, port, &cluster.dir().join("adapter-2.log"))?;
     wait_ready(&http, &mut adapter).await?;
-    let after = knowledge(&http, &adapter).await?;
+    let after = knowledge(&http, &adapter.url).await?;
     for field in ["profiles", "outcomes", "residual_observations", "pairs"] {
         println!(
             "(d) knowledge {field}: before kill {} / after restart {}",
@@ -684,7 +579,7 @@ async fn scenario(
             "{field} changed across the restart"
         );
     }
-    let again = predict(json!([key("p"), key("x")])).await?;
+    let again = predict_v100(&http, &adapter.url, json!([key("p"), key("x")])).await?;
     ensure!(
         again == with_x,
         "the restarted engine predicts differently: {again} vs {with_x}"
