@@ -52,9 +52,27 @@ pub async fn wait_ready(http: &reqwest::Client, adapter: &mut Adapter) -> Result
 /// Posts `body` as a profiler would: a 503 (no leader elected yet, right after a start) is
 /// retried for a while, anything else is final.
 pub async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value> {
+    retrying_unavailable(url, || http.post(url).json(&body)).await
+}
+
+/// What the knowledge base of the adapter at `url` holds. A 503 (the engine busy past the
+/// wait, as right after a restart on a loaded machine) is retried for a while, as an operator
+/// would.
+pub async fn knowledge(http: &reqwest::Client, url: &str) -> Result<Value> {
+    let url = format!("{url}/v1/knowledge");
+    retrying_unavailable(&url, || http.get(&url)).await
+}
+
+/// Sends the request `request` builds with the intake's token, again every 200 ms for up to
+/// 30 s while the adapter answers 503, and returns the final answer's JSON; any other failure
+/// is final and names `url`.
+async fn retrying_unavailable(
+    url: &str,
+    request: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let response = http.post(url).bearer_auth(TOKEN).json(&body).send().await?;
+        let response = request().bearer_auth(TOKEN).send().await?;
         let status = response.status();
         let text = response.text().await?;
         if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
@@ -62,28 +80,6 @@ pub async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Valu
             continue;
         }
         ensure!(status.is_success(), "{url}: {status}: {text}");
-        return Ok(serde_json::from_str(&text)?);
-    }
-}
-
-/// What the knowledge base of the adapter at `url` holds. A 503 (the engine busy past the
-/// wait, as right after a restart on a loaded machine) is retried for a while, as an operator
-/// would.
-pub async fn knowledge(http: &reqwest::Client, url: &str) -> Result<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let response = http
-            .get(format!("{url}/v1/knowledge"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        ensure!(status.is_success(), "knowledge: {status} {text}");
         return Ok(serde_json::from_str(&text)?);
     }
 }
