@@ -16,12 +16,16 @@ use std::sync::Once;
 use bindings::exports::tandem::engine::engine::{self as wit_engine, GuestRecommender};
 use bindings::tandem::engine::types as wit;
 
-#[expect(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
+/// wit-bindgen's bindings of the `plugin` world, generated ahead of time and checked in
+/// (`cargo test -p tandem-xtask --test bindings` checks them against the WIT).
+#[expect(
+    unsafe_code,
+    clippy::allow_attributes,
+    unused_qualifications,
+    reason = "wit-bindgen's generated canonical-ABI glue"
+)]
 mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit/current",
-        world: "plugin",
-    });
+    include!("bindings.rs");
 
     use super::Component;
     export!(Component);
