@@ -66,7 +66,7 @@ pub fn build_component(build: &GuestBuild) -> Result<PathBuf> {
         .with_context(|| format!("could not read the core module {}", core_module.display()))?;
     let component = componentize(&module).with_context(|| {
         format!(
-            "could not turn {} into a component (is wit-bindgen's `generate!`/`export!` in {}?)",
+            "could not turn {} into a component (are wit-bindgen's bindings and `export!` in {}?)",
             core_module.display(),
             build.package
         )

@@ -654,9 +654,9 @@ pub fn cycles(workspace: &Workspace) -> Result<()> {
 /// The engine component is built here, beside cargo's build of the CLI, into the guest target
 /// directory the CLI's build script uses: that build script starts only once every crate it
 /// waits on is compiled, and the component (the standard library for wasm32 included) is the
-/// longest single step of a first build, which would otherwise leave a core idle.
+/// longest single step of a first build, which would otherwise leave a core idle. The wasm32
+/// toolchain is bootstrapped on that side too (the host crates do not need it), under its lock.
 pub fn demo(workspace: &Workspace) -> Result<()> {
-    ensure_toolchain()?;
     std::thread::scope(|scope| {
         let component = scope.spawn(|| component(workspace, None));
         let demo = run_shown(workspace.cargo([
