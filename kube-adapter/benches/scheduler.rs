@@ -41,8 +41,8 @@
 //! `TANDEM_BENCH_NODES=5000 TANDEM_BENCH_GPUS=8 TANDEM_BENCH_PODS=10000`. Configurations
 //! named after `--` (`default`, `extender`, `extender-http`, `extender-fitting`, `adapter-down`,
 //! `plugin`) run alone.
-//! `TANDEM_BENCH_PPROF=<dir>` saves a CPU profile of the scheduler in each run (see
-//! `cpu_profile`).
+//! `TANDEM_BENCH_PPROF=<dir>` saves CPU profiles of the scheduler and of kube-apiserver in each
+//! run (see `cpu_profile`).
 //!
 //! Run: `cargo bench -p tandem-kube-adapter --bench scheduler` (or `cargo xtask bench`); the
 //! Kubernetes binaries come from `TANDEM_KUBE_BIN_DIR`, `tandem-kube-scheduler` from
@@ -490,29 +490,44 @@ fn attempt_p99(metrics: &str) -> Option<f64> {
         .map(|(bound, _)| bound)
 }
 
-/// With `TANDEM_BENCH_PPROF=<dir>`, takes a CPU profile of the scheduler over the first
-/// `TANDEM_BENCH_PPROF_SECONDS` (default 3) of the run into `<dir>/<configuration>.pprof`
-/// (`go tool pprof -top <file>` reads it; time spent in Rust shows as `runtime.cgocall`).
+/// With `TANDEM_BENCH_PPROF=<dir>`, takes CPU profiles of the scheduler and of kube-apiserver
+/// over the first `TANDEM_BENCH_PPROF_SECONDS` (default 3) of the run into
+/// `<dir>/<configuration>.pprof` and `<dir>/<configuration>.apiserver.pprof` (`go tool pprof
+/// -top <file>` reads them; time spent in Rust shows as `runtime.cgocall`). The API server's
+/// tells where a configuration's extra CPU there goes (the watches it serves, the requests it
+/// decodes).
 fn cpu_profile(cluster: &Cluster, mode: Mode) -> Option<tokio::task::JoinHandle<Result<()>>> {
     let dir = std::path::PathBuf::from(std::env::var_os("TANDEM_BENCH_PPROF")?);
     let seconds = env_size("TANDEM_BENCH_PPROF_SECONDS", 3);
-    let url = cluster.scheduler_url(&format!("/debug/pprof/profile?seconds={seconds}"))?;
+    let path = format!("/debug/pprof/profile?seconds={seconds}");
+    let scheduler = cluster.scheduler_url(&path)?;
+    let apiserver = format!("{}{path}", cluster.server_url());
+    let token = cluster.token().to_owned();
     Some(tokio::spawn(async move {
         let http = reqwest::Client::builder()
             .tls_danger_accept_invalid_certs(true)
             .build()?;
-        let profile = http
-            .get(&url)
-            .send()
-            .await?
-            .error_for_status()?
-            .bytes()
-            .await?;
+        let fetch = |request: reqwest::RequestBuilder| async move {
+            request.send().await?.error_for_status()?.bytes().await
+        };
+        let (scheduler, apiserver) = futures::try_join!(
+            fetch(http.get(&scheduler)),
+            fetch(http.get(&apiserver).bearer_auth(&token)),
+        )?;
         std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{}.pprof", mode.name()));
-        std::fs::write(&path, profile)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("CPU profile of the scheduler: {}", path.display());
+        for (profile, leaf, whose) in [
+            (scheduler, format!("{}.pprof", mode.name()), "scheduler"),
+            (
+                apiserver,
+                format!("{}.apiserver.pprof", mode.name()),
+                "API server",
+            ),
+        ] {
+            let path = dir.join(leaf);
+            std::fs::write(&path, profile)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("CPU profile of the {whose}: {}", path.display());
+        }
         Ok(())
     }))
 }
