@@ -294,9 +294,9 @@ impl Core {
         self
     }
 
-    /// Runs a scheduling decision on the engine thread, waiting at most
-    /// [`Limits::decision_wait`]. The error says whether the engine did not answer or answered
-    /// with a failure.
+    /// Runs a scheduling decision on the engine (in place when it is idle: [`Engine::decide`]),
+    /// waiting at most [`Limits::decision_wait`]. The error says whether the engine did not
+    /// answer or answered with a failure.
     pub async fn decide<T: Send + 'static>(
         &self,
         call: &'static str,
@@ -304,7 +304,7 @@ impl Core {
     ) -> Result<T, EngineError> {
         Ok(self
             .engine
-            .call(call, self.limits.decision_wait, work)
+            .decide(call, self.limits.decision_wait, work)
             .await??)
     }
 
