@@ -19,7 +19,8 @@
 //! extender `filter`'s time (0.43–0.62 ms against 0.19–0.23 ms run in place, on two cores under
 //! a burst of pods). It blocks that worker for as long as the engine takes, which each engine
 //! call bounds (the sandbox's call deadline), and it cannot be given up at the caller's time
-//! limit; a decision that finds the engine busy queues as any other task.
+//! limit, so the core runs decisions this way only where that deadline is within the limit
+//! (`Core::decide`); a decision that finds the engine busy queues as any other task.
 //!
 //! A front-end whose decisions come from a thread of its own, blocking (the framework plugin,
 //! inside kube-scheduler's scheduling cycle), runs the engine inline instead

@@ -98,7 +98,8 @@ pub struct Limits {
 
     /// Longest a request may take before it is answered 503.
     pub request_timeout: Duration,
-    /// Longest a scheduling decision waits for the engine; past it the front-end fails open.
+    /// Longest a scheduling decision waits for a busy engine (one that finds it idle may run at
+    /// once: [`Core::decide`]); past it the front-end fails open.
     pub decision_wait: Duration,
     /// Longest an observation waits for the engine.
     pub observation_wait: Duration,
@@ -180,6 +181,10 @@ pub struct Core {
     trainer: tandem_host::Runtime,
     /// Models jobs declared, for the peaks profilers report later.
     declared: std::sync::Mutex<DeclaredModels>,
+    /// Whether a decision that finds the engine idle runs in place ([`Engine::decide`]): only
+    /// where the sandbox's deadline for one engine call is within [`Limits::decision_wait`], so
+    /// that a looping engine still costs a caller one answer in about that time.
+    decide_in_place: bool,
     /// Version of the stored knowledge base the engine matches; writes are serialized here.
     version: tokio::sync::Mutex<Option<String>>,
     /// Bumped whenever what the engine knows changes.
@@ -237,6 +242,8 @@ impl Core {
             version = Some(stored_version);
         }
         let trainer = engine.runtime().with_call_deadline(TRAINING_DEADLINE);
+        let decide_in_place =
+            engine.runtime().config().call_deadline <= config.limits.decision_wait;
         if let Some(limit) = config.store.as_ref().and_then(|s| s.capacity()) {
             metrics
                 .store_limit_bytes
@@ -275,6 +282,7 @@ impl Core {
             scheduler_auth: SchedulerAuth::default(),
             store: config.store,
             trainer,
+            decide_in_place,
             declared: std::sync::Mutex::new(DeclaredModels::default()),
             version: tokio::sync::Mutex::new(version),
             epoch: AtomicU64::new(0),
@@ -294,18 +302,22 @@ impl Core {
         self
     }
 
-    /// Runs a scheduling decision on the engine (in place when it is idle: [`Engine::decide`]),
-    /// waiting at most [`Limits::decision_wait`]. The error says whether the engine did not
+    /// Runs a scheduling decision on the engine, waiting at most [`Limits::decision_wait`]: in
+    /// place when the engine is idle ([`Engine::decide`]) and one engine call's deadline is
+    /// within that wait, else on the engine thread. The error says whether the engine did not
     /// answer or answered with a failure.
     pub async fn decide<T: Send + 'static>(
         &self,
         call: &'static str,
         work: impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static,
     ) -> Result<T, EngineError> {
-        Ok(self
-            .engine
-            .decide(call, self.limits.decision_wait, work)
-            .await??)
+        let wait = self.limits.decision_wait;
+        let answer = if self.decide_in_place {
+            self.engine.decide(call, wait, work).await
+        } else {
+            self.engine.call(call, wait, work).await
+        };
+        Ok(answer??)
     }
 
     /// Answers an operator's question (`/v1/predict`, `/v1/knowledge`) on the engine thread,

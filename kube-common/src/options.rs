@@ -105,8 +105,9 @@ pub struct Options {
     #[arg(long, default_value = "4s", value_parser = parse_duration)]
     pub request_timeout: Duration,
 
-    /// Longest `filter`, `prioritize` or `bind` waits for the engine before failing open; keep
-    /// it well under the scheduler's `httpTimeout`.
+    /// Longest `filter`, `prioritize` or `bind` waits for a busy engine before failing open (one
+    /// that finds it idle runs at once when --engine-deadline is the shorter, each engine call
+    /// then bounded by it); keep it well under the scheduler's `httpTimeout`.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub decision_timeout: Duration,
 

@@ -60,8 +60,9 @@ pub struct Options {
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub pending_ttl: Duration,
 
-    /// Longest a placement waits for the engine before the hook is told to leave the job
-    /// unchanged; keep it well under the hook's own time limit.
+    /// Longest a placement waits for a busy engine before the hook is told to leave the job
+    /// unchanged (one that finds it idle runs at once when --engine-deadline is the shorter,
+    /// each engine call then bounded by it); keep it well under the hook's own time limit.
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     pub decision_timeout: Duration,
 
