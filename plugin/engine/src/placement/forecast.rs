@@ -106,9 +106,74 @@ pub(crate) fn residents_forecast(
     views: &[JobView],
 ) -> (Vec<PartnerTerms>, f64) {
     let group: SmallVec<[&JobView; 4]> = views.iter().collect();
-    let terms = Knowledge::partner_terms(&group, |a, b| knowledge.predict_pair(a, b));
-    let time_saved = interference::time_saved(&GroupPrediction::of(&terms).slowdowns);
+    let (terms, time_saved) = group_terms(&group, |a, b| knowledge.predict_pair(a, b));
     (terms.into_vec(), time_saved)
+}
+
+/// Each member's terms from the others in `group`, each ordered pair predicted by `pair`, and
+/// the time the group saves by sharing.
+fn group_terms(
+    group: &[&JobView],
+    pair: impl FnMut(&JobView, &JobView) -> PairBelief,
+) -> (SmallVec<[PartnerTerms; 4]>, f64) {
+    let terms = Knowledge::partner_terms(group, pair);
+    let time_saved = interference::time_saved(&GroupPrediction::of(&terms).slowdowns);
+    (terms, time_saved)
+}
+
+/// What `residents` alone are predicted to do sharing their GPU: each one's terms from the
+/// others, and the time they save by sharing, as [`predict`] finds it (through `memo` when
+/// the planner keeps one). A planner judges newcomers from the terms by [`join`].
+fn residents_terms(
+    knowledge: &Knowledge,
+    memo: Option<&PairMemo>,
+    residents: &[Member<'_>],
+) -> (SmallVec<[PartnerTerms; 4]>, f64) {
+    let views: SmallVec<[&JobView; 4]> = residents.iter().map(|m| &m.view).collect();
+    group_terms(&views, |a, b| match memo {
+        Some(memo) => memo.pair(knowledge, a, b),
+        None => knowledge.predict_pair(a, b),
+    })
+}
+
+/// The residents' kinds and terms a planner works out itself, for GPUs given with their
+/// residents alone: residents predicted alike (the same `JobView::prediction_key`) are one
+/// kind, numbered as first met, as the cluster view numbers the kinds it keeps.
+#[derive(Default)]
+pub(super) struct Found {
+    numbers: HashMap<[u64; 5], u32, BuildHasherDefault<KeyHasher>>,
+    kinds: Vec<u32>,
+    terms: Vec<PartnerTerms>,
+}
+
+impl Found {
+    /// Works out the kinds and terms of a GPU's `residents`: returns where they start in the
+    /// lists ([`Found::of`]) and the time the residents save by sharing.
+    pub(super) fn residents(
+        &mut self,
+        knowledge: &Knowledge,
+        memo: Option<&PairMemo>,
+        residents: &[Member<'_>],
+    ) -> (usize, f64) {
+        let from = self.kinds.len();
+        for member in residents {
+            let next = u32::try_from(self.numbers.len()).unwrap_or(u32::MAX);
+            let kind = *self
+                .numbers
+                .entry(member.view.prediction_key())
+                .or_insert(next);
+            self.kinds.push(kind);
+        }
+        let (terms, time_saved) = residents_terms(knowledge, memo, residents);
+        self.terms.extend(terms);
+        (from, time_saved)
+    }
+
+    /// The kinds and terms of the `residents` residents found from index `from`.
+    pub(super) fn of(&self, from: usize, residents: usize) -> (&[u32], &[PartnerTerms]) {
+        let range = from..from + residents;
+        (&self.kinds[range.clone()], &self.terms[range])
+    }
 }
 
 /// A newcomer's pairs with each kind of resident ([`Residents::kinds`]), predicted once per

@@ -15,11 +15,19 @@
 //! 4. [`trade`]: jobs that started alone on GPUs of different models trade GPUs when that
 //!    lowers their total run time.
 //!
+//! Judging a job against every GPU is most of a plan's work, and two shortcuts keep it from
+//! repeating itself without changing any answer: residents of one kind (predicted alike) have
+//! a newcomer's pairs with them predicted once per kind, whether the cluster view kept the
+//! kinds or the planner sorts the residents it is given ([`forecast::Found`]); and a job seen
+//! exactly like one refused since the last placement is refused for the same reason without
+//! judging the GPUs again ([`alike`]).
+//!
 //! [`reasons`] words the answer. Ties go to the first GPU in the order given. With probability
 //! `policy.exploration` the choice is instead drawn uniformly among the GPUs the job fits, from
 //! an RNG seeded by the recommender's seed and the queue, so the same seed and queue give the
 //! same answer.
 
+mod alike;
 mod forecast;
 mod guard;
 mod objective;
@@ -82,6 +90,8 @@ pub(crate) struct Planner<'a> {
     /// workloads (the cluster view, which keeps them from one call to the next); `None`
     /// otherwise.
     memo: Option<&'a PairMemo>,
+    /// The kinds and terms of residents the planner worked out itself.
+    found: forecast::Found,
 }
 
 impl<'a> Planner<'a> {
@@ -115,6 +125,10 @@ impl<'a> Planner<'a> {
         models: Vec<&'a GpuSpec>,
         memo: Option<&'a PairMemo>,
     ) -> Self {
+        // GPUs given with their residents alone have them sorted into kinds here (numbered as
+        // they come), unless other GPUs came with kinds of their caller's numbering.
+        let finds = shortcuts() && gpus.iter().all(|(_, resolved)| resolved.is_none());
+        let mut found = forecast::Found::default();
         let gpus: Vec<GpuState<'a>> = gpus
             .into_iter()
             .map(|(gpu, resolved)| {
@@ -150,7 +164,7 @@ impl<'a> Planner<'a> {
                             state.add(&resident.id, *view);
                         }
                         state.time_saved = time_saved;
-                        state.prepared = Some(Prepared { kinds, terms });
+                        state.prepared = Some(Prepared::Kept { kinds, terms });
                     }
                     None => {
                         for resident in &gpu.residents {
@@ -159,8 +173,15 @@ impl<'a> Planner<'a> {
                                 knowledge.view_on(resident, &gpu.spec, &models),
                             );
                         }
-                        state.time_saved =
-                            forecast::predict(knowledge, memo, &state.members, None).time_saved;
+                        if finds && !state.members.is_empty() {
+                            let (from, time_saved) =
+                                found.residents(knowledge, memo, &state.members);
+                            state.time_saved = time_saved;
+                            state.prepared = Some(Prepared::Found(from));
+                        } else {
+                            state.time_saved =
+                                forecast::predict(knowledge, memo, &state.members, None).time_saved;
+                        }
                     }
                 }
                 state
@@ -174,6 +195,7 @@ impl<'a> Planner<'a> {
             gpus,
             models,
             memo,
+            found,
         }
     }
 
@@ -236,13 +258,25 @@ impl<'a> Planner<'a> {
         let mut unplaced: Vec<(usize, Unplaced)> = Vec::new();
         // Jobs started alone on an idle GPU: once all are placed, they may trade GPUs.
         let mut alone: Vec<trade::Alone<'a>> = Vec::new();
+        // Jobs refused since the last placement: a job seen alike is refused alike.
+        let mut refused = alike::Refused::default();
         for (i, resolved) in order {
             let job = &queue[i];
             let contention = jobs_left > idle_left;
             jobs_left -= 1;
-            let best = match self.choose_for(&resolved, contention, &mut rng) {
+            let given = refused
+                .reason_for(&resolved, contention)
+                .filter(|_| shortcuts());
+            let (chosen, judged) = match given {
+                Some(reason) => (Err(reason.to_owned()), false),
+                None => (self.choose_for(&resolved, contention, &mut rng), true),
+            };
+            let best = match chosen {
                 Ok(best) => best,
                 Err(reason) => {
+                    if judged {
+                        refused.remember(resolved, contention, &reason);
+                    }
                     unplaced.push((
                         i,
                         Unplaced {
@@ -276,6 +310,7 @@ impl<'a> Planner<'a> {
                 ));
                 continue;
             }
+            refused.forget();
             let state = &mut self.gpus[best];
             let was_idle = state.is_idle();
             if was_idle {
@@ -480,19 +515,22 @@ impl<'a> Planner<'a> {
         slowness: f64,
         pairs: &mut NewcomerPairs,
     ) -> Candidate {
-        let after = match state.prepared {
+        let prepared = match state.prepared {
+            Some(Prepared::Kept { kinds, terms }) => Some((kinds, terms)),
+            Some(Prepared::Found(from)) => Some(self.found.of(from, state.residents)),
+            None => None,
+        };
+        let after = match prepared {
             // The residents alone (no job placed by this plan yet): their terms are kept.
-            Some(Prepared { kinds, terms }) if state.members.len() == state.residents => {
-                forecast::join(
-                    self.knowledge,
-                    self.memo,
-                    &state.members,
-                    terms,
-                    kinds,
-                    view,
-                    pairs,
-                )
-            }
+            Some((kinds, terms)) if state.members.len() == state.residents => forecast::join(
+                self.knowledge,
+                self.memo,
+                &state.members,
+                terms,
+                kinds,
+                view,
+                pairs,
+            ),
             _ => forecast::predict(self.knowledge, self.memo, &state.members, Some(view)),
         };
         // A job of unknown memory fills the GPU as far as packing can tell.
@@ -536,6 +574,21 @@ impl<'a> Planner<'a> {
             .max_by(|a, b| a.merit().total_cmp(&b.merit()))
             .map(|c| c.gpu)
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Whether the planner takes its shortcuts (a refusal given again to a job seen alike,
+    /// residents sorted into kinds), which tests turn off to check they change no answer.
+    static SHORTCUTS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Whether the planner takes its shortcuts: always, but in tests that compare answers without.
+fn shortcuts() -> bool {
+    #[cfg(test)]
+    return SHORTCUTS.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    true
 }
 
 /// FNV-1a over the queue's ids, so exploration draws differ between queues but not between

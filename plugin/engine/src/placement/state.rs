@@ -33,13 +33,18 @@ pub(super) struct GpuState<'a> {
     pub(super) prepared: Option<Prepared<'a>>,
 }
 
-/// A GPU's residents as the cluster view keeps them (see [`super::Residents`]).
+/// Where a GPU's residents' kinds and terms from each other are (see [`super::Residents`]).
 #[derive(Clone, Copy)]
-pub(super) struct Prepared<'a> {
-    pub(super) kinds: &'a [u32],
-    pub(super) terms: &'a [PartnerTerms],
+pub(super) enum Prepared<'a> {
+    /// As the cluster view keeps them.
+    Kept {
+        kinds: &'a [u32],
+        terms: &'a [PartnerTerms],
+    },
+    /// Worked out by the planner, for GPUs given with their residents alone: from this index
+    /// on in its lists of them ([`super::forecast::Found`]).
+    Found(usize),
 }
-
 impl GpuState<'_> {
     pub(super) fn capacity(&self) -> u64 {
         u64::from(self.gpu.spec.memory_mib)

@@ -51,6 +51,43 @@ fn arb_gpus(max: usize) -> impl Strategy<Value = Vec<Gpu>> {
     })
 }
 
+/// A job of one of four profiles: the jobs of a recurring workload, seen alike.
+fn recurring(id: String, kind: u32) -> Job {
+    Job::profiled(id, profile(15.0 + 25.0 * kind as f32, 2_000 + 3_500 * kind))
+}
+
+fn arb_recurring_queue(max: usize) -> impl Strategy<Value = Vec<Job>> {
+    prop::collection::vec(0u32..4, 0..=max).prop_map(|kinds| {
+        kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| recurring(format!("j{i}"), kind))
+            .collect()
+    })
+}
+
+/// GPUs holding up to two residents of those profiles.
+fn arb_busy_gpus(max: usize) -> impl Strategy<Value = Vec<Gpu>> {
+    prop::collection::vec(
+        (16_000u32..40_000, prop::collection::vec(0u32..4, 0..=2)),
+        0..=max,
+    )
+    .prop_map(|specs| {
+        specs
+            .into_iter()
+            .enumerate()
+            .map(|(g, (memory, kinds))| {
+                let residents = kinds
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, kind)| recurring(format!("r{g}.{r}"), kind))
+                    .collect();
+                gpu(&format!("g{g}"), memory, residents)
+            })
+            .collect()
+    })
+}
+
 fn arb_policy() -> impl Strategy<Value = Policy> {
     (
         0usize..3,
@@ -98,6 +135,26 @@ proptest! {
     ) {
         let engine = Recommender::new(policy, seed).unwrap();
         prop_assert_eq!(engine.recommend(&queue, &gpus).unwrap(), engine.recommend(&queue, &gpus).unwrap());
+    }
+
+    /// Many queued jobs and residents of a few workloads: refusing a job seen alike without
+    /// judging it again, and predicting a newcomer beside each kind of resident once, give
+    /// the answers judging every job beside every resident gives.
+    #[test]
+    fn the_planner_s_shortcuts_change_no_answer(
+        queue in arb_recurring_queue(40), gpus in arb_busy_gpus(12), policy in arb_policy(),
+        seed in any::<u64>()
+    ) {
+        let engine = Recommender::new(policy, seed).unwrap();
+        let answers = || {
+            let scores: Vec<_> = queue.iter().map(|job| engine.score(job, &gpus).unwrap()).collect();
+            (engine.recommend(&queue, &gpus).unwrap(), scores)
+        };
+        let with = answers();
+        super::SHORTCUTS.with(|on| on.set(false));
+        let without = answers();
+        super::SHORTCUTS.with(|on| on.set(true));
+        prop_assert_eq!(with, without);
     }
 }
 
