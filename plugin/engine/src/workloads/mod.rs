@@ -11,12 +11,15 @@
 //! y(i, j) = ln(J_c / J_a) ≈ μ + s_i + a_j + u_i · v_j
 //! ```
 //!
-//! with `s_i` how sensitive `i` is, `a_j` how aggressive `j` is and a rank-[`RANK`] interaction
-//! `u_i · v_j` for what those two miss. It is fit by alternating ridge regressions over the mean
-//! of each measured ordered pair, again at the first prediction after new outcomes (a host that
-//! reports a burst of outcomes pays for one fit, not one per outcome). Once a workload has been measured
-//! next to anyone, its pairs with workloads it never met are predicted too; pairs measured
-//! directly blend their own mean in by precision.
+//! with `s_i` how sensitive `i` is, `a_j` how aggressive `j` is and a rank-[`factors::RANK`]
+//! interaction `u_i · v_j` for what those two miss. It is fit by alternating ridge regressions
+//! over the mean of each measured ordered pair, again at the first prediction after new
+//! outcomes (a host that reports a burst of outcomes pays for one fit, not one per outcome);
+//! the interaction's ridge scales with what the additive part leaves unexplained, and where the
+//! pairs are too few to tell whether the interaction carries to new pairs, cross-validation
+//! decides ([`factors::fit`]). Once a workload has been measured next to anyone, its pairs with
+//! workloads it never met are predicted too; pairs measured directly blend their own mean in by
+//! precision.
 //!
 //! Log space because slowdowns are heavy-tailed (a job next to a saturating partner can run five
 //! times slower): on the Gavel V100 pairs, fitting `ln` keeps one extreme pair from dragging
@@ -43,12 +46,10 @@ use tandem_api::Outcome;
 use crate::identity::workload_of;
 use crate::learning::{PairBelief, RunningStats};
 
-/// Rank of the interaction term.
-pub const RANK: usize = 2;
-/// Ridge penalty of every fitted parameter, in units of one pair's squared error.
-const RIDGE: f64 = 1.0;
-/// Alternating sweeps per fit; the fit is warm and small, twenty are plenty.
-const SWEEPS: usize = 20;
+mod factors;
+
+use factors::{Factors, ridge_mean};
+
 /// Spread, in log slowdown, of a prediction nothing supports.
 pub const PRIOR_LOG_STD: f64 = 0.5;
 /// Smallest spread one measured pair claims, so two equal measurements do not claim certainty.
@@ -126,16 +127,12 @@ impl OnModel {
 /// Parameters of the last fit.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Fit {
-    mean: f64,
-    sensitivity: Vec<f64>,
-    aggressiveness: Vec<f64>,
-    u: Vec<[f64; RANK]>,
-    v: Vec<[f64; RANK]>,
+    /// The fitted terms.
+    factors: Factors,
     /// Measured pairs each workload is the slowed-down job of, and the partner of.
     as_job: Vec<u32>,
     as_partner: Vec<u32>,
-    /// Expected squared error of the fit on a pair it did not see: its mean squared error on
-    /// the measured pairs, inflated for the parameters it spent fitting them (at least
+    /// Expected squared error of the fit on a pair it did not see ([`factors::fit`]; at least
     /// `MIN_LOG_STD²`).
     misfit_var: f64,
     /// Run-to-run variance of one measurement, pooled over the pairs measured more than once
@@ -390,15 +387,16 @@ impl Workloads {
             ..base
         };
         if seen_as_job + seen_as_partner > 0 {
-            let mut mean = fit.mean + here;
+            let f = &fit.factors;
+            let mut mean = f.mean + here;
             if let Some(i) = of {
-                mean += fit.sensitivity[i];
+                mean += f.sensitivity[i];
             }
             if let Some(j) = next_to {
-                mean += fit.aggressiveness[j];
+                mean += f.aggressiveness[j];
             }
             if let (Some(i), Some(j)) = (of, next_to) {
-                mean += dot(&fit.u[i], &fit.v[j]);
+                mean += f.dot(i, j);
             }
             // The fit's own error on pairs it never saw, widened where either side is thin.
             // The widening scales with that error, not with the no-evidence prior: on catalogs of
@@ -489,12 +487,6 @@ impl Workloads {
     fn refit(&self) -> Fit {
         let n = self.ids.len();
         let mut fit = Fit {
-            sensitivity: vec![0.0; n],
-            aggressiveness: vec![0.0; n],
-            // A fixed, asymmetric start: alternating least squares needs one that is not a
-            // saddle point, and a fixed one keeps fits reproducible.
-            u: (0..n).map(|i| start(i, 1)).collect(),
-            v: (0..n).map(|i| start(i, 2)).collect(),
             as_job: vec![0; n],
             as_partner: vec![0; n],
             ..Fit::default()
@@ -515,76 +507,22 @@ impl Workloads {
             MIN_LOG_STD * MIN_LOG_STD
         };
         if self.cells.is_empty() {
+            fit.factors = Factors::zero(n);
             fit.misfit_var = PRIOR_LOG_STD * PRIOR_LOG_STD;
             return fit;
         }
-        let cells: Vec<(usize, usize, f64)> = self
+        let cells: Vec<factors::Cell> = self
             .cells
             .iter()
             .map(|(&(i, j), stats)| (i, j, stats.mean))
             .collect();
-        fit.mean = cells.iter().map(|c| c.2).sum::<f64>() / cells.len() as f64;
-        let mut by_job: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
-        let mut by_partner: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
-        for &(i, j, y) in &cells {
-            by_job[i].push((j, y));
-            by_partner[j].push((i, y));
+        for &(i, j, _) in &cells {
             fit.as_job[i] += 1;
             fit.as_partner[j] += 1;
         }
-        for _ in 0..SWEEPS {
-            for (i, pairs) in by_job.iter().enumerate() {
-                let residuals = pairs.iter().map(|&(j, y)| {
-                    y - fit.mean - fit.aggressiveness[j] - dot(&fit.u[i], &fit.v[j])
-                });
-                fit.sensitivity[i] = ridge_mean(residuals, pairs.len());
-            }
-            for (j, pairs) in by_partner.iter().enumerate() {
-                let residuals = pairs
-                    .iter()
-                    .map(|&(i, y)| y - fit.mean - fit.sensitivity[i] - dot(&fit.u[i], &fit.v[j]));
-                fit.aggressiveness[j] = ridge_mean(residuals, pairs.len());
-            }
-            for (i, pairs) in by_job.iter().enumerate() {
-                let rows = pairs.iter().map(|&(j, y)| {
-                    (
-                        fit.v[j],
-                        y - fit.mean - fit.sensitivity[i] - fit.aggressiveness[j],
-                    )
-                });
-                fit.u[i] = ridge_solve(rows);
-            }
-            for (j, pairs) in by_partner.iter().enumerate() {
-                let rows = pairs.iter().map(|&(i, y)| {
-                    (
-                        fit.u[i],
-                        y - fit.mean - fit.sensitivity[i] - fit.aggressiveness[j],
-                    )
-                });
-                fit.v[j] = ridge_solve(rows);
-            }
-        }
-        let squared: f64 = cells
-            .iter()
-            .map(|&(i, j, y)| {
-                let predicted = fit.mean
-                    + fit.sensitivity[i]
-                    + fit.aggressiveness[j]
-                    + dot(&fit.u[i], &fit.v[j]);
-                (y - predicted).powi(2)
-            })
-            .sum();
-        // Training error flatters a model: each workload's parameters were fit to the very pairs
-        // they are scored on. Divide by the pairs left per parameter, at least 0.7: where the
-        // nominal count leaves less, the ridge, not the data, holds many parameters, and a
-        // floor of 0.5 overstated the error on new pairs (held-out 90% intervals covered
-        // 97.5-98.7% on the milder Gavel catalogs; at 0.7, 89.9-96.8% on the four catalogs
-        // with over 30 held-out pairs: docs/EVALUATION.md).
-        let active = fit.as_job.iter().filter(|&&n| n > 0).count()
-            + fit.as_partner.iter().filter(|&&n| n > 0).count();
-        let parameters = 1 + active * (1 + RANK);
-        let left = (1.0 - parameters as f64 / cells.len() as f64).max(0.7);
-        fit.misfit_var = (squared / cells.len() as f64 / left).max(MIN_LOG_STD * MIN_LOG_STD);
+        let fitted = factors::fit(n, &cells);
+        fit.factors = fitted.factors;
+        fit.misfit_var = fitted.misfit_var.max(MIN_LOG_STD * MIN_LOG_STD);
         self.fit_models(&mut fit);
         fit
     }
@@ -592,9 +530,7 @@ impl Workloads {
     /// The per-model part of `fit`: each model's shift from the cross-model fit (a ridge mean
     /// of its pairs' residuals) and how far one pair's shifted mean moves between models.
     fn fit_models(&self, fit: &mut Fit) {
-        let predicted = |i: usize, j: usize| {
-            fit.mean + fit.sensitivity[i] + fit.aggressiveness[j] + dot(&fit.u[i], &fit.v[j])
-        };
+        let predicted = |i: usize, j: usize| fit.factors.predict(i, j);
         let mut residuals = vec![(0.0, 0); self.models.len()];
         for (&(i, j, m), stats) in &self.model_cells {
             residuals[m].0 += stats.mean - predicted(i, j);
@@ -641,47 +577,6 @@ impl Workloads {
             TRANSFER_LOG_STD * TRANSFER_LOG_STD
         };
     }
-}
-
-fn start(i: usize, salt: usize) -> [f64; RANK] {
-    let mut out = [0.0; RANK];
-    for (k, x) in out.iter_mut().enumerate() {
-        let h = (i * 31 + k * 17 + salt * 7 + 3) % 11;
-        *x = (h as f64 / 11.0 - 0.5) * 0.2;
-    }
-    out
-}
-
-fn dot(a: &[f64; RANK], b: &[f64; RANK]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// Ridge estimate of a shared offset: `Σ r / (n + λ)`.
-fn ridge_mean(residuals: impl Iterator<Item = f64>, n: usize) -> f64 {
-    residuals.sum::<f64>() / (n as f64 + RIDGE)
-}
-
-/// Ridge regression `argmin_w Σ (r - x·w)² + λ|w|²` for the rank-sized `w`.
-fn ridge_solve(rows: impl Iterator<Item = ([f64; RANK], f64)>) -> [f64; RANK] {
-    let mut gram = [[0.0; RANK]; RANK];
-    let mut moment = [0.0; RANK];
-    for (x, r) in rows {
-        for a in 0..RANK {
-            moment[a] += x[a] * r;
-            for b in 0..RANK {
-                gram[a][b] += x[a] * x[b];
-            }
-        }
-    }
-    for (a, row) in gram.iter_mut().enumerate() {
-        row[a] += RIDGE;
-    }
-    // Two unknowns: Cramer's rule; the ridge keeps the determinant positive.
-    let det = gram[0][0] * gram[1][1] - gram[0][1] * gram[1][0];
-    [
-        (moment[0] * gram[1][1] - moment[1] * gram[0][1]) / det,
-        (gram[0][0] * moment[1] - gram[1][0] * moment[0]) / det,
-    ]
 }
 
 #[cfg(test)]

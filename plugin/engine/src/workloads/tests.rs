@@ -191,3 +191,97 @@ fn the_saved_form_round_trips_and_refits() {
         "the fit is derived, not saved"
     );
 }
+
+/// Mild interference, as on the K80 and P100 catalogs, where part of it is an interaction:
+/// log slowdown `0.6 + s_i + a_j + 0.3 x_i z_j`, with every term a few tenths at most.
+fn mild(i: usize, j: usize) -> f64 {
+    let wave = |k: usize, f: f64| (k as f64 * f).sin();
+    0.6 + 0.1 * wave(i, 1.3) + 0.1 * wave(j, 0.7) + 0.3 * wave(i, 2.1) * wave(j, 1.7)
+}
+
+#[test]
+fn an_interaction_as_mild_as_the_slowdowns_is_learned() {
+    let mut w = Workloads::default();
+    let ids: Vec<String> = (0..16).map(|i| format!("w{i}")).collect();
+    let observed = |i: usize, j: usize| !(i * 7 + j * 3).is_multiple_of(5);
+    for i in 0..16 {
+        for j in i + 1..16 {
+            if observed(i, j) {
+                let slowdown = |a, b| mild(a, b).exp_m1();
+                w.learn(&outcome(&ids[i], &ids[j], slowdown(i, j), slowdown(j, i)));
+            }
+        }
+    }
+    // Over the pairs never observed: the error of the prediction, and what the interaction
+    // alone moves them (the error of a model without it, at best).
+    let (mut error, mut interaction, mut n) = (0.0, 0.0, 0);
+    for i in 0..16 {
+        for j in (0..16).filter(|&j| j != i && !observed(i.min(j), i.max(j))) {
+            let belief = w.refine(
+                w.index(&ids[i]),
+                w.index(&ids[j]),
+                OnModel::Any,
+                Workloads::no_evidence(),
+            );
+            error += (belief.log_mean - mild(i, j)).abs();
+            interaction += (0.3 * (i as f64 * 2.1).sin() * (j as f64 * 1.7).sin()).abs();
+            n += 1;
+        }
+    }
+    let (error, interaction) = (error / n as f64, interaction / n as f64);
+    assert!(
+        error < interaction / 2.0,
+        "mean error {error:.3} against the interaction's {interaction:.3}"
+    );
+}
+
+#[test]
+fn fewer_pairs_than_an_interaction_has_parameters_fit_the_additive_part_alone() {
+    let mut w = Workloads::default();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("a", "e")] {
+        w.learn(&outcome(a, b, 0.4, 0.9));
+    }
+    let factors = &w.fit().factors;
+    assert!(
+        factors
+            .u
+            .iter()
+            .chain(&factors.v)
+            .all(|f| *f == [0.0; factors::RANK])
+    );
+    // The additive part still tells the workloads apart.
+    assert!(factors.sensitivity.iter().any(|s| s.abs() > 0.01));
+}
+
+#[test]
+fn an_interaction_the_pairs_do_not_show_is_not_fit() {
+    // Sensitivity and aggressiveness only, with run-to-run scatter: whatever an interaction
+    // fit to these pairs would learn is scatter, and cross-validation tells.
+    let mut w = Workloads::default();
+    let ids: Vec<String> = (0..16).map(|i| format!("w{i}")).collect();
+    // Pseudo-random, of no structure in `i` and `j` (a sine of `13i + 7j` would be a rank-2
+    // interaction itself).
+    let scatter = |i: usize, j: usize| {
+        let h = ((i * 73_856_093) ^ (j * 19_349_663)) % 1_000;
+        0.1 * (h as f64 / 1_000.0 - 0.5)
+    };
+    let additive = |i: usize, j: usize| {
+        0.6 + 0.1 * (i as f64 * 1.3).sin() + 0.1 * (j as f64 * 0.7).sin() + scatter(i, j)
+    };
+    for i in 0..16_usize {
+        for j in i + 1..16 {
+            if !(i * 7 + j * 3).is_multiple_of(5) {
+                let slowdown = |a, b| additive(a, b).exp_m1();
+                w.learn(&outcome(&ids[i], &ids[j], slowdown(i, j), slowdown(j, i)));
+            }
+        }
+    }
+    let factors = &w.fit().factors;
+    assert!(
+        factors
+            .u
+            .iter()
+            .chain(&factors.v)
+            .all(|f| *f == [0.0; factors::RANK])
+    );
+}
