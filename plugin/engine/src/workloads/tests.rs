@@ -235,6 +235,15 @@ fn an_interaction_as_mild_as_the_slowdowns_is_learned() {
     );
 }
 
+/// Whether every factor of the interaction is zero: the additive part alone was fit.
+fn has_no_interaction(factors: &Factors) -> bool {
+    factors
+        .u
+        .iter()
+        .chain(&factors.v)
+        .all(|f| *f == [0.0; factors::RANK])
+}
+
 #[test]
 fn fewer_pairs_than_an_interaction_has_parameters_fit_the_additive_part_alone() {
     let mut w = Workloads::default();
@@ -242,13 +251,7 @@ fn fewer_pairs_than_an_interaction_has_parameters_fit_the_additive_part_alone() 
         w.learn(&outcome(a, b, 0.4, 0.9));
     }
     let factors = &w.fit().factors;
-    assert!(
-        factors
-            .u
-            .iter()
-            .chain(&factors.v)
-            .all(|f| *f == [0.0; factors::RANK])
-    );
+    assert!(has_no_interaction(factors));
     // The additive part still tells the workloads apart.
     assert!(factors.sensitivity.iter().any(|s| s.abs() > 0.01));
 }
@@ -277,11 +280,5 @@ fn an_interaction_the_pairs_do_not_show_is_not_fit() {
         }
     }
     let factors = &w.fit().factors;
-    assert!(
-        factors
-            .u
-            .iter()
-            .chain(&factors.v)
-            .all(|f| *f == [0.0; factors::RANK])
-    );
+    assert!(has_no_interaction(factors));
 }
