@@ -47,8 +47,10 @@ use crate::identity::workload_of;
 use crate::learning::{PairBelief, RunningStats};
 
 mod factors;
+mod sharing;
 
 use factors::{Factors, ridge_mean};
+use sharing::Sharing;
 
 /// Spread, in log slowdown, of a prediction nothing supports.
 pub const PRIOR_LOG_STD: f64 = 0.5;
@@ -155,7 +157,7 @@ pub(crate) struct Workloads {
     /// Log slowdown of `of` next to `next_to`, per ordered pair of indexes.
     cells: BTreeMap<(usize, usize), RunningStats>,
     /// GPU models each unordered pair (smaller index first) was observed sharing.
-    shared: BTreeMap<(usize, usize), BTreeSet<String>>,
+    shared: Sharing,
     /// GPU models outcomes named, and their indexes.
     models: Vec<String>,
     model_index: BTreeMap<String, usize>,
@@ -216,8 +218,10 @@ impl From<Saved> for Workloads {
                 .shared
                 .into_iter()
                 .filter(|s| s.a < s.b && s.b < n)
-                .map(|s| ((s.a, s.b), s.gpu_models))
-                .collect(),
+                .fold(Sharing::default(), |mut shared, s| {
+                    shared.set(s.a, s.b, s.gpu_models);
+                    shared
+                }),
             fit: OnceLock::new(),
         }
     }
@@ -237,8 +241,12 @@ impl From<Workloads> for Saved {
                 .collect(),
             shared: workloads
                 .shared
-                .into_iter()
-                .map(|((a, b), gpu_models)| SharedEntry { a, b, gpu_models })
+                .iter()
+                .map(|((a, b), gpu_models)| SharedEntry {
+                    a,
+                    b,
+                    gpu_models: gpu_models.clone(),
+                })
                 .collect(),
             ids: workloads.ids,
             models: workloads.models,
@@ -311,10 +319,7 @@ impl Workloads {
                         .entry((of, next_to, model))
                         .or_default()
                         .push(log_slowdown);
-                    self.shared
-                        .entry((of.min(next_to), of.max(next_to)))
-                        .or_default()
-                        .insert(outcome.gpu_model.clone());
+                    self.shared.insert(of, next_to, &outcome.gpu_model);
                 }
             }
         }
@@ -327,7 +332,7 @@ impl Workloads {
             // `a == b`: two instances of one workload, which may share when they were seen to.
             (Some(a), Some(b)) => self
                 .shared
-                .get(&(a.min(b), a.max(b)))
+                .models(a, b)
                 .is_some_and(|models| models.contains(gpu_model)),
             _ => false,
         }
