@@ -220,11 +220,12 @@ fn fit_factors(n: usize, cells: &[Cell], interaction: bool) -> (Factors, f64) {
     if !cells.is_empty() {
         f.mean = cells.iter().map(|c| c.2).sum::<f64>() / cells.len() as f64;
     }
+    // Each pair's log slowdown less the mean, the first thing every sweep takes off it.
     let mut by_job: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
     let mut by_partner: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
     for &(i, j, y) in cells {
-        by_job[i].push((j, y));
-        by_partner[j].push((i, y));
+        by_job[i].push((j, y - f.mean));
+        by_partner[j].push((i, y - f.mean));
     }
     // With the interaction to fit, the additive part only sets its ridge, and the sweeps of
     // all terms together refine it further.
@@ -259,15 +260,15 @@ fn fit_factors(n: usize, cells: &[Cell], interaction: bool) -> (Factors, f64) {
     for _ in 0..SWEEPS {
         let mut moved = sweep_additive(&mut f, &by_job, &by_partner);
         for (i, pairs) in by_job.iter().enumerate() {
-            let rows = pairs.iter().map(|&(j, y)| {
-                let r = y - f.mean - f.sensitivity[i] - f.aggressiveness[j];
+            let rows = pairs.iter().map(|&(j, centred)| {
+                let r = centred - f.sensitivity[i] - f.aggressiveness[j];
                 (f.v[j], r)
             });
             moved = moved.max(replace(&mut f.u[i], ridge_solve(rows, ridge)));
         }
         for (j, pairs) in by_partner.iter().enumerate() {
-            let rows = pairs.iter().map(|&(i, y)| {
-                let r = y - f.mean - f.sensitivity[i] - f.aggressiveness[j];
+            let rows = pairs.iter().map(|&(i, centred)| {
+                let r = centred - f.sensitivity[i] - f.aggressiveness[j];
                 (f.u[i], r)
             });
             moved = moved.max(replace(&mut f.v[j], ridge_solve(rows, ridge)));
@@ -280,7 +281,8 @@ fn fit_factors(n: usize, cells: &[Cell], interaction: bool) -> (Factors, f64) {
 }
 
 /// One sweep over the sensitivities, then the aggressivenesses, the interaction held;
-/// returns the largest change of a term.
+/// returns the largest change of a term. `by_job[i]` holds `(j, y - μ)` for each pair `i`
+/// was measured in as the slowed-down job, `by_partner[j]` the same by partner.
 fn sweep_additive(
     f: &mut Factors,
     by_job: &[Vec<(usize, f64)>],
@@ -290,7 +292,7 @@ fn sweep_additive(
     for (i, pairs) in by_job.iter().enumerate() {
         let residuals = pairs
             .iter()
-            .map(|&(j, y)| y - f.mean - f.aggressiveness[j] - dot(&f.u[i], &f.v[j]));
+            .map(|&(j, centred)| centred - f.aggressiveness[j] - dot(&f.u[i], &f.v[j]));
         let s = ridge_mean(residuals, pairs.len());
         moved = moved.max((s - f.sensitivity[i]).abs());
         f.sensitivity[i] = s;
@@ -298,7 +300,7 @@ fn sweep_additive(
     for (j, pairs) in by_partner.iter().enumerate() {
         let residuals = pairs
             .iter()
-            .map(|&(i, y)| y - f.mean - f.sensitivity[i] - dot(&f.u[i], &f.v[j]));
+            .map(|&(i, centred)| centred - f.sensitivity[i] - dot(&f.u[i], &f.v[j]));
         let a = ridge_mean(residuals, pairs.len());
         moved = moved.max((a - f.aggressiveness[j]).abs());
         f.aggressiveness[j] = a;
@@ -348,23 +350,19 @@ fn interaction_ridge(additive_var: f64, per_job: f64) -> f64 {
 
 /// Ridge regression `argmin_w Σ (r - x·w)² + λ|w|²` for the rank-sized `w`, `λ` = `ridge`.
 fn ridge_solve(rows: impl Iterator<Item = ([f64; RANK], f64)>, ridge: f64) -> [f64; RANK] {
-    let mut gram = [[0.0; RANK]; RANK];
-    let mut moment = [0.0; RANK];
-    for (x, r) in rows {
-        for a in 0..RANK {
-            moment[a] += x[a] * r;
-            for b in 0..RANK {
-                gram[a][b] += x[a] * x[b];
-            }
-        }
+    // The Gram matrix is symmetric: its three distinct entries, then the moments.
+    let (mut aa, mut ab, mut bb) = (0.0, 0.0, 0.0);
+    let (mut ar, mut br) = (0.0, 0.0);
+    for ([a, b], r) in rows {
+        ar += a * r;
+        br += b * r;
+        aa += a * a;
+        ab += a * b;
+        bb += b * b;
     }
-    for (a, row) in gram.iter_mut().enumerate() {
-        row[a] += ridge.max(MIN_RIDGE);
-    }
+    let ridge = ridge.max(MIN_RIDGE);
+    let (aa, bb) = (aa + ridge, bb + ridge);
     // Two unknowns: Cramer's rule; the ridge keeps the determinant positive.
-    let det = gram[0][0] * gram[1][1] - gram[0][1] * gram[1][0];
-    [
-        (moment[0] * gram[1][1] - moment[1] * gram[0][1]) / det,
-        (gram[0][0] * moment[1] - gram[1][0] * moment[0]) / det,
-    ]
+    let det = aa * bb - ab * ab;
+    [(ar * bb - br * ab) / det, (aa * br - ab * ar) / det]
 }
