@@ -155,6 +155,15 @@ impl Knowledge {
         self.speeds.speed(job, gpu_model)
     }
 
+    /// [`Knowledge::speed`] on each of `gpu_models`, in their order.
+    pub(crate) fn speeds<'m>(
+        &self,
+        job: &str,
+        gpu_models: impl Iterator<Item = &'m str>,
+    ) -> impl Iterator<Item = Option<f64>> {
+        self.speeds.speeds(job, gpu_models)
+    }
+
     /// The profile observed under `job`, else under its workload (see [`workload_of`]).
     pub(crate) fn profile(&self, job: &str) -> Option<&Profile> {
         self.profiles

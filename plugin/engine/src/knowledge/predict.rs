@@ -26,14 +26,42 @@ impl Knowledge {
     /// How the predictor sees `job` on a GPU of `spec`: [`Knowledge::view_of`], with the memory
     /// the guard reserves on that model (`specs`: the other models of the request).
     pub(crate) fn view_on(&self, job: &Job, spec: &GpuSpec, specs: &[&GpuSpec]) -> JobView {
-        let profile = job.profile.as_ref().or_else(|| self.profile(&job.id));
+        let profile = self.profile_of(job);
+        self.placed(job, profile, spec, specs, self.view_with(job, profile))
+    }
+
+    /// [`Knowledge::view_on`] every model of `specs`, in their order. What does not depend on
+    /// the model is worked out once.
+    pub(crate) fn views_on(&self, job: &Job, specs: &[&GpuSpec]) -> SmallVec<[JobView; 4]> {
+        let profile = self.profile_of(job);
+        let view = self.view_with(job, profile);
+        specs
+            .iter()
+            .map(|spec| self.placed(job, profile, spec, specs, view))
+            .collect()
+    }
+
+    /// `view` (of `job`, with `profile`) on a GPU of `spec`.
+    fn placed(
+        &self,
+        job: &Job,
+        profile: Option<&Profile>,
+        spec: &GpuSpec,
+        specs: &[&GpuSpec],
+        view: JobView,
+    ) -> JobView {
         let memory = self.memory_on(job, profile, spec, specs);
         JobView {
             memory_mib: memory.reserved_mib,
             memory_extrapolated: memory.extrapolated,
             gpu_model: self.workloads.on_model(&spec.model),
-            ..self.view_of(job)
+            ..view
         }
+    }
+
+    /// The profile `job` carries, else one observed under its id.
+    fn profile_of<'j>(&'j self, job: &'j Job) -> Option<&'j Profile> {
+        job.profile.as_ref().or_else(|| self.profile(&job.id))
     }
 
     /// How the predictor sees a profile of an anonymous job.
@@ -56,8 +84,13 @@ impl Knowledge {
     /// else the profile its declared model predicts, else from the outcomes its id was named
     /// in (if any).
     pub(crate) fn view_of(&self, job: &Job) -> JobView {
+        self.view_with(job, self.profile_of(job))
+    }
+
+    /// [`Knowledge::view_of`], `profile` being what [`Knowledge::profile_of`] found.
+    fn view_with(&self, job: &Job, profile: Option<&Profile>) -> JobView {
         let workload = self.workloads.index(workload_of(&job.id));
-        match job.profile.as_ref().or_else(|| self.profile(&job.id)) {
+        match profile {
             Some(profile) => JobView {
                 workload,
                 ..self.view(profile)

@@ -36,7 +36,21 @@ impl Speeds {
     /// Speed of `job`'s workload on `gpu_model`: reported, or scaled from the model with the
     /// best-supported ratio.
     pub(crate) fn speed(&self, job: &str, gpu_model: &str) -> Option<f64> {
-        let known = self.by_workload.get(workload_of(job))?;
+        self.speed_from(self.by_workload.get(workload_of(job))?, gpu_model)
+    }
+
+    /// [`Speeds::speed`] on each of `gpu_models`, the workload's reports looked up once.
+    pub(crate) fn speeds<'m>(
+        &self,
+        job: &str,
+        gpu_models: impl Iterator<Item = &'m str>,
+    ) -> impl Iterator<Item = Option<f64>> {
+        let known = self.by_workload.get(workload_of(job));
+        gpu_models.map(move |model| self.speed_from(known?, model))
+    }
+
+    /// Speed on `gpu_model` of a workload whose reports are `known`.
+    fn speed_from(&self, known: &BTreeMap<String, f64>, gpu_model: &str) -> Option<f64> {
         if let Some(&speed) = known.get(gpu_model) {
             return Some(speed);
         }

@@ -35,15 +35,11 @@ pub(super) fn resolve(knowledge: &Knowledge, models: &[&GpuSpec], job: &Job) -> 
     let views = if models.is_empty() {
         smallvec::smallvec![knowledge.view_of(job)]
     } else {
-        models
-            .iter()
-            .map(|spec| knowledge.view_on(job, spec, models))
-            .collect()
+        knowledge.views_on(job, models)
     };
     let weights = priority_weights(job.priority, models);
-    let times: SmallVec<[Option<f64>; 4]> = models
-        .iter()
-        .map(|spec| knowledge.speed(&job.id, &spec.model))
+    let times: SmallVec<[Option<f64>; 4]> = knowledge
+        .speeds(&job.id, models.iter().map(|spec| spec.model.as_str()))
         .map(|speed| speed.map(|s| 1.0 / s))
         .collect();
     // A model without a speed for the job counts as its slowest known one: never preferred
