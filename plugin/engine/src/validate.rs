@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use rustc_hash::FxHashSet;
 use tandem_api::{
     ClusterChange, EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile,
 };
@@ -207,7 +208,10 @@ pub(crate) fn job(job: &Job, field: &Field<'_>) -> Result<()> {
 /// Checks a queue and the GPUs it may use: ids unique across queue and residents, GPUs sane.
 pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
     let residents: usize = gpus.iter().map(|g| g.residents.len()).sum();
-    let mut job_ids = HashSet::with_capacity(queue.len() + residents);
+    // Every id of every request is hashed here (with SipHash, 2% of the simulator's replay);
+    // the ids come from the host, against which a keyed hash guards nothing.
+    let mut job_ids =
+        FxHashSet::with_capacity_and_hasher(queue.len() + residents, Default::default());
     for (i, queued) in queue.iter().enumerate() {
         let field = Field::item("queue", i);
         job(queued, &field)?;
@@ -215,7 +219,7 @@ pub(crate) fn request(queue: &[Job], gpus: &[Gpu]) -> Result<()> {
             return Err(invalid(format!("{field}.id `{}` is duplicated", queued.id)));
         }
     }
-    let mut gpu_ids = HashSet::with_capacity(gpus.len());
+    let mut gpu_ids = FxHashSet::with_capacity_and_hasher(gpus.len(), Default::default());
     for (g, gpu) in gpus.iter().enumerate() {
         let field = Field::item("gpus", g);
         if gpu.id.is_empty() {

@@ -40,6 +40,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use tandem_api::Outcome;
 
@@ -153,7 +154,8 @@ struct Fit {
 #[serde(from = "Saved", into = "Saved")]
 pub(crate) struct Workloads {
     ids: Vec<String>,
-    index: BTreeMap<String, usize>,
+    /// Index of each id in `ids`: looked up for every job of every request, so hashed.
+    index: FxHashMap<String, usize>,
     /// Log slowdown of `of` next to `next_to`, per ordered pair of indexes.
     cells: BTreeMap<(usize, usize), RunningStats>,
     /// GPU models each unordered pair (smaller index first) was observed sharing.
