@@ -198,7 +198,7 @@ impl From<Saved> for Workloads {
             model_cells: saved
                 .model_cells
                 .into_iter()
-                .filter(|c| c.of < n && c.next_to < n && c.of != c.next_to && c.model < models)
+                .filter(|c| c.of < n && c.next_to < n && c.model < models)
                 .map(|c| ((c.of, c.next_to, c.model), c.log_slowdown))
                 .collect(),
             index: saved
@@ -213,13 +213,13 @@ impl From<Saved> for Workloads {
             cells: saved
                 .cells
                 .into_iter()
-                .filter(|c| c.of < n && c.next_to < n && c.of != c.next_to)
+                .filter(|c| c.of < n && c.next_to < n)
                 .map(|c| ((c.of, c.next_to), c.log_slowdown))
                 .collect(),
             shared: saved
                 .shared
                 .into_iter()
-                .filter(|s| s.a < s.b && s.b < n)
+                .filter(|s| s.a <= s.b && s.b < n)
                 .fold(Sharing::default(), |mut shared, s| {
                     shared.set(s.a, s.b, s.gpu_models);
                     shared

@@ -192,6 +192,24 @@ fn the_saved_form_round_trips_and_refits() {
     );
 }
 
+#[test]
+fn two_instances_of_one_workload_keep_what_they_showed_through_a_save() {
+    let mut w = Workloads::default();
+    w.learn(&outcome("w~1", "w~2", 0.4, 0.4));
+    w.learn(&outcome("w~3", "v", 0.1, 0.2));
+    let json = serde_json::to_string(&w).unwrap();
+    let back: Workloads = serde_json::from_str(&json).unwrap();
+    let (i, v) = (back.index("w"), back.index("v"));
+    assert!(
+        back.shared(i, i, "V100"),
+        "the pair was seen sharing a V100"
+    );
+    let measured = |w: &Workloads| w.refine(i, i, OnModel::Any, Workloads::no_evidence());
+    assert_eq!(measured(&back), measured(&w));
+    assert!(back.shared(i, v, "V100") && !back.shared(v, v, "V100"));
+    assert_eq!(back, w);
+}
+
 /// Mild interference, as on the K80 and P100 catalogs, where part of it is an interaction:
 /// log slowdown `0.6 + s_i + a_j + 0.3 x_i z_j`, with every term a few tenths at most.
 fn mild(i: usize, j: usize) -> f64 {
