@@ -178,13 +178,19 @@ fn each_model_converges_to_its_own_measurement() {
     assert!(any > v100.slowdown() && any < k80.slowdown());
 }
 
+/// `w` saved as JSON, and what loading that JSON gives.
+fn saved_and_loaded(w: &Workloads) -> (String, Workloads) {
+    let json = serde_json::to_string(w).unwrap();
+    let back = serde_json::from_str(&json).unwrap();
+    (json, back)
+}
+
 #[test]
 fn the_saved_form_round_trips_and_refits() {
     let mut w = Workloads::default();
     w.learn(&outcome("a", "b", 0.3, 0.6));
     w.learn(&outcome("b", "c", 0.2, 0.1));
-    let json = serde_json::to_string(&w).unwrap();
-    let back: Workloads = serde_json::from_str(&json).unwrap();
+    let (json, back) = saved_and_loaded(&w);
     assert_eq!(back, w);
     assert!(
         !json.contains("sensitivity"),
@@ -197,8 +203,7 @@ fn two_instances_of_one_workload_keep_what_they_showed_through_a_save() {
     let mut w = Workloads::default();
     w.learn(&outcome("w~1", "w~2", 0.4, 0.4));
     w.learn(&outcome("w~3", "v", 0.1, 0.2));
-    let json = serde_json::to_string(&w).unwrap();
-    let back: Workloads = serde_json::from_str(&json).unwrap();
+    let (_, back) = saved_and_loaded(&w);
     let (i, v) = (back.index("w"), back.index("v"));
     assert!(
         back.shared(i, i, "V100"),
