@@ -9,6 +9,7 @@
 //!
 //! Each item's documentation is the WIT's; keep the two in step.
 
+pub mod bounds;
 mod mirror;
 mod view;
 
