@@ -111,9 +111,13 @@ pub struct RunningStats {
 }
 
 impl RunningStats {
-    /// Folds in one observation.
+    /// Folds in one observation. A non-finite one is ignored: the engine's inputs are bounded
+    /// so none arrives, and one would make every later figure non-finite.
     pub fn push(&mut self, x: f64) {
-        self.count += 1;
+        if !x.is_finite() {
+            return;
+        }
+        self.count = self.count.saturating_add(1);
         let delta = x - self.mean;
         self.mean += delta / self.count as f64;
         self.m2 += delta * (x - self.mean);
@@ -125,7 +129,7 @@ impl RunningStats {
         if other.count == 0 {
             return;
         }
-        let count = self.count + other.count;
+        let count = self.count.saturating_add(other.count);
         let delta = other.mean - self.mean;
         let weight = other.count as f64 / count as f64;
         self.mean += delta * weight;
@@ -306,18 +310,34 @@ impl Default for ResidualModel {
 
 impl ResidualModel {
     /// Learns that the matrix was off by `residual` for this ordered pair.
+    ///
+    /// The update is made on a copy and kept only if every figure stays finite and its
+    /// denominator `1 + φᵀΣφ` positive: bounded inputs keep them so, and an update that rounding
+    /// broke is one observation lost rather than a model that predicts NaN.
     pub fn learn(&mut self, a: &Features, b: &Features, residual: f64) {
         let phi = pair_features(a, b);
         let sphi = mat_vec(&self.covariance, &phi);
         let denominator = 1.0 + dot(&phi, &sphi);
+        if !(denominator.is_finite() && denominator > 0.0 && residual.is_finite()) {
+            return;
+        }
+        let mut covariance = self.covariance;
+        let mut moment = self.moment;
         for i in 0..DIM {
             for j in 0..DIM {
-                self.covariance[i][j] -= sphi[i] * sphi[j] / denominator;
+                covariance[i][j] -= sphi[i] * sphi[j] / denominator;
             }
-            self.moment[i] += phi[i] * residual;
+            moment[i] += phi[i] * residual;
         }
-        self.weights = mat_vec(&self.covariance, &self.moment);
-        self.observations += 1;
+        let weights = mat_vec(&covariance, &moment);
+        let finite = |v: &[f64; DIM]| v.iter().all(|x| x.is_finite());
+        if !(covariance.iter().all(finite) && finite(&moment) && finite(&weights)) {
+            return;
+        }
+        self.covariance = covariance;
+        self.moment = moment;
+        self.weights = weights;
+        self.observations = self.observations.saturating_add(1);
     }
 
     /// Predicted residual and the variance of that prediction.

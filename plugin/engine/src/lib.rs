@@ -33,6 +33,7 @@
 
 pub mod clusters;
 pub mod features;
+mod finite;
 pub mod forest;
 pub mod grouping;
 mod identity;
@@ -51,7 +52,7 @@ mod workloads;
 use tandem_api::{
     Assignment, Choice, ClusterChange, ClusterSummary, EngineError, Estimate, Fit, Gpu, GpuScore,
     GpuSpec, Job, KnowledgeSummary, ModelSummary, Outcome, Policy, Prediction, Profile,
-    Recommendation, Series, Synthesis,
+    Recommendation, Series, Synthesis, bounds,
 };
 
 use crate::knowledge::Knowledge;
@@ -147,9 +148,20 @@ impl Recommender {
     }
 
     /// Records the profile of `job` (replacing an earlier one) and files it in the knowledge base.
+    ///
+    /// The memory it used may be at most what a GPU of its model has: for a short name the
+    /// engine knows, the largest board sold under it ([`tandem_api::bounds::known_memory_of`]);
+    /// for another, the largest memory among the view's GPUs of that model, else
+    /// [`tandem_api::bounds::LARGEST_GPU_MEMORY_MIB`]. The table comes first so that what is
+    /// accepted never depends on the view for a model it knows; for another, an instance whose
+    /// view is empty (rebuilt, and not yet told the cluster again) applies the largest bound,
+    /// so a host replaying what was accepted is not refused.
     pub fn observe_profile(&mut self, job: &str, profile: Profile) -> Result<Assignment> {
         validate::job_id(job, &Field::param("job"))?;
-        validate::profile(&profile, &Field::param("profile"))?;
+        let memory_limit_mib = bounds::known_memory_of(&profile.gpu_model)
+            .or_else(|| self.view.largest_memory_of(&profile.gpu_model))
+            .unwrap_or(bounds::LARGEST_GPU_MEMORY_MIB);
+        validate::observed_profile(&profile, memory_limit_mib, &Field::param("profile"))?;
         self.view.invalidate();
         Ok(self.knowledge.observe_profile(job, profile, self.seed))
     }
@@ -180,11 +192,7 @@ impl Recommender {
                 gpu.model
             ))
         })?;
-        if peak_mem_mib == 0 {
-            return Err(EngineError::InvalidInput(
-                "peak-mem-mib must be positive".into(),
-            ));
-        }
+        bounds::peak_memory(peak_mem_mib, gpu.memory_mib, "peak-mem-mib")?;
         let row = memory::Row {
             peak_mib: f64::from(peak_mem_mib),
             ..memory::Row::declared(declared, traits)
@@ -272,7 +280,24 @@ impl Recommender {
             .choose(job, node, &self.policy, &self.knowledge, self.seed)
     }
 
-    /// Serializes the whole state (policy, seed, knowledge base), not the cluster view.
+    /// Forgets the `count` jobs observed least recently (fewer when the knowledge base holds
+    /// fewer), with their profiles, speeds and the measurements of each pair they were in, and
+    /// returns their ids, least recently observed first (the WIT `forget-stalest`). Each
+    /// observation that names a job (`observe_profile`, `observe_outcome`, `observe_speed`)
+    /// numbers it anew; jobs of a state saved before they were numbered are the stalest; ties
+    /// go to the smaller id.
+    pub fn forget_stalest(&mut self, count: u32) -> Vec<String> {
+        let forgotten = self
+            .knowledge
+            .forget_stalest(usize::try_from(count).unwrap_or(usize::MAX));
+        if !forgotten.is_empty() {
+            self.view.invalidate();
+        }
+        forgotten
+    }
+
+    /// Serializes the whole state (policy, seed, knowledge base), not the cluster view. Every
+    /// number in it is finite, so [`Recommender::load`] reads it back.
     pub fn save(&self) -> Vec<u8> {
         snapshot::save(&self.policy, self.seed, &self.knowledge)
     }
@@ -289,3 +314,6 @@ impl Recommender {
         })
     }
 }
+
+#[cfg(test)]
+mod extreme_tests;

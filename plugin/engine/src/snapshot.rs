@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use tandem_api::{EngineError, Policy};
 
+use crate::finite::Finite;
 use crate::knowledge::Knowledge;
 use crate::{Result, validate};
 
@@ -45,8 +46,9 @@ pub(crate) fn save(policy: &Policy, seed: u64, knowledge: &Knowledge) -> Vec<u8>
         seed,
         knowledge,
     };
-    // Serializing plain structs with string keys cannot fail.
-    serde_json::to_vec(&snapshot).unwrap_or_default()
+    // Serializing plain structs with string keys cannot fail. Every float is written finite
+    // (`finite`): serde_json writes a non-finite one as `null`, which `load` cannot read.
+    serde_json::to_vec(&Finite(&snapshot)).unwrap_or_default()
 }
 
 /// Reads a state written by [`save`], checking its format and policy and rebuilding what is

@@ -1,12 +1,13 @@
 //! Contract checks on everything that enters the engine. Each error names the field at fault,
-//! in the WIT's terms, so a host can point its user at the bad input.
+//! in the WIT's terms, so a host can point its user at the bad input. The bounds on what a
+//! real observation can show are [`tandem_api::bounds`]'s, which adapters run up front too.
 
 use std::collections::HashSet;
 use std::fmt;
 
 use rustc_hash::FxHashSet;
 use tandem_api::{
-    ClusterChange, EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile,
+    ClusterChange, EngineError, Gpu, GpuSpec, Job, ModelSummary, Outcome, Policy, Profile, bounds,
 };
 
 use crate::Result;
@@ -108,22 +109,30 @@ pub(crate) fn job_id(id: &str, field: &Field<'_>) -> Result<()> {
     Ok(())
 }
 
-fn percentage(value: f32, field: &Field<'_>) -> Result<()> {
-    // `contains` is false for NaN, so this also rejects NaN.
-    if !(0.0..=100.0).contains(&value) {
-        return Err(invalid(format!(
-            "{field} must be within 0..=100, got {value}"
-        )));
+/// A profile in a request or a change: percentages 0..=100, and memory at most the largest
+/// GPU's ([`bounds::LARGEST_GPU_MEMORY_MIB`]; which GPU the profile was measured on is judged
+/// where it is observed, [`observed_profile`]: requests are checked on every decision).
+pub(crate) fn profile(profile: &Profile, field: &Field<'_>) -> Result<()> {
+    bounds::profile(profile, bounds::LARGEST_GPU_MEMORY_MIB, field)?;
+    if profile.gpu_model.is_empty() {
+        return Err(invalid(format!("{field}.gpu-model is empty")));
     }
     Ok(())
 }
 
-pub(crate) fn profile(profile: &Profile, field: &Field<'_>) -> Result<()> {
-    percentage(profile.gpu_util_pct, &field.member("gpu-util-pct"))?;
-    percentage(profile.mem_access_pct, &field.member("mem-access-pct"))?;
-    if profile.gpu_model.is_empty() {
-        return Err(invalid(format!("{field}.gpu-model is empty")));
-    }
+/// A profile `observe-profile` files: [`profile`]'s checks, and memory at most what a GPU of
+/// its model has, `memory_limit_mib`.
+pub(crate) fn observed_profile(
+    profile: &Profile,
+    memory_limit_mib: u32,
+    field: &Field<'_>,
+) -> Result<()> {
+    self::profile(profile, field)?;
+    bounds::memory(
+        profile.mem_used_mib,
+        memory_limit_mib,
+        field.member("mem-used-mib"),
+    )?;
     Ok(())
 }
 
@@ -138,28 +147,19 @@ fn non_negative(value: f64, field: &Field<'_>) -> Result<()> {
 }
 
 pub(crate) fn model_summary(summary: &ModelSummary, field: &Field<'_>) -> Result<()> {
-    for (name, value) in [
-        ("params-mib", summary.params_mib),
-        ("activations-mib", summary.activations_mib),
-        ("input-mib", summary.input_mib),
-        ("gflops", summary.gflops),
-    ] {
-        non_negative(f64::from(value), &field.member(name))?;
-    }
-    if summary.batch_size == 0 {
-        return Err(invalid(format!("{field}.batch-size must be at least 1")));
-    }
-    if summary.params_mib + summary.activations_mib + summary.input_mib <= 0.0 {
-        return Err(invalid(format!(
-            "{field}: params-mib, activations-mib and input-mib are all 0; a model has a size"
-        )));
-    }
-    Ok(())
+    Ok(bounds::model_summary(summary, field)?)
 }
 
 pub(crate) fn gpu_spec(spec: &GpuSpec, field: &Field<'_>) -> Result<()> {
     if spec.memory_mib == 0 {
         return Err(invalid(format!("{field}.memory-mib must be positive")));
+    }
+    if spec.memory_mib > bounds::LARGEST_GPU_MEMORY_MIB {
+        return Err(invalid(format!(
+            "{field}.memory-mib is {} MiB, more than any GPU has (at most {} MiB)",
+            spec.memory_mib,
+            bounds::LARGEST_GPU_MEMORY_MIB
+        )));
     }
     if spec.model.is_empty() {
         return Err(invalid(format!("{field}.model is empty")));
@@ -177,12 +177,7 @@ pub(crate) fn gpu_spec(spec: &GpuSpec, field: &Field<'_>) -> Result<()> {
 }
 
 pub(crate) fn speed(speed: f64, field: &Field<'_>) -> Result<()> {
-    if !(speed.is_finite() && speed > 0.0) {
-        return Err(invalid(format!(
-            "{field} must be finite and positive, got {speed}"
-        )));
-    }
-    Ok(())
+    Ok(bounds::speed(speed, field)?)
 }
 
 pub(crate) fn job(job: &Job, field: &Field<'_>) -> Result<()> {
@@ -194,14 +189,9 @@ pub(crate) fn job(job: &Job, field: &Field<'_>) -> Result<()> {
         model_summary(summary, &field.member("declared"))?;
     }
     if let Some(work) = job.work {
-        non_negative(work, &field.member("work"))?;
+        bounds::work(work, field.member("work"))?;
     }
-    if !job.submitted_at_s.is_finite() {
-        return Err(invalid(format!(
-            "{field}.submitted-at-s must be finite, got {}",
-            job.submitted_at_s
-        )));
-    }
+    bounds::submitted_at(job.submitted_at_s, field.member("submitted-at-s"))?;
     Ok(())
 }
 
@@ -297,16 +287,8 @@ pub(crate) fn outcome(outcome: &Outcome) -> Result<()> {
                 list.len()
             )));
         }
-        if let Some((i, t)) = list
-            .iter()
-            .enumerate()
-            .find(|(_, t)| !(t.is_finite() && **t > 0.0))
-        {
-            return Err(invalid(format!(
-                "{field}[{i}] must be a positive number of seconds, got {t}"
-            )));
-        }
     }
+    bounds::outcome(outcome)?;
     let mut seen = HashSet::new();
     for (i, id) in outcome.jobs.iter().enumerate() {
         let outcome = Field::param("outcome");

@@ -134,6 +134,15 @@ impl Kinds {
 }
 
 impl View {
+    /// The largest memory, in MiB, among the view's GPUs of model `gpu_model`, if it holds one.
+    pub(crate) fn largest_memory_of(&self, gpu_model: &str) -> Option<u32> {
+        self.table
+            .iter()
+            .filter(|(_, gpu)| gpu.spec.model == gpu_model)
+            .map(|(_, gpu)| gpu.spec.memory_mib)
+            .max()
+    }
+
     /// Drops what was derived: what the engine knows or its policy changed.
     pub(crate) fn invalidate(&mut self) {
         self.derived = None;

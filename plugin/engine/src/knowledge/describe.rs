@@ -4,6 +4,12 @@ use tandem_api::{ClusterInfo, KnowledgeSummary, PairInfo};
 
 use super::Knowledge;
 
+/// A statistic as the summary reports it, `f32`: finite (the largest `f32` of its sign where
+/// the `f64` is beyond it, where `as` would give an infinity).
+fn reported(value: f64) -> f32 {
+    value.clamp(f64::from(f32::MIN), f64::from(f32::MAX)) as f32
+}
+
 impl Knowledge {
     /// The summary `describe` returns: clusters, the measured matrix with rankings, counts.
     pub(crate) fn describe(&self) -> KnowledgeSummary {
@@ -13,11 +19,11 @@ impl Knowledge {
             .iter()
             .map(|c| ClusterInfo {
                 id: c.id,
-                gpu_util_pct: (c.centre[0] * 100.0) as f32,
-                mem_access_pct: (c.centre[1] * 100.0) as f32,
-                mem_share_pct: (c.centre[2] * 100.0) as f32,
+                gpu_util_pct: reported(c.centre[0] * 100.0),
+                mem_access_pct: reported(c.centre[1] * 100.0),
+                mem_share_pct: reported(c.centre[2] * 100.0),
                 members: c.members,
-                radius: c.radius as f32,
+                radius: reported(c.radius),
             })
             .collect();
         let mut pairs: Vec<PairInfo> = self
@@ -33,12 +39,13 @@ impl Knowledge {
                     cluster: of,
                     partner: next_to,
                     observations: u32::try_from(cell.slowdown.count).unwrap_or(u32::MAX),
-                    slowdown_pct: (cell.slowdown.mean * 100.0) as f32,
-                    slowdown_std_pct: (cell.slowdown.variance().unwrap_or(0.0).sqrt() * 100.0)
-                        as f32,
+                    slowdown_pct: reported(cell.slowdown.mean * 100.0),
+                    slowdown_std_pct: reported(
+                        cell.slowdown.variance().unwrap_or(0.0).sqrt() * 100.0,
+                    ),
                     packing_saving_pct: saving
                         .filter(|s| s.count > 0)
-                        .map(|s| (s.mean * 100.0) as f32),
+                        .map(|s| reported(s.mean * 100.0)),
                     rank: 0,
                 }
             })
@@ -60,7 +67,7 @@ impl Knowledge {
             outcomes: u32::try_from(self.outcomes).unwrap_or(u32::MAX),
             residual_observations: u32::try_from(self.residual.observations).unwrap_or(u32::MAX),
             memory_rows: u32::try_from(self.memory.model().rows()).unwrap_or(u32::MAX),
-            memory_margin_pct: (self.memory.model().margin() * 100.0) as f32,
+            memory_margin_pct: reported(self.memory.model().margin() * 100.0),
             speed_workloads: u32::try_from(self.speeds.workloads()).unwrap_or(u32::MAX),
             clusters,
             pairs,

@@ -14,24 +14,32 @@
 //! [`Knowledge`] is defined, saved and taught here; its other methods are split by concern
 //! into submodules that only add to it: [`predict`] (how the predictor sees a job, and
 //! slowdowns), [`estimate`] (a job's memory, speed and cost on each GPU model) and
-//! [`describe`]. The parts it is made of ([`job`], [`speeds`], [`memory_cell`], [`seed`]) know
-//! nothing of it.
+//! [`describe`]. The parts it is made of ([`job`], [`speeds`], [`memory_cell`], [`seed`],
+//! [`recency`]) know nothing of it.
+//!
+//! A job is forgotten ([`Knowledge::forget_stalest`]) with what is only about it: its profile,
+//! its speeds, and the outcomes' measurements of each pair it was in (a pair is about both of
+//! its jobs, and kept only while both are). What was learned across jobs stays: the clustering
+//! (not refit), the interference between clusters and its residual model, the memory model,
+//! and the count of outcomes.
 
 mod describe;
 mod estimate;
 mod job;
 mod memory_cell;
 mod predict;
+mod recency;
 mod seed;
 mod speeds;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use tandem_api::{Assignment, EngineError, Outcome, Profile};
 
 pub(crate) use self::job::{GroupPrediction, JobView, PartnerTerms, Slowdowns};
 use self::memory_cell::MemoryCell;
+use self::recency::Recency;
 use self::speeds::Speeds;
 use crate::Result;
 use crate::clusters::Clusters;
@@ -69,6 +77,12 @@ pub(crate) struct Knowledge {
     /// Peaks the host reported for declared jobs; the memory model trains on them too.
     #[serde(default)]
     memory_rows: Vec<Row>,
+    /// Observations that named a job, numbered so far (absent from states saved before 0.5.0).
+    #[serde(default)]
+    observations: u64,
+    /// The number of the last observation that named each job (absent before 0.5.0).
+    #[serde(default)]
+    last_observed: Recency,
     /// The memory model, a function of `memory_rows` (retrained on load, see
     /// [`Knowledge::after_load`]).
     #[serde(skip)]
@@ -97,9 +111,51 @@ impl Knowledge {
         self.clusters.fit(&points, seed);
     }
 
+    /// Numbers one more observation, naming `jobs` (by their workloads).
+    fn observed<'j>(&mut self, jobs: impl IntoIterator<Item = &'j str>) {
+        self.observations = self.observations.saturating_add(1);
+        for job in jobs {
+            self.last_observed
+                .touch(workload_of(job), self.observations);
+        }
+    }
+
+    /// Every job the knowledge base holds something of, by id: the workloads of its profiles,
+    /// speeds and outcomes.
+    fn jobs(&self) -> BTreeSet<&str> {
+        let mut jobs: BTreeSet<&str> = self.profiles.keys().map(String::as_str).collect();
+        jobs.extend(self.speeds.jobs());
+        jobs.extend(self.workloads.ids());
+        jobs
+    }
+
+    /// Whether every job the knowledge base holds, and no other, has an observation number:
+    /// what saving the numbers alone, in id order, relies on.
+    #[cfg(test)]
+    pub(crate) fn numbers_every_job(&self) -> bool {
+        self.last_observed.numbers_exactly(&self.jobs())
+    }
+
+    /// Forgets the `count` jobs observed least recently, with what is only about them (module
+    /// docs), and returns their ids, stalest first.
+    pub(crate) fn forget_stalest(&mut self, count: usize) -> Vec<String> {
+        let stalest = self.last_observed.take_stalest(count);
+        if stalest.is_empty() {
+            return stalest;
+        }
+        let gone: BTreeSet<&str> = stalest.iter().map(String::as_str).collect();
+        for job in &gone {
+            self.profiles.remove(*job);
+            self.speeds.forget(job);
+        }
+        self.workloads.forget(&gone);
+        stalest
+    }
+
     /// Files a profile, refitting the clustering when enough new points arrived.
     pub(crate) fn observe_profile(&mut self, job: &str, profile: Profile, seed: u64) -> Assignment {
         let point = features::of(&profile);
+        self.observed([job]);
         self.profiles.insert(workload_of(job).to_owned(), profile);
         let total = self.seed_points.len() + self.profiles.len();
         let fitted = self.clusters.fitted_points;
@@ -114,10 +170,14 @@ impl Knowledge {
         }
     }
 
-    /// Rebuilds what is not saved (the memory model) after deserializing.
+    /// Rebuilds what is not saved (the memory model, the ids of the jobs' observation numbers)
+    /// after deserializing.
     pub(crate) fn after_load(&mut self) -> Result<()> {
         self.memory = MemoryCell::retrained(&self.memory_rows)
             .map_err(|e| EngineError::InvalidInput(format!("state: {e}")))?;
+        let mut last_observed = std::mem::take(&mut self.last_observed);
+        last_observed.resolve(&self.jobs());
+        self.last_observed = last_observed;
         Ok(())
     }
 
@@ -146,7 +206,15 @@ impl Knowledge {
     /// Learns that `job`'s workload does `work_per_s` units of work per second alone on a GPU
     /// of model `gpu_model` (replacing an earlier report).
     pub(crate) fn observe_speed(&mut self, job: &str, gpu_model: &str, work_per_s: f64) {
+        self.observed([job]);
         self.speeds.observe(job, gpu_model, work_per_s);
+    }
+
+    /// Makes the speed of `job` on `gpu_model` infinite: what no accepted observation can do,
+    /// for the test of the defence behind the bounds (`save` writes every number finite).
+    #[cfg(test)]
+    pub(crate) fn plant_non_finite_speed(&mut self, job: &str, gpu_model: &str) {
+        self.speeds.observe(job, gpu_model, f64::INFINITY);
     }
 
     /// Speed of `job`'s workload alone on `gpu_model`, reported or scaled from another model
@@ -181,8 +249,9 @@ impl Knowledge {
     /// per-workload model; one whose jobs all have profiles also refines the cluster matrix
     /// and the residual model. Cannot fail once validated, so it is all or nothing.
     pub(crate) fn observe_outcome(&mut self, outcome: &Outcome) -> Result<()> {
+        self.observed(outcome.jobs.iter().map(String::as_str));
         self.workloads.learn(outcome);
-        self.outcomes += 1;
+        self.outcomes = self.outcomes.saturating_add(1);
         let Some(profiles) = outcome
             .jobs
             .iter()

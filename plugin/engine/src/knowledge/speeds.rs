@@ -33,6 +33,16 @@ impl Speeds {
         self.by_workload.len()
     }
 
+    /// Their ids.
+    pub(crate) fn jobs(&self) -> impl Iterator<Item = &str> {
+        self.by_workload.keys().map(String::as_str)
+    }
+
+    /// Forgets the speeds of the workload `job`.
+    pub(crate) fn forget(&mut self, job: &str) {
+        self.by_workload.remove(job);
+    }
+
     /// Speed of `job`'s workload on `gpu_model`: reported, or scaled from the model with the
     /// best-supported ratio.
     pub(crate) fn speed(&self, job: &str, gpu_model: &str) -> Option<f64> {

@@ -267,6 +267,61 @@ impl From<Workloads> for Saved {
 }
 
 impl Workloads {
+    /// Every id some outcome named.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
+        self.ids.iter().map(String::as_str)
+    }
+
+    /// Forgets the ids of `gone` and every measurement of a pair one of them was in; the
+    /// others keep their measurements (under new indexes) and the fit is made again.
+    pub(crate) fn forget(&mut self, gone: &BTreeSet<&str>) {
+        if !self.ids.iter().any(|id| gone.contains(id.as_str())) {
+            return;
+        }
+        let saved = Saved::from(std::mem::take(self));
+        // Each old index's new one, `None` for a forgotten id.
+        let mut kept = Vec::new();
+        let mut index = Vec::with_capacity(saved.ids.len());
+        for id in saved.ids {
+            if gone.contains(id.as_str()) {
+                index.push(None);
+            } else {
+                index.push(Some(kept.len()));
+                kept.push(id);
+            }
+        }
+        let new = |i: usize| index.get(i).copied().flatten();
+        let pair = |a: usize, b: usize| Some((new(a)?, new(b)?));
+        *self = Self::from(Saved {
+            ids: kept,
+            cells: saved
+                .cells
+                .into_iter()
+                .filter_map(|c| {
+                    let (of, next_to) = pair(c.of, c.next_to)?;
+                    Some(CellEntry { of, next_to, ..c })
+                })
+                .collect(),
+            shared: saved
+                .shared
+                .into_iter()
+                .filter_map(|s| {
+                    let (a, b) = pair(s.a, s.b)?;
+                    Some(SharedEntry { a, b, ..s })
+                })
+                .collect(),
+            models: saved.models,
+            model_cells: saved
+                .model_cells
+                .into_iter()
+                .filter_map(|c| {
+                    let (of, next_to) = pair(c.of, c.next_to)?;
+                    Some(ModelCellEntry { of, next_to, ..c })
+                })
+                .collect(),
+        });
+    }
+
     /// The index of a keyed id that some outcome named.
     pub(crate) fn index(&self, id: &str) -> Option<usize> {
         self.index.get(id).copied()
