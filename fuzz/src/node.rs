@@ -1,24 +1,37 @@
 //! What the node component reads: NRI's multiplexed frames from the runtime
 //! (`tandem_node::nri::wire::Streams`), the ttrpc calls in them and each call's message, the
 //! verdict on a container the runtime is about to create (`tandem_node::enforce::judge`), and
-//! Tandem's annotations (`tandem_node::placement`). Any input is messages or an error, a
-//! message decodes or is refused, a verdict is reached: never a panic.
+//! Tandem's annotations as the node reads them (`tandem_wire::Placement::read`, with the
+//! signature checked). Any input is messages or an error, a message decodes or is refused, a
+//! verdict is reached: never a panic, and never GPUs for a placement the node's key did not
+//! sign.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use prost::Message as _;
-use tandem_node::enforce::{self, Fallback, GpuRequest, MemoryLimit, Policy, Selection};
+use tandem_node::enforce::{
+    self, Action, Fallback, Judgement, MemoryLimit, PodView, Policy, Requests, Selection, Trust,
+};
 use tandem_node::inventory::{Gpu, Inventory};
 use tandem_node::nri::api;
 use tandem_node::nri::wire::{FRAME_HEADER, Kind, Streams, frame_header};
-use tandem_node::placement::{GPU_ANNOTATION, placement};
+use tandem_wire::{GPU_ANNOTATION, Placement, Verifier};
 
 static POLICY: LazyLock<Policy> = LazyLock::new(|| Policy {
     node: "node-a".to_owned(),
+    resource: "nvidia.com/gpu".to_owned(),
     without_annotation: Fallback::Refuse,
     other_node: Fallback::Leave,
+    unsigned: Fallback::Leave,
     memory: MemoryLimit::Mps,
+    all_gpus_namespaces: ["monitoring".to_owned()].into(),
+});
+
+/// A key no input can sign with: its private half is not kept.
+static VERIFIER: LazyLock<Verifier> = LazyLock::new(|| {
+    let (signer, _) = tandem_wire::Signer::generate().expect("a key");
+    Verifier::from_pem(signer.public_key_pem().as_bytes()).expect("its public key")
 });
 
 static INVENTORY: LazyLock<Inventory> = LazyLock::new(|| {
@@ -60,8 +73,8 @@ pub fn run(data: &[u8]) {
             .filter_map(|line| line.split_once('='))
             .map(|(key, value)| (key.to_owned(), value.to_owned()))
             .collect();
-        match placement(&annotations) {
-            Ok(Some(placed)) => assert!(!placed.gpus.is_empty(), "a placement names a GPU"),
+        match Placement::read(|key| annotations.get(key).map(String::as_str)) {
+            Ok(Some(placed)) => assert!(!placed.gpus().is_empty(), "a placement names a GPU"),
             Ok(None) => assert!(!annotations.contains_key(GPU_ANNOTATION)),
             Err(_) => {}
         }
@@ -89,13 +102,43 @@ fn call(payload: &[u8]) {
             let pod = create.pod.unwrap_or_default();
             let container = create.container.unwrap_or_default();
             let selection = Selection::of(&container);
-            for request in [GpuRequest::Yes, GpuRequest::No, GpuRequest::Unknown] {
-                if let Some(verdict) =
-                    enforce::judge(&POLICY, &INVENTORY, &pod.annotations, &selection, request)
-                {
-                    // An assigned GPU is one of the node's, named by the pod.
+            let requests = [
+                Requests::Known {
+                    pod_gpus: 1,
+                    container: true,
+                },
+                Requests::Known {
+                    pod_gpus: 2,
+                    container: false,
+                },
+                Requests::Unknown("fuzzed".to_owned()),
+            ];
+            for requests in &requests {
+                for trust in [Trust::Signed(&VERIFIER), Trust::Insecure] {
+                    let view = PodView {
+                        uid: &pod.uid,
+                        namespace: &pod.namespace,
+                        annotations: &pod.annotations,
+                        requests,
+                    };
+                    let Judgement::Gpu(verdict) =
+                        enforce::judge(&POLICY, &INVENTORY, trust, view, &selection)
+                    else {
+                        continue;
+                    };
+                    // No input holds a signature of the node's key.
+                    if matches!(trust, Trust::Signed(_)) {
+                        assert_ne!(verdict.action, Action::Assigned, "{}", verdict.reason);
+                    }
+                    // An assigned GPU is one of the node's, as many as the pod requests.
                     for gpu in &verdict.gpus {
                         assert!(INVENTORY.get(gpu.index).is_some());
+                    }
+                    if verdict.action == Action::Assigned {
+                        assert!(matches!(
+                            requests,
+                            Requests::Known { pod_gpus, .. } if *pod_gpus as usize == verdict.gpus.len()
+                        ));
                     }
                 }
             }

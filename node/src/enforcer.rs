@@ -3,77 +3,145 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::enforce::{self, Action, GpuRequest, Policy, Selection};
+use tandem_wire::Placement;
+
+use crate::enforce::{self, Action, Judgement, PodView, Policy, Requests, Selection, Trust};
 use crate::inventory::Inventory;
+use crate::keys::PlacementKeys;
 use crate::metrics::Metrics;
-use crate::nri::{self, api};
-use crate::placement::placement;
-use crate::pods::PodSpecs;
+use crate::nri::{self, Deadline, api};
+use crate::pods::{PodSpecs, Source};
+
+/// The longest a container's judgement may wait for the API server: well inside NRI's
+/// request timeout (containerd's `plugin_request_timeout`, 2 s by default), past which the
+/// runtime drops the plugin and creates the container without it. A runtime that says it
+/// waits less gets half of what it says.
+pub const LOOKUP_BUDGET: Duration = Duration::from_secs(1);
 
 /// Tandem's node component as an NRI plugin.
 #[derive(Debug)]
 pub struct Enforcer {
     policy: Policy,
     inventory: Inventory,
-    specs: Option<PodSpecs>,
+    /// `None`: placements honoured unverified (`--insecure-unsigned-placements`).
+    keys: Option<PlacementKeys>,
+    specs: Arc<PodSpecs>,
     metrics: Arc<Metrics>,
+    budget: Duration,
 }
 
 impl Enforcer {
-    /// An enforcer of `policy` on the GPUs of `inventory`. With `specs`, a container's GPU
-    /// request is read from its pod's spec; without, from what the device plugin left in it.
+    /// An enforcer of `policy` on the GPUs of `inventory`, believing placements signed with
+    /// `keys` (every placement, unverified, without), reading containers' GPU requests from
+    /// their pods' specs in `specs`.
     pub fn new(
         policy: Policy,
         inventory: Inventory,
-        specs: Option<PodSpecs>,
+        keys: Option<PlacementKeys>,
+        specs: Arc<PodSpecs>,
         metrics: Arc<Metrics>,
     ) -> Self {
         metrics
             .gpus
             .set(i64::try_from(inventory.gpus().len()).unwrap_or(i64::MAX));
+        if let Some(keys) = &keys {
+            let current = keys.current();
+            metrics
+                .placement_keys
+                .set(i64::try_from(current.verifier.key_ids().count()).unwrap_or(i64::MAX));
+        }
         Self {
             policy,
             inventory,
+            keys,
             specs,
             metrics,
+            budget: LOOKUP_BUDGET,
         }
     }
 
-    async fn request(&self, pod: &api::PodSandbox, container: &str) -> GpuRequest {
-        let Some(specs) = &self.specs else {
-            return GpuRequest::Unknown;
-        };
-        match specs
-            .request(&pod.namespace, &pod.name, &pod.uid, container)
+    /// The same with another longest wait for the API server than [`LOOKUP_BUDGET`].
+    pub fn with_budget(self, budget: Duration) -> Self {
+        Self { budget, ..self }
+    }
+
+    /// What the spec of `pod` says about its GPUs, within what is left of the budget.
+    async fn requests(
+        &self,
+        pod: &api::PodSandbox,
+        container: &str,
+        deadline: Deadline,
+    ) -> Requests {
+        let budget = deadline
+            .timeout
+            .map_or(self.budget, |timeout| self.budget.min(timeout / 2))
+            .saturating_sub(deadline.received.elapsed());
+        match self
+            .specs
+            .lookup(&pod.namespace, &pod.name, &pod.uid, budget)
             .await
         {
-            Ok(request) => request,
+            Ok((requests, source)) => {
+                if source == Source::Get {
+                    self.metrics.pod_cache_misses.inc();
+                }
+                Requests::Known {
+                    pod_gpus: requests.gpus,
+                    container: requests.container(container),
+                }
+            }
             Err(error) => {
+                self.metrics.pod_cache_misses.inc();
                 self.metrics.pod_lookup_errors.inc();
-                tracing::warn!(
-                    pod_uid = %pod.uid,
-                    error = %crate::report(&error),
-                    "judging the container by what its device plugin left in it"
-                );
-                GpuRequest::Unknown
+                let why = crate::report(&error);
+                tracing::warn!(pod_uid = %pod.uid, error = %why, "the pod's spec could not be read");
+                Requests::Unknown(why)
             }
         }
+    }
+
+    /// The keys in force, after reading them again if their file changed.
+    fn verifier(&self) -> Option<Arc<tandem_wire::Verifier>> {
+        let keys = self.keys.as_ref()?;
+        let current = keys.current();
+        match current.reloaded {
+            Some(Ok(ids)) => {
+                tracing::info!(
+                    file = %keys.path().display(),
+                    keys = ?ids,
+                    "the placement keys changed; verifying with the new ones"
+                );
+                self.metrics
+                    .placement_keys
+                    .set(i64::try_from(ids.len()).unwrap_or(i64::MAX));
+            }
+            Some(Err(error)) => {
+                self.metrics.placement_key_errors.inc();
+                tracing::error!(
+                    error = %crate::report(&error),
+                    "the placement keys changed but cannot be read; the keys before stay in force"
+                );
+            }
+            None => {}
+        }
+        Some(current.verifier)
     }
 
     /// The UUIDs a container of `pod` must see, when Tandem placed the pod on GPUs of this
     /// node that exist.
     fn expected(&self, pod: &api::PodSandbox) -> Option<String> {
-        let placement = placement(&pod.annotations).ok()??;
+        let placement = Placement::read(|key| pod.annotations.get(key).map(String::as_str))
+            .ok()
+            .flatten()?;
+        if placement.node() != self.policy.node {
+            return None;
+        }
         let uuids: Option<Vec<&str>> = placement
-            .gpus
+            .gpus()
             .iter()
-            .map(|gpu| {
-                (gpu.node == self.policy.node)
-                    .then(|| self.inventory.get(gpu.index))
-                    .flatten()
-                    .map(|gpu| gpu.uuid.as_str())
-            })
+            .map(|gpu| self.inventory.get(gpu.index).map(|gpu| gpu.uuid.as_str()))
             .collect();
         uuids.map(|uuids| uuids.join(","))
     }
@@ -125,21 +193,42 @@ impl nri::Handler for Enforcer {
         &self,
         pod: api::PodSandbox,
         container: api::Container,
+        deadline: Deadline,
     ) -> Result<api::ContainerAdjustment, String> {
         let selection = Selection::of(&container);
-        let request = self.request(&pod, &container.name).await;
-        let Some(verdict) = enforce::judge(
-            &self.policy,
-            &self.inventory,
-            &pod.annotations,
-            &selection,
-            request,
-        ) else {
-            return Ok(api::ContainerAdjustment::default());
+        let requests = self.requests(&pod, &container.name, deadline).await;
+        let verifier = self.verifier();
+        let trust = verifier.as_deref().map_or(Trust::Insecure, Trust::Signed);
+        let view = PodView {
+            uid: &pod.uid,
+            namespace: &pod.namespace,
+            annotations: &pod.annotations,
+            requests: &requests,
+        };
+        let verdict = match enforce::judge(&self.policy, &self.inventory, trust, view, &selection) {
+            Judgement::NoGpu { exempt, adjustment } => {
+                self.metrics.count_gpuless(exempt);
+                tracing::debug!(
+                    pod_uid = %pod.uid,
+                    container = %container.name,
+                    exempt,
+                    "container without a GPU"
+                );
+                return Ok(adjustment);
+            }
+            Judgement::Gpu(verdict) => verdict,
         };
         self.metrics.count(verdict.case, verdict.action);
         if let Some((_, mode)) = verdict.memory {
             self.metrics.count_memory(mode);
+        }
+        if verdict.unverified {
+            tracing::warn!(
+                pod_uid = %pod.uid,
+                container = %container.name,
+                "honouring a placement whose signature was not verified \
+                 (--insecure-unsigned-placements): anyone who can annotate a pod chooses its GPUs"
+            );
         }
         tracing::info!(
             pod_uid = %pod.uid,

@@ -1,18 +1,20 @@
 //! `tandem-node`: the GPU Tandem chooses is the GPU the container gets.
 //!
 //! Tandem's scheduler paths (the extender's bind, the framework plugin's bind, the Volcano
-//! extender's allocate) write their decision on the pod — `tandem.dev/gpu: <node>/<index>`
-//! and the memory guard's reservation `tandem.dev/gpu-memory-mib` ([`placement`]) — before the
-//! kubelet sees it. Kubernetes itself only counts GPUs: with NVIDIA's device plugin sharing a
+//! extender's allocate) write their decision on the pod — `tandem.dev/gpu: <node>/<index>`,
+//! the memory guard's reservation `tandem.dev/gpu-memory-mib` and their signature over both
+//! and the pod's UID, `tandem.dev/placement-signature` ([`tandem_wire`]) — before the kubelet
+//! sees it. Kubernetes itself only counts GPUs: with NVIDIA's device plugin sharing a
 //! GPU by time-slicing, the kubelet hands a container whichever replica it picks. This
 //! component closes the gap on the node, as an NRI plugin of the container runtime ([`nri`]):
 //!
 //! 1. **inventory** ([`inventory`]): the node's GPUs from NVML (index → UUID and device
 //!    minor), or from a file where there are none;
 //! 2. **judge** ([`enforce`]): for each container about to be created, from its pod's
-//!    annotations and whether it asks for a GPU ([`pods`]: the pod's spec), the verdict —
-//!    Tandem's GPUs, the device plugin's choice left as it is, or a refusal the kubelet
-//!    reports in the pod's events;
+//!    annotations, the placement's signature ([`keys`]: the schedulers' public keys) and what
+//!    the pod requests ([`pods`]: its spec, kept by a watch of this node's pods), the verdict —
+//!    Tandem's GPUs, the device plugin's choice left as it is, no GPU for a container that
+//!    asks for none, or a refusal the kubelet reports in the pod's events;
 //! 3. **adjust** ([`enforcer`]): `NVIDIA_VISIBLE_DEVICES` = the GPU's UUID, its device node in
 //!    place of the device plugin's, and the reservation as the memory limit of the node's
 //!    sharing mode (MPS, HAMi-core) or reported;
@@ -27,10 +29,10 @@
 pub mod enforce;
 pub mod enforcer;
 pub mod inventory;
+pub mod keys;
 pub mod metrics;
 pub mod nri;
 mod options;
-pub mod placement;
 pub mod pods;
 pub mod serve;
 
@@ -45,6 +47,7 @@ pub use options::{Format, Options};
 use crate::enforce::Policy;
 use crate::enforcer::Enforcer;
 use crate::inventory::{Inventory, InventoryError};
+use crate::keys::{KeysError, PlacementKeys};
 use crate::metrics::Metrics;
 use crate::nri::Registration;
 use crate::pods::PodSpecs;
@@ -58,8 +61,11 @@ pub enum Error {
     /// An option the component needs was not given.
     #[error("{0} is required (unless --list-gpus)")]
     Missing(&'static str),
+    /// The placement keys cannot be read.
+    #[error(transparent)]
+    Keys(#[from] KeysError),
     /// No Kubernetes client could be configured.
-    #[error("cannot configure the Kubernetes client (or pass --no-api)")]
+    #[error("cannot configure the Kubernetes client")]
     Kube(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The metrics address cannot be listened on.
     #[error("cannot listen on {address}")]
@@ -117,12 +123,32 @@ pub async fn run(options: Options) -> Result<(), Error> {
         .node
         .clone()
         .ok_or(Error::Missing("--node (or NODE_NAME)"))?;
-    let specs = if options.no_api {
-        None
-    } else {
-        let client = kube_client(options.kubeconfig.as_deref()).await?;
-        Some(PodSpecs::new(client, options.resource.clone()))
+    let keys = match &options.placement_keys {
+        Some(path) => {
+            let keys = PlacementKeys::load(path)?;
+            tracing::info!(
+                file = %path.display(),
+                keys = ?keys.current().verifier.key_ids().collect::<Vec<_>>(),
+                "verifying placements' signatures"
+            );
+            Some(keys)
+        }
+        None if options.insecure_unsigned_placements => {
+            tracing::warn!(
+                "--insecure-unsigned-placements: placements are honoured without checking \
+                 their signatures; anyone who can create or annotate a pod chooses its GPUs"
+            );
+            None
+        }
+        None => {
+            return Err(Error::Missing(
+                "--placement-keys (or --insecure-unsigned-placements)",
+            ));
+        }
     };
+    let client = kube_client(options.kubeconfig.as_deref()).await?;
+    let specs = Arc::new(PodSpecs::new(client, options.resource.clone()));
+    tokio::spawn(Arc::clone(&specs).watch(node.clone()));
     let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -139,13 +165,17 @@ pub async fn run(options: Options) -> Result<(), Error> {
     );
     let policy = Policy {
         node,
+        resource: options.resource.clone(),
         without_annotation: options.without_annotation,
         other_node: options.other_node,
+        unsigned: options.unsigned,
         memory: options.memory_limit,
+        all_gpus_namespaces: options.all_gpus_namespaces.iter().cloned().collect(),
     };
     let enforcer = Arc::new(Enforcer::new(
         policy,
         inventory,
+        keys,
         specs,
         Arc::clone(&metrics),
     ));

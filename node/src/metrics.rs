@@ -11,7 +11,9 @@ use crate::enforce::{Action, Case, MemoryLimit};
 /// Labels of a GPU container's verdict.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Verdict {
-    /// `placed`, `without_annotation`, `other_node`, `unknown_gpu` or `malformed`.
+    /// [`Case::name`]: `placed`, `without_annotation`, `other_node`, `unknown_gpu`,
+    /// `malformed`, `unsigned`, `bad_signature`, `gpu_count`, `reservation_too_large`,
+    /// `no_reservation` or `spec_unknown`.
     pub case: String,
     /// `assigned`, `left` or `refused`.
     pub action: String,
@@ -24,12 +26,22 @@ pub struct Mode {
     pub mode: String,
 }
 
+/// Labels of a container that requested no GPU.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Gpuless {
+    /// `hidden` (given `NVIDIA_VISIBLE_DEVICES=void`) or `exempt` (its namespace may see every
+    /// GPU: left as it is).
+    pub action: String,
+}
+
 /// Every metric of the node component.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// GPU containers judged, per case and action.
     pub containers: Family<Verdict, Counter>,
+    /// Containers that requested no GPU, hidden from the GPUs or exempt.
+    pub gpuless: Family<Gpuless, Counter>,
     /// Reservations passed on to containers, per memory-limit mode.
     pub memory_limits: Family<Mode, Counter>,
     /// GPUs this node has.
@@ -41,9 +53,15 @@ pub struct Metrics {
     /// Running containers of pods Tandem placed here that do not see their GPU, as found at
     /// the last synchronization (created while this component was down).
     pub unenforced: Gauge,
-    /// Pod specs that could not be read from the API server (judged by the device plugin's
-    /// evidence instead).
+    /// Pod specs that could not be read from the API server (annotated containers refused,
+    /// others judged by the device plugin's evidence).
     pub pod_lookup_errors: Counter,
+    /// Containers whose pod the watch had not brought yet (a GET was needed).
+    pub pod_cache_misses: Counter,
+    /// The placement keys trusted.
+    pub placement_keys: Gauge,
+    /// Changes of the placement keys' file that could not be read (the keys before stayed).
+    pub placement_key_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -53,8 +71,17 @@ impl Default for Metrics {
         registry.register(
             "containers",
             "GPU containers judged, by case (placed, without_annotation, other_node, \
-             unknown_gpu, malformed) and action (assigned, left, refused)",
+             unknown_gpu, malformed, unsigned, bad_signature, gpu_count, \
+             reservation_too_large, no_reservation, spec_unknown) and action (assigned, left, \
+             refused)",
             containers.clone(),
+        );
+        let gpuless = Family::<Gpuless, Counter>::default();
+        registry.register(
+            "gpuless_containers",
+            "Containers that requested no GPU, by action (hidden: NVIDIA_VISIBLE_DEVICES=void; \
+             exempt: a namespace that may see every GPU)",
+            gpuless.clone(),
         );
         let memory_limits = Family::<Mode, Counter>::default();
         registry.register(
@@ -89,6 +116,25 @@ impl Default for Metrics {
             "Pod specs the API server did not return",
             pod_lookup_errors.clone(),
         );
+        let pod_cache_misses = Counter::default();
+        registry.register(
+            "pod_cache_misses",
+            "Containers whose pod the watch had not brought yet (looked up with a GET)",
+            pod_cache_misses.clone(),
+        );
+        let placement_keys = Gauge::default();
+        registry.register(
+            "placement_keys",
+            "Placement signing keys trusted",
+            placement_keys.clone(),
+        );
+        let placement_key_errors = Counter::default();
+        registry.register(
+            "placement_key_errors",
+            "Changes of the placement keys' file that could not be read (the keys before \
+             stayed in force)",
+            placement_key_errors.clone(),
+        );
         // Every series exists from the start, so a dashboard's rate() has a zero to start from.
         for case in Case::ALL {
             for action in Action::ALL {
@@ -98,6 +144,11 @@ impl Default for Metrics {
                 });
             }
         }
+        for action in ["hidden", "exempt"] {
+            let _ = gpuless.get_or_create(&Gpuless {
+                action: action.to_owned(),
+            });
+        }
         for mode in [MemoryLimit::Report, MemoryLimit::Mps, MemoryLimit::HamiCore] {
             let _ = memory_limits.get_or_create(&Mode {
                 mode: mode.name().to_owned(),
@@ -106,12 +157,16 @@ impl Default for Metrics {
         Self {
             registry,
             containers,
+            gpuless,
             memory_limits,
             gpus,
             connected,
             sessions,
             unenforced,
             pod_lookup_errors,
+            pod_cache_misses,
+            placement_keys,
+            placement_key_errors,
         }
     }
 }
@@ -123,6 +178,16 @@ impl Metrics {
             .get_or_create(&Verdict {
                 case: case.name().to_owned(),
                 action: action.name().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one container that requested no GPU: `exempt` when left as it is.
+    pub fn count_gpuless(&self, exempt: bool) {
+        let action = if exempt { "exempt" } else { "hidden" };
+        self.gpuless
+            .get_or_create(&Gpuless {
+                action: action.to_owned(),
             })
             .inc();
     }
@@ -164,6 +229,13 @@ mod tests {
             text.contains(r#"tandem_node_containers_total{case="placed",action="assigned"} 0"#)
         );
         assert!(text.contains(r#"tandem_node_memory_limits_total{mode="mps"} 0"#));
+        for case in ["unsigned", "bad_signature", "gpu_count", "spec_unknown"] {
+            let series =
+                format!(r#"tandem_node_containers_total{{case="{case}",action="refused"}} 0"#);
+            assert!(text.contains(&series), "{series}");
+        }
+        assert!(text.contains(r#"tandem_node_gpuless_containers_total{action="hidden"} 0"#));
+        assert!(text.contains("tandem_node_placement_keys 0"));
         assert!(text.contains("tandem_node_connected 0"));
     }
 }

@@ -11,13 +11,18 @@ use crate::enforce::{Fallback, MemoryLimit};
 /// see exactly GPU k.
 ///
 /// An NRI plugin of the container runtime (containerd ≥ 1.7, CRI-O ≥ 1.26): for each container
-/// the runtime is about to create, it reads the pod's `tandem.dev/gpu` annotation and sets
-/// NVIDIA_VISIBLE_DEVICES to that GPU's UUID and gives the container that GPU's device node
-/// (/dev/nvidiaN, N its minor number), replacing whatever NVIDIA's device plugin chose; with
+/// the runtime is about to create, it reads the pod's `tandem.dev/gpu` annotation, checks the
+/// scheduler's signature over it (`tandem.dev/placement-signature`, with the keys of
+/// --placement-keys) and that it names as many GPUs as the pod requests, then sets
+/// NVIDIA_VISIBLE_DEVICES to those GPUs' UUIDs and gives the container their device nodes
+/// (/dev/nvidiaN, N the minor number), replacing whatever NVIDIA's device plugin chose; with
 /// `tandem.dev/gpu-memory-mib` it passes the memory guard's reservation on as the limit of
-/// --memory-limit. GPU containers of pods Tandem did not place follow --without-annotation and
-/// --other-node. Serves /metrics, /healthz and /readyz (registered with the runtime) on
-/// --listen.
+/// --memory-limit. A placement that does not hold is refused: the container is not created
+/// and the reason shows in the pod's events. GPU containers of pods Tandem did not place
+/// follow --without-annotation and --other-node; containers that request no GPU get
+/// NVIDIA_VISIBLE_DEVICES=void (see --all-gpus-namespace). Pod specs come from a watch of this
+/// node's pods (RBAC: get, list and watch on pods). Serves /metrics, /healthz and /readyz
+/// (registered with the runtime) on --listen.
 ///
 /// `tandem-node --list-gpus` prints the node's GPUs (index, UUID, device node) and exits. Set
 /// RUST_LOG (for example `RUST_LOG=tandem_node=debug`) for more detail. Exit codes: 0 done,
@@ -68,6 +73,30 @@ pub struct Options {
     #[arg(long, value_enum, default_value_t = Fallback::Refuse)]
     pub other_node: Fallback,
 
+    /// The public keys Tandem's schedulers sign placements with: a PEM file of `PUBLIC KEY`
+    /// blocks or certificates (several during a rotation), read again whenever it changes (a
+    /// mounted ConfigMap is updated in place).
+    #[arg(long, value_name = "FILE")]
+    pub placement_keys: Option<PathBuf>,
+
+    /// GPU containers whose placement's signature is missing or does not verify: `refuse`
+    /// them, or `leave` them as pods placed without Tandem (--without-annotation decides).
+    #[arg(long, value_enum, default_value_t = Fallback::Refuse)]
+    pub unsigned: Fallback,
+
+    /// Honour placements without checking their signatures, when there are no
+    /// --placement-keys: anyone who can create or annotate a pod then chooses its GPUs. For
+    /// tests only; warned about at start and at every placement.
+    #[arg(long, conflicts_with = "placement_keys")]
+    pub insecure_unsigned_placements: bool,
+
+    /// A namespace whose pods keep the NVIDIA_VISIBLE_DEVICES they set without requesting a
+    /// GPU (monitoring that must see every GPU: Tandem's profiler, NVIDIA's device plugin,
+    /// DCGM exporter); repeat for several. Tenants must not be able to create pods there.
+    /// Containers of every other namespace that request no GPU get NVIDIA_VISIBLE_DEVICES=void.
+    #[arg(long = "all-gpus-namespace", value_name = "NAMESPACE")]
+    pub all_gpus_namespaces: Vec<String>,
+
     /// How the memory guard's reservation is enforced: `mps` where the node runs NVIDIA MPS,
     /// `hami-core` where it runs HAMi-core; `report` counts it without enforcing.
     #[arg(long, value_enum, default_value_t = MemoryLimit::Report)]
@@ -80,11 +109,6 @@ pub struct Options {
     /// Kubeconfig to use; without it, the in-cluster service account or $KUBECONFIG.
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-
-    /// Judge containers only by what the device plugin left in them, without reading pod
-    /// specs from the API server.
-    #[arg(long)]
-    pub no_api: bool,
 }
 
 /// Output format of `--list-gpus`.

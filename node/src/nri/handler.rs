@@ -2,8 +2,32 @@
 //! calls.
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use super::api;
+
+/// How long the runtime waits for the answer to one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    /// When the call was read from the socket.
+    pub received: Instant,
+    /// The wait the runtime's request states (ttrpc's `timeout_nano`; NRI's request timeout,
+    /// 2 s by default), when it states one.
+    pub timeout: Option<Duration>,
+}
+
+impl Deadline {
+    /// The deadline of a call read now that states `timeout_nano` (0: none).
+    pub fn from_request(timeout_nano: i64) -> Self {
+        Self {
+            received: Instant::now(),
+            timeout: u64::try_from(timeout_nano)
+                .ok()
+                .filter(|nanos| *nanos > 0)
+                .map(Duration::from_nanos),
+        }
+    }
+}
 
 /// How the plugin introduces itself to the runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,10 +54,12 @@ pub trait Handler: Send + Sync + 'static {
     fn synchronize(&self, pods: Vec<api::PodSandbox>, containers: Vec<api::Container>);
 
     /// `container` of `pod` is about to be created: the changes to make to it, or the reason to
-    /// refuse it (the runtime then fails its creation with that text).
+    /// refuse it (the runtime then fails its creation with that text), answered before
+    /// `deadline` (a late answer is no answer: the runtime drops the plugin).
     fn create_container(
         &self,
         pod: api::PodSandbox,
         container: api::Container,
+        deadline: Deadline,
     ) -> impl Future<Output = Result<api::ContainerAdjustment, String>> + Send;
 }

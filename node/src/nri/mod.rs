@@ -21,5 +21,5 @@ mod session;
 pub mod wire;
 
 pub use error::Error;
-pub use handler::{Handler, Registration};
+pub use handler::{Deadline, Handler, Registration};
 pub use session::{Ended, serve};

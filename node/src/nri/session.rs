@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::api::{self, code, event};
 use super::error::Error;
-use super::handler::{Handler, Registration};
+use super::handler::{Deadline, Handler, Registration};
 use super::wire::{self, FRAME_HEADER, Kind, Message, PLUGIN_SERVICE, RUNTIME_SERVICE, Streams};
 
 /// How long registration may take before the runtime counts as unresponsive.
@@ -271,6 +271,7 @@ fn dispatch<H: Handler>(
             call.ok(&api::SynchronizeResponse { more: part.more });
         }
         "CreateContainer" => {
+            let deadline = Deadline::from_request(request.timeout_nano);
             let create = api::CreateContainerRequest::decode(payload)
                 .map_err(|e| Error::Decode("CreateContainerRequest", e))?;
             let handler = Arc::clone(handler);
@@ -278,7 +279,7 @@ fn dispatch<H: Handler>(
             tokio::spawn(async move {
                 let pod = create.pod.unwrap_or_default();
                 let container = create.container.unwrap_or_default();
-                match handler.create_container(pod, container).await {
+                match handler.create_container(pod, container, deadline).await {
                     Ok(adjust) => call.ok(&api::CreateContainerResponse {
                         adjust: Some(adjust),
                     }),

@@ -9,11 +9,13 @@ use prost::Message as _;
 use tandem_node::enforce::{Fallback, MemoryLimit, Policy, VISIBLE_DEVICES};
 use tandem_node::enforcer::Enforcer;
 use tandem_node::inventory::{Gpu, Inventory};
+use tandem_node::keys::PlacementKeys;
 use tandem_node::metrics::Metrics;
 use tandem_node::nri::api::{self, event};
 use tandem_node::nri::wire::{self, FRAME_HEADER, Kind, Message, PLUGIN_SERVICE, RUNTIME_SERVICE};
 use tandem_node::nri::{self, Ended, Registration};
-use tandem_node::placement::{GPU_ANNOTATION, MEMORY_ANNOTATION};
+use tandem_node::pods::PodSpecs;
+use tandem_wire::{GPU_ANNOTATION, Placement, Signer};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
 
@@ -108,6 +110,30 @@ fn pod(id: &str, annotations: &[(&str, &str)]) -> api::PodSandbox {
     }
 }
 
+/// The spec of pod `id` ([`pod`]) as the API server holds it: container `main` requesting
+/// `gpus` GPUs.
+fn spec(id: &str, gpus: u32) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": id, "namespace": "default", "uid": format!("uid-{id}")},
+        "spec": {"containers": [{"name": "main", "image": "x",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}
+    }))
+    .unwrap()
+}
+
+/// A policy of node `node-a` with `without_annotation` and `memory`.
+fn policy(without_annotation: Fallback, memory: MemoryLimit) -> Policy {
+    Policy {
+        node: "node-a".into(),
+        resource: "nvidia.com/gpu".into(),
+        without_annotation,
+        other_node: Fallback::Refuse,
+        unsigned: Fallback::Refuse,
+        memory,
+        all_gpus_namespaces: Default::default(),
+    }
+}
+
 fn gpu_container(pod: &str, visible: &str) -> api::Container {
     api::Container {
         id: format!("{pod}-main"),
@@ -123,18 +149,25 @@ fn gpu_container(pod: &str, visible: &str) -> api::Container {
 async fn a_runtime_registers_configures_synchronizes_and_gets_adjustments_and_refusals() {
     let (plugin_end, runtime_end) = UnixStream::pair().unwrap();
     let metrics = Arc::new(Metrics::default());
-    let policy = Policy {
-        node: "node-a".into(),
-        without_annotation: Fallback::Refuse,
-        other_node: Fallback::Refuse,
-        memory: MemoryLimit::Mps,
-    };
+    let (signer, _) = Signer::generate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("placement.pub");
+    std::fs::write(&keys, signer.public_key_pem()).unwrap();
+    let specs = PodSpecs::without_api("nvidia.com/gpu".into());
+    for (id, gpus) in [("p", 1), ("q", 1), ("sidecar", 0)] {
+        specs.insert(&spec(id, gpus));
+    }
     let enforcer = Arc::new(Enforcer::new(
-        policy,
+        policy(Fallback::Refuse, MemoryLimit::Mps),
         inventory(),
-        None,
+        Some(PlacementKeys::load(&keys).unwrap()),
+        Arc::new(specs),
         Arc::clone(&metrics),
     ));
+    let placed = signer.signed(
+        "uid-p",
+        Placement::decided(&["node-a/2".into()], Some(9000)).unwrap(),
+    );
     let registration = Registration {
         name: "tandem-node".into(),
         index: "90".into(),
@@ -232,14 +265,16 @@ async fn a_runtime_registers_configures_synchronizes_and_gets_adjustments_and_re
     );
 
     // 4. A placed pod's container gets its GPU and the reservation as the MPS limit.
+    let annotations: Vec<(String, String)> = placed.annotations().into_iter().collect();
+    let annotations: Vec<(&str, &str)> = annotations
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let created = runtime
         .call(
             "CreateContainer",
             &api::CreateContainerRequest {
-                pod: Some(pod(
-                    "p",
-                    &[(GPU_ANNOTATION, "node-a/2"), (MEMORY_ANNOTATION, "9000")],
-                )),
+                pod: Some(pod("p", &annotations)),
                 container: Some(gpu_container("p", "GPU-fake-a-0")),
             },
         )
@@ -287,6 +322,46 @@ async fn a_runtime_registers_configures_synchronizes_and_gets_adjustments_and_re
         status.message
     );
 
+    // 6. A container that asks for no GPU and names every GPU itself is given none.
+    let mut all = gpu_container("sidecar", "all");
+    all.name = "main".into();
+    let hidden = runtime
+        .call(
+            "CreateContainer",
+            &api::CreateContainerRequest {
+                pod: Some(pod("sidecar", &[])),
+                container: Some(all),
+            },
+        )
+        .await;
+    let adjust = api::CreateContainerResponse::decode(hidden.payload.as_slice())
+        .unwrap()
+        .adjust
+        .unwrap();
+    assert_eq!(adjust.env.len(), 1);
+    assert_eq!(
+        (adjust.env[0].key.as_str(), adjust.env[0].value.as_str()),
+        (VISIBLE_DEVICES, "void")
+    );
+
+    // 7. A pod whose spec is unknown (not watched, no API server) carrying a placement: its
+    //    container is refused, never created blind.
+    let unknown = runtime
+        .call(
+            "CreateContainer",
+            &api::CreateContainerRequest {
+                pod: Some(pod("r", &annotations)),
+                container: Some(gpu_container("r", "GPU-fake-a-0")),
+            },
+        )
+        .await;
+    let status = unknown.status.unwrap();
+    assert!(
+        status.message.contains("its spec could not be read"),
+        "{}",
+        status.message
+    );
+
     // An unknown method is answered, not dropped.
     let unknown = runtime.call("Frobnicate", &api::Empty {}).await;
     assert_eq!(unknown.status.unwrap().code, api::code::UNIMPLEMENTED);
@@ -302,8 +377,13 @@ async fn a_runtime_registers_configures_synchronizes_and_gets_adjustments_and_re
         )
     );
     assert!(text.contains(r#"tandem_node_memory_limits_total{mode="mps"} 1"#));
+    assert!(text.contains(r#"tandem_node_gpuless_containers_total{action="hidden"} 1"#));
+    assert!(
+        text.contains(r#"tandem_node_containers_total{case="spec_unknown",action="refused"} 1"#)
+    );
+    assert!(text.contains("tandem_node_placement_keys 1"), "{text}");
 
-    // 6. The runtime hangs up: the session ends.
+    // 8. The runtime hangs up: the session ends.
     drop(runtime);
     assert_eq!(session.await.unwrap().unwrap(), Ended::Closed);
 }
@@ -312,14 +392,10 @@ async fn a_runtime_registers_configures_synchronizes_and_gets_adjustments_and_re
 async fn a_runtime_that_refuses_registration_ends_the_session_with_its_reason() {
     let (plugin_end, runtime_end) = UnixStream::pair().unwrap();
     let enforcer = Arc::new(Enforcer::new(
-        Policy {
-            node: "node-a".into(),
-            without_annotation: Fallback::Leave,
-            other_node: Fallback::Refuse,
-            memory: MemoryLimit::Report,
-        },
+        policy(Fallback::Leave, MemoryLimit::Report),
         inventory(),
         None,
+        Arc::new(PodSpecs::without_api("nvidia.com/gpu".into())),
         Arc::new(Metrics::default()),
     ));
     let registration = Registration {
