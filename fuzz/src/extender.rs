@@ -11,6 +11,7 @@ use tandem_adapter_core::JobKeys;
 use tandem_adapter_core::http::{Failure, parse};
 use tandem_kube_adapter::extender::{BindingArgs, ExtenderArgs};
 use tandem_kube_common::cluster;
+use tandem_kube_common::placement::{Placements, Signer};
 use tandem_volcano_adapter::wire::{
     EventRequest, PredicateRequest, PrioritizeRequest, SessionOpenRequest, TaskInfo,
 };
@@ -20,6 +21,13 @@ const RESOURCE: &str = "nvidia.com/gpu";
 
 static KEYS: LazyLock<JobKeys> = LazyLock::new(|| {
     JobKeys::new(b"a fuzzing secret, 16 bytes or more".to_vec()).expect("a long enough secret")
+});
+
+/// Placements signed with a key of the run's own, so every placement a body carries is read and
+/// verified (and found forged) as the adapters do.
+static PLACEMENTS: LazyLock<Placements> = LazyLock::new(|| {
+    let (signer, _) = Signer::generate().expect("a key pair is generated");
+    Placements::signed(signer)
 });
 
 /// Feeds one input to the target.
@@ -73,7 +81,7 @@ fn read_task(task: &TaskInfo) {
 /// What the adapters read of a pod before the engine sees it.
 fn read_pod(pod: &Pod) {
     let requested = cluster::requested_gpus(pod, RESOURCE);
-    match cluster::gpu_pod(pod, &KEYS, RESOURCE) {
+    match cluster::gpu_pod(pod, &KEYS, RESOURCE, &PLACEMENTS) {
         Some(gpu_pod) => {
             assert_eq!(gpu_pod.gpus, requested);
             let _ = gpu_pod.job();

@@ -22,7 +22,6 @@ use tandem_adapter_core::{EngineError, EngineFailure, EngineState, Placement};
 use tandem_kube_common::app::App;
 use tandem_kube_common::assumed::Assumptions;
 use tandem_kube_common::cluster::GpuPod;
-use tandem_kube_common::cluster::placement_annotations;
 use tandem_kube_common::decide::{self, FilterPasses, NodeScores, job_of};
 
 use crate::extender::{
@@ -396,7 +395,21 @@ async fn bind_pod(
         ..ObjectMeta::default()
     };
     if !gpus.is_empty() {
-        metadata.annotations = Some(placement_annotations(&gpus, reserved_mib));
+        // Signed over the pod's UID, which the Binding's own UID precondition pins: the API
+        // server binds only the pod the scheduler asked about.
+        match app
+            .placements()
+            .annotations(&args.pod_uid, &gpus, reserved_mib)
+        {
+            Ok(annotations) => metadata.annotations = Some(annotations),
+            Err(error) => {
+                undo_placement(app, placed.as_ref(), &gpus).await;
+                return Err((
+                    "no placement",
+                    format!("Tandem: the engine's GPUs are no placement: {error}"),
+                ));
+            }
+        }
     }
     let binding = Binding {
         metadata,
@@ -437,15 +450,20 @@ async fn bind_pod(
         }
     };
     if let Err(failure) = bound {
-        if let Some(gp) = &placed {
-            app.forget(&gp.uid);
-            let (job, undo) = (gp.job.clone(), gpus.clone());
-            let _ = app
-                .core
-                .decide("unbind", move |engine| engine.unplace(&job, &undo))
-                .await;
-        }
+        undo_placement(app, placed.as_ref(), &gpus).await;
         return Err(failure);
     }
     Ok(gpus)
+}
+
+/// Takes back a placement whose bind failed: forgotten by the view, off the engine.
+async fn undo_placement(app: &App, placed: Option<&GpuPod>, gpus: &[String]) {
+    if let Some(gp) = placed {
+        app.forget(&gp.uid);
+        let (job, undo) = (gp.job.clone(), gpus.to_vec());
+        let _ = app
+            .core
+            .decide("unbind", move |engine| engine.unplace(&job, &undo))
+            .await;
+    }
 }

@@ -22,6 +22,7 @@ use tandem_api::ModelSummary;
 use crate::assumed::Assumptions;
 use crate::cluster::{ClusterView, GpuPod, gpu_pod};
 use crate::follow::CatchUp;
+use crate::placement::Placements;
 use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
 
 /// Where the cluster view comes from.
@@ -81,6 +82,8 @@ pub struct App {
     catch_up_due: AtomicBool,
     /// Prices and powers of GPU models (`--gpu-price`, `--gpu-power`).
     costs: GpuCosts,
+    /// How placements are signed, and which the view trusts (`--placement-key`).
+    placements: Arc<Placements>,
     /// Models pods declared by reference, read from ConfigMaps: by namespace and reference,
     /// with when they were read.
     models: Mutex<HashMap<(String, Reference), ModelRead>>,
@@ -132,6 +135,7 @@ impl App {
             residency: Mutex::new(HashMap::new()),
             catch_up_due: AtomicBool::new(false),
             costs: GpuCosts::default(),
+            placements: Arc::default(),
             models: Mutex::new(HashMap::new()),
         };
         if matches!(app.source, Source::Fixed(_)) {
@@ -144,6 +148,18 @@ impl App {
     pub fn with_costs(mut self, costs: GpuCosts) -> Self {
         self.costs = costs;
         self
+    }
+
+    /// The front-end signing its placements as `placements` says, and trusting only those it
+    /// vouches for (without it, placements are unsigned and all trusted).
+    pub fn with_placements(mut self, placements: Arc<Placements>) -> Self {
+        self.placements = placements;
+        self
+    }
+
+    /// How the front-end signs placements and which it trusts.
+    pub fn placements(&self) -> &Placements {
+        &self.placements
     }
 
     /// The Kubernetes client, unless the cluster is fixed.
@@ -206,7 +222,7 @@ impl App {
     /// The pod's view, if it requests managed GPUs, with a model it declared by reference
     /// as last read ([`App::read_model`]).
     pub fn gpu_pod(&self, pod: &Pod) -> Option<GpuPod> {
-        let mut gp = gpu_pod(pod, &self.core.keys, &self.resource)?;
+        let mut gp = gpu_pod(pod, &self.core.keys, &self.resource, &self.placements)?;
         if let Ok(declaration) = &gp.declared
             && let Some(reference) = declaration.reference()
         {
@@ -434,9 +450,18 @@ impl App {
         let assumed = self.assumed.contains(&gp.uid);
         if first && !assumed {
             self.core.metrics.binds_without_tandem.inc();
-            tracing::warn!(
-                "a GPU pod was bound without Tandem's GPU record (fail-open or another scheduler)"
-            );
+            match &gp.untrusted {
+                // A placement Tandem did not sign: written by the pod's owner, or changed since.
+                Some(why) => tracing::warn!(
+                    why,
+                    "a GPU pod carries a placement Tandem does not vouch for; counted as bound \
+                     without Tandem's GPU record"
+                ),
+                None => tracing::warn!(
+                    "a GPU pod was bound without Tandem's GPU record (fail-open or another \
+                     scheduler)"
+                ),
+            }
         }
     }
 

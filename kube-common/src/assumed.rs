@@ -144,6 +144,7 @@ mod tests {
             &crate::cluster::testing::pod(name, 1, None, None),
             &keys,
             "nvidia.com/gpu",
+            &crate::placement::Placements::default(),
         )
         .unwrap()
     }

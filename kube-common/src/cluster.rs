@@ -1,8 +1,9 @@
 //! What the adapter knows about the cluster: GPU nodes and the pods that use their GPUs.
 //!
 //! Kubernetes counts GPUs per node (`nvidia.com/gpu: 4`) but not which pods share which GPU,
-//! so Tandem records its own choice on the pod ([`GPU_ANNOTATION`], written by `bind`) and
-//! rebuilds every GPU's residents from the pods carrying it. This module is pure: the
+//! so Tandem records its own choice on the pod ([`GPU_ANNOTATION`], written by `bind` and
+//! signed: [`crate::placement`]) and rebuilds every GPU's residents from the pods carrying a
+//! placement it trusts. This module is pure: the
 //! watchers in [`crate::watch`] feed it Node and Pod objects, and it answers with the engine's
 //! [`Gpu`] records.
 
@@ -20,27 +21,10 @@ use tandem_adapter_core::identity::JOB_LABEL;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-/// Pod annotation naming the GPUs Tandem bound the pod to: `<node>/<index>`, comma-separated
-/// for a pod that needs several.
-pub const GPU_ANNOTATION: &str = "tandem.dev/gpu";
-
-/// Pod annotation with the device memory, in MiB, Tandem's memory guard reserved for a
-/// one-GPU pod on its GPU, written with [`GPU_ANNOTATION`]: Tandem's node component passes it
-/// on to the container as the limit of the node's sharing mode (MPS, HAMi-core) or reports it.
-pub const MEMORY_ANNOTATION: &str = "tandem.dev/gpu-memory-mib";
-
-/// The annotations that record a placement on a pod: the GPUs, and the memory reserved there
-/// when the pod shares one GPU.
-pub fn placement_annotations(
-    gpus: &[String],
-    reserved_mib: Option<u32>,
-) -> BTreeMap<String, String> {
-    let mut annotations = BTreeMap::from([(GPU_ANNOTATION.to_owned(), gpus.join(","))]);
-    if let (Some(mib), [_]) = (reserved_mib, gpus) {
-        annotations.insert(MEMORY_ANNOTATION.to_owned(), mib.to_string());
-    }
-    annotations
-}
+/// The annotations of a placement, as [`tandem_wire`] defines them (one definition for the
+/// schedulers that write them and the nodes that read them).
+pub use crate::placement::{ANNOTATIONS, GPU_ANNOTATION, MEMORY_ANNOTATION, SIGNATURE_ANNOTATION};
+use crate::placement::{Placements, Read};
 
 /// Node label with the GPU product, as NVIDIA's GPU feature discovery sets it
 /// (for example `Tesla-V100-SXM2-16GB`).
@@ -119,8 +103,13 @@ pub struct GpuPod {
     pub gpus: u32,
     /// Node the pod is bound to, if any.
     pub node: Option<String>,
-    /// GPUs named by [`GPU_ANNOTATION`].
+    /// GPUs named by [`GPU_ANNOTATION`], when Tandem's placement is trusted (signed with the
+    /// front-end's key, see [`crate::placement`]); empty otherwise.
     pub assigned: Vec<String>,
+    /// Why the pod's placement annotations are ignored, when it carries some Tandem does not
+    /// vouch for (forged, changed since Tandem signed them, malformed): the pod then counts as
+    /// one bound without Tandem's record.
+    pub untrusted: Option<String>,
     /// Whether the pod still holds its GPUs (not finished, not being deleted).
     pub active: bool,
     /// What the pod declared in its annotations (`tandem.dev/priority`, `tandem.dev/work`,
@@ -236,27 +225,25 @@ pub fn job_key(pod: &Pod, keys: &JobKeys) -> String {
     keys.key(namespace, job)
 }
 
-/// The adapter's view of a pod, or `None` when it requests no managed GPU.
-pub fn gpu_pod(pod: &Pod, keys: &JobKeys, resource: &str) -> Option<GpuPod> {
+/// The adapter's view of a pod, or `None` when it requests no managed GPU; its placement is
+/// read as `placements` trusts it.
+pub fn gpu_pod(
+    pod: &Pod,
+    keys: &JobKeys,
+    resource: &str,
+    placements: &Placements,
+) -> Option<GpuPod> {
     let gpus = requested_gpus(pod, resource);
     if gpus == 0 {
         return None;
     }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let finished = matches!(phase, Some("Succeeded" | "Failed"));
-    let assigned = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(GPU_ANNOTATION))
-        .map(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let (assigned, untrusted) = match placements.read(pod) {
+        Read::Placed(gpus) => (gpus, None),
+        Read::Unplaced => (Vec::new(), None),
+        Read::Untrusted(why) => (Vec::new(), Some(why)),
+    };
     let declared = declared(pod);
     let model = inline_model(&declared);
     Some(GpuPod {
@@ -265,6 +252,7 @@ pub fn gpu_pod(pod: &Pod, keys: &JobKeys, resource: &str) -> Option<GpuPod> {
         gpus,
         node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         assigned,
+        untrusted,
         active: !finished && pod.metadata.deletion_timestamp.is_none(),
         declared,
         model,
@@ -287,8 +275,9 @@ impl ClusterView {
     /// Builds the view from nodes and the active GPU pods.
     ///
     /// A pod bound without [`GPU_ANNOTATION`] (by the default binder while the adapter was
-    /// down, or by another scheduler) is counted on the emptiest GPUs of its node: which device
-    /// it got is unknown, and counting it nowhere would let the engine overfill its node.
+    /// down, or by another scheduler), or with a placement Tandem does not trust (forged), is
+    /// counted on the emptiest GPUs of its node for the GPUs it requests: which device it got
+    /// is unknown, and counting it nowhere would let the engine overfill its node.
     pub fn build<'a>(
         nodes: impl IntoIterator<Item = &'a Node>,
         pods: impl IntoIterator<Item = GpuPod>,
@@ -476,7 +465,7 @@ mod tests {
         let view = ClusterView::build(
             &nodes,
             pods.iter()
-                .filter_map(|p| gpu_pod(p, &keys, "nvidia.com/gpu")),
+                .filter_map(|p| gpu_pod(p, &keys, "nvidia.com/gpu", &Placements::default())),
             "nvidia.com/gpu",
         );
         let gpus = view.node("a").unwrap().as_ref().unwrap();
@@ -484,6 +473,47 @@ mod tests {
         assert_eq!(gpus[0].residents[0].id, keys.key("default", "x"));
         assert_eq!(gpus[1].residents[0].id, keys.key("default", "y"));
         assert_eq!(gpus[0].spec.memory_mib, 16_000);
+    }
+
+    #[test]
+    fn a_forged_placement_counts_the_pod_on_the_gpus_it_requests_not_on_those_it_names() {
+        let keys = keys();
+        let (signer, _) = crate::placement::Signer::generate().unwrap();
+        let placements = Placements::signed(signer);
+        let nodes = [node("a", 4, "Tesla-V100", Some(16_000))];
+        // One GPU requested, all four named, no signature: what a pod owner can write.
+        let forged = pod("forger", 1, Some("a"), Some("a/0,a/1,a/2,a/3"));
+        let mut signed = pod("placed", 1, Some("a"), None);
+        signed.metadata.annotations = Some(
+            placements
+                .annotations("uid-placed", &["a/2".into()], None)
+                .unwrap(),
+        );
+        let read = |placements: &Placements| {
+            let pods = [&forged, &signed]
+                .into_iter()
+                .filter_map(|p| gpu_pod(p, &keys, "nvidia.com/gpu", placements))
+                .collect::<Vec<_>>();
+            let view = ClusterView::build(&nodes, pods, "nvidia.com/gpu");
+            view.node("a")
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|gpu| gpu.residents.len())
+                .collect::<Vec<_>>()
+        };
+        // Trusting every annotation, the forger holds all four GPUs.
+        assert_eq!(read(&Placements::unsigned()), [1, 1, 2, 1]);
+        // Signed placements: the forger is one pod bound without Tandem's record, on the
+        // emptiest GPU; Tandem's own placement stays where it was signed for.
+        assert_eq!(read(&placements), [1, 0, 1, 0]);
+        let seen = gpu_pod(&forged, &keys, "nvidia.com/gpu", &placements).unwrap();
+        assert!(seen.assigned.is_empty());
+        assert_eq!(
+            seen.untrusted.as_deref(),
+            Some("the placement is not signed")
+        );
     }
 
     #[test]
@@ -495,6 +525,7 @@ mod tests {
                 &pod("x", 1, Some("a"), Some("a/0")),
                 &keys,
                 "nvidia.com/gpu",
+                &Placements::default(),
             ),
             "nvidia.com/gpu",
         )
@@ -520,7 +551,7 @@ mod tests {
         done.status.as_mut().unwrap().phase = Some("Succeeded".to_owned());
         let view = ClusterView::build(
             &[node("a", 1, "V100", None)],
-            gpu_pod(&done, &keys, "nvidia.com/gpu"),
+            gpu_pod(&done, &keys, "nvidia.com/gpu", &Placements::default()),
             "nvidia.com/gpu",
         );
         assert!(

@@ -314,6 +314,7 @@ mod tests {
     use super::*;
     use crate::cluster::gpu_pod;
     use crate::cluster::testing::{engine, keys, node, pod};
+    use crate::placement::Placements;
     use k8s_openapi::api::core::v1::Pod;
 
     const RESOURCE: &str = "nvidia.com/gpu";
@@ -327,13 +328,20 @@ mod tests {
         let k = keys();
         ClusterView::build(
             &nodes,
-            pods.iter().filter_map(|p| gpu_pod(p, &k, RESOURCE)),
+            pods.iter()
+                .filter_map(|p| gpu_pod(p, &k, RESOURCE, &Placements::default())),
             RESOURCE,
         )
     }
 
     fn pending(job: &str, gpus: u32) -> GpuPod {
-        gpu_pod(&pod(job, gpus, None, None), &keys(), RESOURCE).unwrap()
+        gpu_pod(
+            &pod(job, gpus, None, None),
+            &keys(),
+            RESOURCE,
+            &Placements::default(),
+        )
+        .unwrap()
     }
 
     /// [`filter`] of `pod` on `candidates`, scored by one `score-all` as the extender does.

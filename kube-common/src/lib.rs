@@ -5,8 +5,9 @@
 //! On top of [`tandem_adapter_core`] (the engine, the knowledge base, the intake, the metrics),
 //! this is the Kubernetes layer, laid out as a pod flows through it:
 //!
-//! - [`cluster`]: nodes and pods to the engine's GPUs and residents (pure), and the annotations
-//!   a placement writes on a pod; [`lean`] decodes pods with only the fields Tandem reads.
+//! - [`cluster`]: nodes and pods to the engine's GPUs and residents (pure); [`placement`]: the
+//!   annotations a placement writes on a pod, signed, and which placements the view trusts;
+//!   [`lean`] decodes pods with only the fields Tandem reads.
 //! - [`decide`]: Tandem's decisions on nodes for a pod, which each front-end puts in its
 //!   scheduler's words.
 //! - [`app`]: a front-end's state (cluster view, placements not yet confirmed, declared
@@ -26,6 +27,7 @@ pub mod decide;
 pub mod follow;
 pub mod leader;
 pub mod lean;
+pub mod placement;
 pub mod runs;
 pub mod store;
 pub mod watch;

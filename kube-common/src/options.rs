@@ -66,6 +66,22 @@ pub struct Options {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
 
+    /// Ed25519 private key (PEM, PKCS#8 `PRIVATE KEY`, as `openssl genpkey -algorithm ed25519`
+    /// and Helm's `genPrivateKey "ed25519"` write it) every placement is signed with
+    /// (`tandem.dev/placement-signature`, over the pod's UID, the node, the GPUs and the memory
+    /// reserved). tandem-node honours only placements that verify with its public key, and
+    /// this adapter's view counts a pod on the GPUs its placement names only when it verifies:
+    /// a forged or changed one is counted as a pod bound without Tandem. Required unless
+    /// --unsigned-placements.
+    #[arg(long, env = "TANDEM_PLACEMENT_KEY", value_name = "FILE")]
+    pub placement_key: Option<PathBuf>,
+
+    /// Write placements unsigned and trust every placement annotation, as before signatures:
+    /// anyone who may create or update a pod can then claim GPUs for it. Only where nodes do
+    /// not check signatures (tandem-node --unsigned leave) and pod writers are trusted.
+    #[arg(long, conflicts_with = "placement_key")]
+    pub unsigned_placements: bool,
+
     /// Options every Tandem adapter takes.
     #[command(flatten)]
     pub core: CoreArgs,
@@ -124,6 +140,17 @@ pub struct Options {
 }
 
 impl Options {
+    /// How placements are signed and trusted: `--placement-key`, or `--unsigned-placements`
+    /// (with a warning); neither is an error that says how to give one.
+    pub fn placements(&self) -> Result<crate::placement::Placements, crate::placement::KeyError> {
+        crate::placement::Placements::configured(
+            self.placement_key.as_deref(),
+            self.unsigned_placements,
+            "--placement-key",
+            "--unsigned-placements",
+        )
+    }
+
     /// The prices and powers of GPU models given.
     pub fn costs(&self) -> GpuCosts {
         GpuCosts::new(&self.gpu_prices, &self.gpu_powers)

@@ -94,6 +94,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
     // kube's client and the TLS server share rustls; pick its crypto once for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let keys = options.core.keys()?;
+    let placements = Arc::new(options.placements()?);
     let intake_token = options.core.intake_token()?;
     let runtime = options.core.runtime(options.engine_deadline)?;
     let policy = options.policy();
@@ -135,7 +136,8 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             options.scheduler_timeout,
             Source::Fixed(file),
         )
-        .with_costs(options.costs());
+        .with_costs(options.costs())
+        .with_placements(placements);
         return Ok(Started {
             core: Arc::clone(&app.core),
             app: Arc::new(app),
@@ -191,7 +193,8 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
                 pods: stores.pods.0.clone(),
             },
         )
-        .with_costs(options.costs()),
+        .with_costs(options.costs())
+        .with_placements(placements),
     );
     watch::spawn(
         Arc::clone(&app),

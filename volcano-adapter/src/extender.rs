@@ -450,6 +450,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Node;
     use tandem_kube_common::cluster::gpu_pod;
     use tandem_kube_common::cluster::testing::{self, engine, keys};
+    use tandem_kube_common::placement::Placements;
 
     const RESOURCE: &str = "nvidia.com/gpu";
 
@@ -465,7 +466,13 @@ mod tests {
 
     fn task(name: &str, gpus: u32, gang: bool) -> Task {
         Task {
-            pod: gpu_pod(&pod(name, gpus, None), &keys(), RESOURCE).unwrap(),
+            pod: gpu_pod(
+                &pod(name, gpus, None),
+                &keys(),
+                RESOURCE,
+                &Placements::default(),
+            )
+            .unwrap(),
             namespace: "default".into(),
             name: name.into(),
             gang,
@@ -476,7 +483,8 @@ mod tests {
         let k = keys();
         ClusterView::build(
             nodes,
-            pods.iter().filter_map(|p| gpu_pod(p, &k, RESOURCE)),
+            pods.iter()
+                .filter_map(|p| gpu_pod(p, &k, RESOURCE, &Placements::default())),
             RESOURCE,
         )
     }

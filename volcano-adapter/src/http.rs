@@ -22,7 +22,7 @@ use kube::api::{Patch, PatchParams};
 use tandem_adapter_core::declaration::Field;
 use tandem_adapter_core::http::{Failure, parse, timed};
 use tandem_adapter_core::{EngineError, Placement};
-use tandem_kube_common::cluster::{GPU_ANNOTATION, MEMORY_ANNOTATION, placement_annotations};
+use tandem_kube_common::placement::ANNOTATIONS;
 
 use crate::extender::{self, SessionJob, Task, Volcano};
 use crate::wire::{
@@ -271,8 +271,18 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
                 return Ok(axum::Json(EventResponse::default()));
             }
         };
-        let annotations = placement_annotations(&gpus, reserved_mib);
-        if let Err(error) = annotate(&volcano, &task, Some(&annotations)).await {
+        // Signed over the pod's UID: a pod owner who patches the placement between this
+        // allocate and vc-scheduler's bind breaks the signature (nodes refuse the pod, the
+        // view ignores the placement).
+        let annotated = match volcano
+            .app
+            .placements()
+            .annotations(&task.pod.uid, &gpus, reserved_mib)
+        {
+            Ok(annotations) => annotate(&volcano, &task, Some(&annotations)).await,
+            Err(error) => Err(format!("the engine's GPUs are no placement: {error}")),
+        };
+        if let Err(error) = annotated {
             // The pod would run on a GPU Tandem cannot show: undo, and let the allocation fail.
             volcano.unrecord(&task);
             undo(&volcano, &task, gpus).await;
@@ -319,7 +329,8 @@ async fn undo(volcano: &Volcano, task: &Task, gpus: Vec<String>) {
     }
 }
 
-/// Writes the placement's annotations on the task's pod (or, with `None`, removes them).
+/// Writes the placement's annotations on the task's pod (or, with `None`, removes them), every
+/// key of a placement set or removed.
 /// vc-scheduler binds the pod itself at the end of the session, so the annotations are a patch
 /// of their own, made before `allocate` answers — before the kubelet can see the pod. Nothing
 /// to write on a fixed cluster.
@@ -332,12 +343,22 @@ async fn annotate(
         return Ok(());
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &task.namespace);
-    let patch = match annotations {
-        Some(annotations) => serde_json::json!({"metadata": {"annotations": annotations}}),
-        // A merge patch removes a key set to null.
-        None => serde_json::json!({"metadata": {"annotations": {
-            GPU_ANNOTATION: null, MEMORY_ANNOTATION: null}}}),
-    };
+    // Every placement key is written: a merge patch removes a key set to null, so no value of
+    // an earlier placement (the reservation of a one-GPU one, say) is left beside this one.
+    let written: serde_json::Map<String, serde_json::Value> = ANNOTATIONS
+        .iter()
+        .map(|key| {
+            let value = annotations
+                .and_then(|a| a.get(*key))
+                .map_or(serde_json::Value::Null, |v| {
+                    serde_json::Value::from(v.as_str())
+                });
+            ((*key).to_owned(), value)
+        })
+        .collect();
+    // The UID makes the patch conditional: a pod of the same name created since is left alone
+    // (the API server answers a conflict), as a signature for one pod must not land on another.
+    let patch = serde_json::json!({"metadata": {"uid": task.pod.uid, "annotations": written}});
     let patched = tokio::time::timeout(
         volcano.app.scheduler_timeout,
         pods.patch(&task.name, &PatchParams::default(), &Patch::Merge(&patch)),

@@ -6,12 +6,15 @@
 //! what the scheduler asks of it: `prefilter` (the verdicts on every node, encoded; for a pod
 //! known from its events, as the Go side asks, and for the pod sent whole, as it asks when its
 //! events run late), `reserve` on the node it scores best, and the pod event that follows the
-//! binding. "One cycle" counts the first way. Objects cross as JSON of the fields the Go side
+//! binding (its placement signed by Reserve and verified by the event). "One cycle" counts the
+//! first way. Objects cross as JSON of the fields the Go side
 //! sends of a Pod or Node, as `encoding/json` writes them.
 //! It prints the median, p99 and mean of each step and their sum, the budget the in-process
 //! plugin has per pod: the default scheduler spends about 2 ms of CPU per pod on the same
 //! cluster. No assertion is made on time; the numbers are for people.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -21,6 +24,7 @@ use tandem_kube_capi::Config;
 use tandem_kube_capi::plugin::Plugin;
 use tandem_kube_capi::served::Served;
 use tandem_kube_common::decide::Verdict;
+use tandem_kube_common::placement::{Placements, Signer};
 
 const NODES: usize = 500;
 const PODS: usize = 1_500;
@@ -41,8 +45,9 @@ fn node(name: &str) -> Value {
     })
 }
 
-/// Pod `i` of the benchmark, pending, or bound to `node` with Tandem's annotation `gpu`.
-fn pod(i: usize, bound: Option<(&str, &str)>) -> Value {
+/// Pod `i` of the benchmark, pending, or bound to `node` with Tandem's placement
+/// `annotations` (Reserve's, signed).
+fn pod(i: usize, bound: Option<(&str, &BTreeMap<String, String>)>) -> Value {
     let mut pod = json!({
         "metadata": {
             "name": format!("job-{i:05}"),
@@ -63,9 +68,9 @@ fn pod(i: usize, bound: Option<(&str, &str)>) -> Value {
         },
         "status": { "phase": "Pending" },
     });
-    if let Some((node, gpu)) = bound {
+    if let Some((node, annotations)) = bound {
         pod["spec"]["nodeName"] = json!(node);
-        pod["metadata"]["annotations"] = json!({ "tandem.dev/gpu": gpu });
+        pod["metadata"]["annotations"] = json!(annotations);
     }
     pod
 }
@@ -105,11 +110,10 @@ fn main() -> anyhow::Result<()> {
     let config = Config::parse(args.as_bytes())?;
     // The core without a connection: nothing stored, as in the unit tests.
     let served = Served::start(&config, None)?;
-    let mut plugin = Plugin::new(
-        config,
-        std::sync::Arc::clone(served.core()),
-        served.handle(),
-    );
+    // Reserve signs every placement, as the chart deploys the plugin.
+    let (signer, _) = Signer::generate()?;
+    let mut plugin = Plugin::new(config, Arc::clone(served.core()), served.handle())
+        .with_placements(Arc::new(Placements::signed(signer)));
     for n in 0..NODES {
         plugin.set_node(node(&format!("gpu-node-{n:04}")).to_string().as_bytes())?;
     }
@@ -159,11 +163,12 @@ fn main() -> anyhow::Result<()> {
             .reserve(&uid, &best)?
             .map_err(|why| anyhow::anyhow!("pod {i}: {why}"))?;
         let reserved_in = at.elapsed();
-        let gpus = reserved
+        reserved
             .annotations
             .get("tandem.dev/gpu")
             .with_context(|| format!("pod {i}: Reserve wrote no GPU"))?;
-        let event = pod(i, Some((&best, gpus))).to_string();
+        // The event carries the signed placement, which the plugin verifies once per pod.
+        let event = pod(i, Some((&best, &reserved.annotations))).to_string();
         let at = Instant::now();
         plugin.set_pod(event.as_bytes())?;
         let bound_in = at.elapsed();

@@ -10,6 +10,7 @@ use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_api::{ModelCap, Objective, Policy};
 use tandem_host::HostConfig;
 use tandem_kube_common::cluster::gpu_model;
+use tandem_kube_common::placement::{KeyError, Placements};
 
 use crate::Error;
 
@@ -77,6 +78,17 @@ pub struct Config {
     /// Private key (PEM) of `intakeTlsCertFile`.
     #[serde(default)]
     pub intake_tls_key_file: Option<PathBuf>,
+    /// File with the Ed25519 private key (PEM, PKCS#8 `PRIVATE KEY`) Reserve signs every
+    /// placement with (`tandem.dev/placement-signature`, over the pod's UID and its placement):
+    /// tandem-node honours only placements that verify with its public key, and the plugin's
+    /// view counts a pod on the GPUs its placement names only when it verifies. Required
+    /// unless `unsignedPlacements`.
+    #[serde(default)]
+    pub placement_key_file: Option<PathBuf>,
+    /// Write placements unsigned and trust every placement annotation (anyone who may write a
+    /// pod could then claim GPUs for it): only where nodes do not check signatures.
+    #[serde(default)]
+    pub unsigned_placements: bool,
     /// Name of the Lease electing the replica that writes the knowledge base: the extender's
     /// by default, so a cluster running both keeps one writer.
     #[serde(default = "default_lease")]
@@ -179,7 +191,27 @@ impl Config {
         if config.lease.is_empty() {
             return Err(Error::Config("lease: must not be empty".into()));
         }
+        if config.placement_key_file.is_some() && config.unsigned_placements {
+            return Err(Error::Config(
+                "unsignedPlacements: true contradicts placementKeyFile (give one of them)".into(),
+            ));
+        }
         Ok(config)
+    }
+
+    /// How Reserve signs placements and which the view trusts: `placementKeyFile` read, or
+    /// `unsignedPlacements` (with a warning); neither is an error saying how to give one.
+    pub fn placements(&self) -> Result<Placements, Error> {
+        Placements::configured(
+            self.placement_key_file.as_deref(),
+            self.unsigned_placements,
+            "placementKeyFile",
+            "unsignedPlacements: true",
+        )
+        .map_err(|error| match error {
+            KeyError::Missing { .. } => Error::Config(error.to_string()),
+            _ => Error::Config(format!("placementKeyFile: {error}")),
+        })
     }
 
     /// The prices and powers of GPU models, keyed by the engine's model names.

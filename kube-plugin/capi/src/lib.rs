@@ -101,10 +101,12 @@ impl TandemPlugin {
     /// connection (JSON; empty for none).
     fn start(args: &[u8], connection: &[u8]) -> Result<(Self, Settings), Error> {
         let config = Config::parse(args)?;
+        let placements = Arc::new(config.placements()?);
         let connection = Connection::parse(connection)?;
         let served = Served::start(&config, connection)?;
         let settings = config.settings();
-        let plugin = Plugin::new(config.clone(), Arc::clone(served.core()), served.handle());
+        let plugin = Plugin::new(config.clone(), Arc::clone(served.core()), served.handle())
+            .with_placements(placements);
         let plugin = Arc::new(Mutex::new(plugin));
         served.spawn(&config, Arc::downgrade(&plugin));
         Ok((Self { plugin, served }, settings))

@@ -25,9 +25,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use tandem_adapter_core::metrics::{Metrics, Verb};
 use tandem_adapter_core::outcomes::Run;
 use tandem_adapter_core::{Core, EngineFailure, EngineState, Placement};
-use tandem_kube_common::cluster::{ClusterView, GpuPod, gpu_pod, node_gpus, placement_annotations};
+use tandem_kube_common::cluster::{ClusterView, GpuPod, node_gpus};
 use tandem_kube_common::decide;
 use tandem_kube_common::lean::LeanPod;
+use tandem_kube_common::placement::Placements;
 use tandem_kube_common::runs::{finished_batch, is_finished, now_seconds, run_of};
 
 use crate::Error;
@@ -62,6 +63,8 @@ pub struct Plugin {
     /// What the plugin did, in the adapters' metric families (the core's).
     metrics: Arc<Metrics>,
     config: Config,
+    /// How Reserve signs placements, and which the view trusts.
+    placements: Arc<Placements>,
     /// Nodes by name.
     nodes: HashMap<String, Node>,
     /// The GPU model of each node that has managed GPUs, read when the node comes or changes
@@ -169,6 +172,7 @@ impl Plugin {
             learn,
             metrics,
             config,
+            placements: Arc::default(),
             nodes: HashMap::new(),
             gpu_models: HashMap::new(),
             names: Arc::from(Vec::new()),
@@ -186,6 +190,23 @@ impl Plugin {
             residents_moved: false,
             cycle: None,
         }
+    }
+
+    /// The plugin signing its placements as `placements` says and trusting only those it
+    /// vouches for (without it, placements are unsigned and all trusted).
+    pub fn with_placements(mut self, placements: Arc<Placements>) -> Self {
+        self.placements = placements;
+        self
+    }
+
+    /// The pod's view, if it requests managed GPUs, its placement read as the key vouches.
+    fn gpu_pod(&self, pod: &Pod) -> Option<GpuPod> {
+        tandem_kube_common::cluster::gpu_pod(
+            pod,
+            &self.core.keys,
+            &self.config.resource,
+            &self.placements,
+        )
     }
 
     /// The plugin's metrics, shared: a scrape reads them without waiting for the plugin.
@@ -275,7 +296,7 @@ impl Plugin {
     pub fn set_pod(&mut self, json: &[u8]) -> Result<(), Error> {
         let pod = input::<LeanPod>("Pod", json)?.0;
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let Some(now) = gpu_pod(&pod, &self.core.keys, &self.config.resource) else {
+        let Some(now) = self.gpu_pod(&pod) else {
             self.delete_pod(&uid);
             self.saw(uid, &pod);
             return Ok(());
@@ -312,7 +333,7 @@ impl Plugin {
     /// two streams keep no order between them, so a run finishing in one could miss the
     /// partner that started before it in the other.
     pub fn pod_ran(&mut self, pod: &Pod) {
-        if let Some(gp) = gpu_pod(pod, &self.core.keys, &self.config.resource) {
+        if let Some(gp) = self.gpu_pod(pod) {
             self.hold(pod, &gp);
         }
     }
@@ -383,7 +404,7 @@ impl Plugin {
     fn hold_waiting(&mut self, pods: &[Pod]) {
         let mut runs = Vec::with_capacity(pods.len());
         for pod in pods {
-            let Some(gp) = gpu_pod(pod, &self.core.keys, &self.config.resource) else {
+            let Some(gp) = self.gpu_pod(pod) else {
                 continue;
             };
             if let Some(held) = self.run_held(pod, &gp) {
@@ -488,7 +509,7 @@ impl Plugin {
                 return failed;
             }
         };
-        let pod = gpu_pod(&pod, &self.core.keys, &self.config.resource);
+        let pod = self.gpu_pod(&pod);
         self.judge(pod, started)
     }
 
@@ -603,7 +624,18 @@ impl Plugin {
         match chosen {
             Placement::Refused(reason) => Ok(Err(format!("Tandem: {reason}"))),
             Placement::Placed { gpus, reserved_mib } => {
-                let annotations = placement_annotations(&gpus, reserved_mib);
+                // Signed over the pod's UID; Bind writes them on the Binding, whose UID
+                // precondition pins the pod.
+                let annotations = match self.placements.annotations(uid, &gpus, reserved_mib) {
+                    Ok(annotations) => annotations,
+                    Err(error) => {
+                        let (job, undo) = (pod.job.clone(), gpus);
+                        self.on_engine("unreserve", move |state| state.unplace(&job, &undo))?;
+                        return Ok(Err(format!(
+                            "Tandem: the engine's GPUs are no placement: {error}"
+                        )));
+                    }
+                };
                 let assumed = GpuPod {
                     node: Some(node.to_owned()),
                     assigned: gpus,

@@ -97,7 +97,7 @@ impl Prepared {
 }
 
 /// Reserve's answer: the annotations the plugin's Bind puts on the pod's Binding, as the
-/// extender writes them ([`tandem_kube_common::cluster::placement_annotations`]: the GPUs
+/// extender writes them ([`tandem_kube_common::placement::Placements::annotations`]: the GPUs
 /// chosen, and the memory the guard reserved on a shared GPU).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reserved {

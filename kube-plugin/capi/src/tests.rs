@@ -1,10 +1,17 @@
 //! The C ABI as the Go plugin uses it: real engine component, real misbehaving component.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use serde_json::{Value, json};
+use tandem_kube_common::placement::{Placement, Signer, Verifier};
 
 use super::*;
+
+/// The placement key of every fixture: its signer and its private key (PEM).
+static KEY: LazyLock<(Signer, String)> =
+    LazyLock::new(|| Signer::generate().expect("a key pair is generated"));
 
 /// A plugin handle and the directory holding its id secret.
 struct Fixture {
@@ -117,7 +124,12 @@ fn fixture(extra: Value) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("id-secret");
     std::fs::write(&secret, "00112233445566778899aabbccddeeff\n").unwrap();
+    let key = dir.path().join("placement.key");
+    std::fs::write(&key, &KEY.1).unwrap();
     let mut args = json!({ "idSecretFile": secret });
+    if extra.get("unsignedPlacements").is_none() {
+        args["placementKeyFile"] = json!(key);
+    }
     for (key, value) in extra.as_object().unwrap() {
         args[key] = value.clone();
     }
@@ -245,7 +257,8 @@ fn node(name: &str) -> Value {
     })
 }
 
-/// A pod of one GPU; bound to `node` with Tandem's annotation `gpu` when given.
+/// A pod of one GPU; bound to `node` with Tandem's placement on `gpu` (signed with the
+/// fixtures' key) when given.
 fn pod(name: &str, node: Option<&str>, gpu: Option<&str>) -> Value {
     let mut pod = json!({
         "metadata": { "name": name, "namespace": "default", "uid": format!("uid-{name}") },
@@ -257,7 +270,9 @@ fn pod(name: &str, node: Option<&str>, gpu: Option<&str>) -> Value {
         pod["spec"]["nodeName"] = json!(node);
     }
     if let Some(gpu) = gpu {
-        pod["metadata"]["annotations"] = json!({ "tandem.dev/gpu": gpu });
+        let placement = Placement::decided(&[gpu.to_owned()], None).unwrap();
+        let signed = KEY.0.signed(&format!("uid-{name}"), placement);
+        pod["metadata"]["annotations"] = json!(signed.annotations());
     }
     pod
 }
@@ -403,6 +418,49 @@ fn a_pod_goes_beside_the_co_runner_the_engine_prefers_and_gets_the_annotation() 
     let next = plugin.prepared(&pod("q", None, None));
     assert!(next["failed"]["a"].is_string(), "{next}");
     assert!(next["scores"]["b"].is_u64(), "{next}");
+}
+
+#[test]
+fn reserve_signs_the_placement_for_the_pod_and_a_forged_one_holds_no_gpu() {
+    let plugin = fixture(json!({}));
+    cluster(&plugin);
+    let verifier = Verifier::from_pem(KEY.0.public_key_pem().as_bytes()).unwrap();
+    plugin.prepared(&pod("p", None, None));
+    let (status, text) = plugin.reserve("uid-p", "a");
+    assert_eq!(status, TANDEM_OK, "{text}");
+    let reserved: Value = serde_json::from_str(&text).unwrap();
+    let annotations: BTreeMap<String, String> =
+        serde_json::from_value(reserved["annotations"].clone()).unwrap();
+    let placement = Placement::read(|key| annotations.get(key).map(String::as_str))
+        .unwrap()
+        .unwrap();
+    assert_eq!(verifier.verify("uid-p", &placement), Ok(KEY.0.key_id()));
+    // The same annotations do not hold for another pod.
+    assert!(verifier.verify("uid-q", &placement).is_err());
+
+    // A pod its owner bound to a four-GPU node, requesting one GPU and naming all four
+    // without Tandem's signature. Trusting every annotation, the node has no idle GPU left for
+    // a two-GPU pod; with signed placements, the forger holds one GPU and the pod fits.
+    let mut forged = pod("forger", Some("quad"), None);
+    forged["metadata"]["annotations"] = json!({ "tandem.dev/gpu": "quad/0,quad/1,quad/2,quad/3" });
+    let mut pair = pod("pair", None, None);
+    pair["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = json!("2");
+    let mut quad = node("quad");
+    quad["status"]["allocatable"]["nvidia.com/gpu"] = json!("4");
+    for (extra, fits) in [
+        (json!({ "unsignedPlacements": true }), false),
+        (json!({}), true),
+    ] {
+        let plugin = fixture(extra.clone());
+        plugin.set("node", &quad);
+        plugin.set("pod", &forged);
+        let prepared = plugin.prepared(&pair);
+        assert_eq!(
+            prepared["scores"]["quad"].is_u64(),
+            fits,
+            "{extra}: {prepared}"
+        );
+    }
 }
 
 #[test]
@@ -658,8 +716,17 @@ fn malformed_args_fail_naming_the_field() {
         ),
         (json!({ "maxJobsPerGpu": 2 }), "idSecretFile"),
         (
-            json!({ "idSecretFile": "/nonexistent/secret" }),
+            json!({ "idSecretFile": "/nonexistent/secret", "unsignedPlacements": true }),
             "idSecretFile",
+        ),
+        (json!({ "idSecretFile": "/x" }), "placementKeyFile"),
+        (
+            json!({ "idSecretFile": "/x", "placementKeyFile": "/nonexistent/key" }),
+            "placementKeyFile: cannot read the placement key /nonexistent/key",
+        ),
+        (
+            json!({ "idSecretFile": "/x", "placementKeyFile": "/k", "unsignedPlacements": true }),
+            "unsignedPlacements",
         ),
         (
             json!({ "idSecretFile": "/x", "intakeAddress": "127.0.0.1:0" }),

@@ -218,7 +218,7 @@ func TestTheRealEnginesMetricsAreReExported(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("00112233445566778899aabbccddeeff\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, _, err := newEngine([]byte(`{"idSecretFile": "`+secret+`"}`), nil)
+	e, _, err := newEngine([]byte(`{"idSecretFile": "`+secret+`", "unsignedPlacements": true}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
