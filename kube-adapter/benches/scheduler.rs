@@ -826,13 +826,14 @@ profiles:
       - name: Tandem
   pluginConfig:
   - name: Tandem
-    args: {{idSecretFile: {}, namespace: {SYSTEM}}}
+    args: {{idSecretFile: {}, namespace: {SYSTEM}, placementKeyFile: \"{}\"}}
   - name: NodeResourcesFit
     args:
       ignoredResources: [\"nvidia.com/gpu\"]
 ",
         cluster::KUBECONFIG_PLACEHOLDER,
-        secret.display()
+        secret.display(),
+        cluster::PLACEMENT_KEY_PLACEHOLDER,
     )
 }
 
@@ -856,6 +857,8 @@ fn start_adapter(
         .arg("--id-secret-file")
         .arg(&secret)
         .args(tls.map(MutualTls::adapter_args).unwrap_or_default())
+        // Every bind signs its placement, as the chart deploys it.
+        .args(cluster.placement_args())
         .env("RUST_LOG", "warn");
     if mode == Mode::TandemFitting {
         command.args(["--filter-passes", "fitting"]);

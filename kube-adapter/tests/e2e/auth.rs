@@ -53,6 +53,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
         .arg("--id-secret-file")
         .arg(dir.join("id-secret"))
         .args(tls.adapter_args())
+        .args(cluster.placement_args())
         .arg("--scheduler-token-file")
         .arg(dir.join("scheduler-token"))
         .env(

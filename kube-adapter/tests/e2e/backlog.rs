@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, ensure};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
 use crate::cluster::{Cluster, create_gpu_node, free_port, scheduler_config};
 use crate::extender::{NAMESPACE, finish, job_pod, prepare, start_replica};
@@ -68,7 +68,7 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
                     &format!("job-{}", i % JOBS),
                     Some((&node, &annotation)),
                 )?;
-                pods.create(&PostParams::default(), &pod).await?;
+                cluster.create_placed(&pods, &pod).await?;
                 finish(&pods, &name, &from, &to).await
             }
         })

@@ -268,7 +268,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // The node profiler measures a declared job's peak above the prediction (a replay of its
     // process on t4-b's GPU): the memory model learns it off the decision path.
     let learner = declaring_pod("learner", "learner", model(vgg19_b64()), Some("t4-b"))?;
-    let learner = pods.create(&params, &learner).await?;
+    let learner = cluster.create_placed(&pods, &learner).await?;
     let before = estimate(&http, &adapter, None, Some(vgg19_b64()), None).await?;
     let measured = 15_000;
     let replay = dir.join("learner.jsonl");
@@ -404,11 +404,12 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         ("steady-t4", "t4-c", 1_000, 800),
         ("steady-a100", "a100-c", 500, 450),
     ] {
-        pods.create(
-            &params,
-            &declaring_pod(pod, "steady", steady.clone(), Some(node))?,
-        )
-        .await?;
+        cluster
+            .create_placed(
+                &pods,
+                &declaring_pod(pod, "steady", steady.clone(), Some(node))?,
+            )
+            .await?;
         finish(&pods, pod, &at(start), &at(end)).await?;
     }
     let deadline = Instant::now() + Duration::from_secs(30);

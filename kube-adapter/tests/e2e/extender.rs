@@ -19,11 +19,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
+use tandem_kube_common::placement::{Placement, SIGNATURE_ANNOTATION};
 
 pub(crate) use tandem_e2e::intake::{
     Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready,
@@ -71,6 +72,7 @@ pub(crate) fn start_with(
         .arg(dir.join("id-secret"))
         .arg("--intake-token-file")
         .arg(dir.join("intake-token"))
+        .args(cluster.placement_args())
         .args(extra)
         .env(
             "RUST_LOG",
@@ -94,7 +96,8 @@ pub(crate) async fn prepare(cluster: &Cluster) -> Result<kube::Client> {
 }
 
 /// A pod of job `job` asking for one GPU; bound to `at` = (node, gpu) if given (a pod placed
-/// earlier), else pending.
+/// earlier: create it with [`Cluster::create_placed`], which signs the placement), else
+/// pending.
 pub(crate) fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
@@ -113,6 +116,23 @@ pub(crate) fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result
         pod["metadata"]["annotations"] = json!({ "tandem.dev/gpu": gpu });
     }
     Ok(serde_json::from_value(pod)?)
+}
+
+/// The placement `pod` carries, checked to be signed for it with `cluster`'s placement key (as
+/// a node checks it): what it names and the key that signed it, for the test's output.
+pub(crate) fn signed_placement(cluster: &Cluster, pod: &Pod) -> Result<String> {
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let placement = Placement::read(|key| annotations.get(key).map(String::as_str))?
+        .context("the pod carries no placement")?;
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let verifier = cluster.placement_verifier();
+    let key = verifier
+        .verify(uid, &placement)
+        .map_err(|e| anyhow::anyhow!("the placement of pod {uid} does not verify: {e}"))?;
+    Ok(format!(
+        "{SIGNATURE_ANNOTATION} verifies for the pod's UID and {}: signed with key {key}",
+        placement.gpu_list()
+    ))
 }
 
 pub(crate) fn annotation(pod: &Pod) -> Option<String> {
@@ -208,16 +228,12 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // (b) x runs on v100-a, y on v100-b (placed earlier); p is the pending pod.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let params = PostParams::default();
-    pods.create(
-        &params,
-        &job_pod("x-run", "x", Some(("v100-a", "v100-a/0")))?,
-    )
-    .await?;
-    pods.create(
-        &params,
-        &job_pod("y-run", "y", Some(("v100-b", "v100-b/0")))?,
-    )
-    .await?;
+    cluster
+        .create_placed(&pods, &job_pod("x-run", "x", Some(("v100-a", "v100-a/0")))?)
+        .await?;
+    cluster
+        .create_placed(&pods, &job_pod("y-run", "y", Some(("v100-b", "v100-b/0")))?)
+        .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     pods.create(&params, &job_pod("p-run", "p", None)?).await?;
     let node = wait_for_binding(&client, NAMESPACE, "p-run", Duration::from_secs(30)).await;
@@ -234,6 +250,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         annotation(&bound)
     );
     ensure!(annotation(&bound).as_deref() == Some("v100-a/0"));
+    println!("(c) {}", signed_placement(cluster, &bound)?);
 
     // (a) big needs 20,000 MiB: no GPU fits; it stays Pending, unbound, the reason in its events.
     pods.create(&params, &job_pod("big-run", "big", None)?)
@@ -313,7 +330,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         ]}),
     )
     .await?;
-    run_alone_then_together(&pods, ("v100-c", "v100-c/0")).await?;
+    run_alone_then_together(cluster, &pods, ("v100-c", "v100-c/0")).await?;
     let deadline = Instant::now() + Duration::from_secs(20);
     let learned = loop {
         let now = knowledge(&http, &adapter.url).await?;
@@ -370,17 +387,24 @@ pub(crate) fn seconds_ago() -> impl Fn(i64) -> String {
 /// Pods of jobs `a` and `b` on `gpu` (node, GPU), as their kubelet reports them: each runs
 /// alone once (a 100 s, b 50 s), then both run together (a 150 s, b 140 s) and finish, the
 /// last of them ten minutes ago. What learning from finished pods pairs into one outcome.
-pub(crate) async fn run_alone_then_together(pods: &Api<Pod>, gpu: (&str, &str)) -> Result<()> {
-    let params = PostParams::default();
+/// Placed as Tandem places pods, with `cluster`'s placement key.
+pub(crate) async fn run_alone_then_together(
+    cluster: &Cluster,
+    pods: &Api<Pod>,
+    gpu: (&str, &str),
+) -> Result<()> {
     let at = seconds_ago();
     for (pod, job, start, end) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
-        pods.create(&params, &job_pod(pod, job, Some(gpu))?).await?;
+        cluster
+            .create_placed(pods, &job_pod(pod, job, Some(gpu))?)
+            .await?;
         finish(pods, pod, &at(start), &at(end)).await?;
     }
-    pods.create(&params, &job_pod("a-pair", "a", Some(gpu))?)
-        .await?;
-    pods.create(&params, &job_pod("b-pair", "b", Some(gpu))?)
-        .await?;
+    for (pod, job) in [("a-pair", "a"), ("b-pair", "b")] {
+        cluster
+            .create_placed(pods, &job_pod(pod, job, Some(gpu))?)
+            .await?;
+    }
     start(pods, "a-pair", &at(1_000)).await?;
     start(pods, "b-pair", &at(1_000)).await?;
     finish(pods, "a-pair", &at(1_000), &at(850)).await?;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 
@@ -95,17 +95,21 @@ async fn scenario(cluster: &Cluster) -> Result<()> {
     )
     .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let params = PostParams::default();
     let at = crate::extender::seconds_ago();
     let here = Some(("v100-f", "v100-f/0"));
     // Each job runs alone once: the leader learns their solo times.
     for (pod, job, from, to) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
-        pods.create(&params, &job_pod(pod, job, here)?).await?;
+        cluster
+            .create_placed(&pods, &job_pod(pod, job, here)?)
+            .await?;
         finish(&pods, pod, &at(from), &at(to)).await?;
     }
     // Then together; the first of the pair finishes while a leads.
-    pods.create(&params, &job_pod("a-pair", "a", here)?).await?;
-    pods.create(&params, &job_pod("b-pair", "b", here)?).await?;
+    for (pod, job) in [("a-pair", "a"), ("b-pair", "b")] {
+        cluster
+            .create_placed(&pods, &job_pod(pod, job, here)?)
+            .await?;
+    }
     start(&pods, "a-pair", &at(1_000)).await?;
     start(&pods, "b-pair", &at(1_000)).await?;
     finish(&pods, "a-pair", &at(1_000), &at(850)).await?;

@@ -59,6 +59,8 @@ async fn a_flood_of_large_bodies_costs_bounded_memory_and_health_stays_up() -> R
             "intake-token",
             "--request-timeout",
             "30s",
+            // A fixed cluster: nothing is bound, so nothing is signed.
+            "--unsigned-placements",
         ]);
     let mut adapter = spawn_logged(command, &dir.path().join("adapter.log"))?;
     let base = format!("http://127.0.0.1:{port}");

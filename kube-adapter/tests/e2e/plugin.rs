@@ -108,6 +108,8 @@ pub(crate) fn args(dir: &Path) -> Value {
         "namespace": SYSTEM,
         "knowledgeConfigMap": KNOWLEDGE,
         "engineDeadlineMs": 2_000,
+        // The cluster's placement key, which the harness puts in the scheduler's config.
+        "placementKeyFile": crate::cluster::PLACEMENT_KEY_PLACEHOLDER,
     })
 }
 
@@ -234,16 +236,12 @@ async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_kn
     let scenario = async {
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
         let params = PostParams::default();
-        pods.create(
-            &params,
-            &job_pod("x-run", "x", Some(("v100-a", "v100-a/0")))?,
-        )
-        .await?;
-        pods.create(
-            &params,
-            &job_pod("y-run", "y", Some(("v100-b", "v100-b/0")))?,
-        )
-        .await?;
+        cluster
+            .create_placed(&pods, &job_pod("x-run", "x", Some(("v100-a", "v100-a/0")))?)
+            .await?;
+        cluster
+            .create_placed(&pods, &job_pod("y-run", "y", Some(("v100-b", "v100-b/0")))?)
+            .await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
 
         // Beside x, where the engine predicts p slows down least; the annotation names the GPU.
@@ -257,6 +255,11 @@ async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_kn
             annotation(&bound)
         );
         println!("p-run bound to v100-a, annotated v100-a/0");
+        // Reserve signed it for the pod, with the key of the plugin's config.
+        println!(
+            "p-run: {}",
+            crate::extender::signed_placement(&cluster, &bound)?
+        );
 
         // Fits no GPU: Pending, with the engine's reason in its events.
         pods.create(&params, &job_pod("big-run", "big", None)?)
@@ -544,7 +547,7 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
     std::fs::write(dir.join("intake-token"), TOKEN)?;
     let keys = JobKeys::from_file(&dir.join("id-secret"))?;
     let client = cluster.client().await?;
-    let (alpha, beta) = crate::profiler::the_recorded_pods(&client).await?;
+    let (alpha, beta) = crate::profiler::the_recorded_pods(&cluster, &client).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let port = free_port()?;
     let intake = format!("http://127.0.0.1:{port}");
@@ -597,7 +600,7 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
             ]}),
         )
         .await?;
-        run_alone_then_together(&pods, ("v100-c", "v100-c/0")).await?;
+        run_alone_then_together(&cluster, &pods, ("v100-c", "v100-c/0")).await?;
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let learned = loop {
             let now = knowledge(&http, &intake).await?;

@@ -85,7 +85,8 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
     let here = Some(("v100-a", "v100-a/0"));
     for (name, of, from, to) in [("a-solo", "a", 4_000, 3_900), ("b-solo", "b", 3_800, 3_750)] {
         let name = format!("{CANARY}-pod-{name}");
-        pods.create(&params, &canary_pod(&name, &job(of), here)?)
+        cluster
+            .create_placed(&pods, &canary_pod(&name, &job(of), here)?)
             .await?;
         finish(&pods, &name, &at(from), &at(to)).await?;
     }
@@ -94,7 +95,8 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
         format!("{CANARY}-pod-b-pair"),
     ];
     for (name, of) in pair.iter().zip(["a", "b"]) {
-        pods.create(&params, &canary_pod(name, &job(of), here)?)
+        cluster
+            .create_placed(&pods, &canary_pod(name, &job(of), here)?)
             .await?;
         start(&pods, name, &at(1_000)).await?;
     }

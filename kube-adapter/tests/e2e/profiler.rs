@@ -58,7 +58,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     std::fs::write(dir.join("intake-token"), TOKEN)?;
     let keys = JobKeys::from_file(&dir.join("id-secret"))?;
     let client = cluster.client().await?;
-    let (alpha, beta) = the_recorded_pods(&client).await?;
+    let (alpha, beta) = the_recorded_pods(cluster, &client).await?;
     let http = reqwest::Client::new();
     let mut adapter = start_adapter(cluster, port, adapter_log)?;
     wait_ready(&http, &mut adapter).await?;
@@ -118,21 +118,23 @@ pub(crate) async fn the_next_beta_joins_alpha(client: &kube::Client, pod: Pod) -
 
 /// The namespaces, node `v100-p` with two V100s, and the recording's two pods on it: a pod of
 /// job `alpha` on GPU 0 and one of `beta` on GPU 1.
-pub(crate) async fn the_recorded_pods(client: &kube::Client) -> Result<(Pod, Pod)> {
+pub(crate) async fn the_recorded_pods(
+    cluster: &Cluster,
+    client: &kube::Client,
+) -> Result<(Pod, Pod)> {
     ensure_namespace(client, NAMESPACE).await?;
     ensure_namespace(client, SYSTEM).await?;
     create_gpu_node(client, "v100-p", 2, "Tesla-V100-SXM2-16GB", 16_384).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let params = PostParams::default();
-    let alpha = pods
-        .create(
-            &params,
+    let alpha = cluster
+        .create_placed(
+            &pods,
             &job_pod("alpha-1", "alpha", Some(("v100-p", "v100-p/0")))?,
         )
         .await?;
-    let beta = pods
-        .create(
-            &params,
+    let beta = cluster
+        .create_placed(
+            &pods,
             &job_pod("beta-1", "beta", Some(("v100-p", "v100-p/1")))?,
         )
         .await?;

@@ -35,6 +35,8 @@ async fn the_adapter_serves_https_with_the_given_certificate() -> Result<()> {
             "cluster.json",
             "--id-secret-file",
             "id-secret",
+            // A fixed cluster: nothing is bound, so nothing is signed.
+            "--unsigned-placements",
         ]);
     let mut adapter = spawn_logged(command, &dir.path().join("adapter.log"))?;
     let client = insecure_http_client()?;

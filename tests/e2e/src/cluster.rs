@@ -6,6 +6,12 @@
 //! apiserver's self-signed serving certificate, the service-account key, the token file, the
 //! kubeconfig, the scheduler configuration and one log file per process.
 //!
+//! Each cluster has its own placement key pair ([`Cluster::placement_key`] for the scheduler
+//! paths, [`Cluster::placement_public_key`] for the nodes), as the Helm chart generates one per
+//! release: the suites start Tandem's schedulers with it, check the signatures they write
+//! ([`Cluster::placement_verifier`]), and place pods the way Tandem would
+//! ([`Cluster::create_placed`]).
+//!
 //! Without a kube-controller-manager and kubelets, the apiserver is set up the way Kubernetes'
 //! own scheduler integration tests set it up: admission plugins that wait for a controller are
 //! off, and Nodes are plain objects whose status the tests write (see [`create_gpu_node`]).
@@ -26,12 +32,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Binding, Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
+use tandem_wire::{Placement, Signer, Verifier};
 use tandem_xtask::kube::KubeBinaries;
 
 use crate::tls::MutualTls;
@@ -43,6 +50,15 @@ pub const TOKEN: &str = "tandem-e2e-token";
 /// The placeholder in a scheduler configuration that [`Cluster::start`] replaces with the path
 /// of the kubeconfig it writes.
 pub const KUBECONFIG_PLACEHOLDER: &str = "{{KUBECONFIG}}";
+
+/// The placeholder in a scheduler configuration that [`Cluster::start`] replaces with the path
+/// of the cluster's placement private key ([`Cluster::placement_key`]): the framework plugin's
+/// `placementKeyFile`.
+pub const PLACEMENT_KEY_PLACEHOLDER: &str = "{{PLACEMENT_KEY}}";
+
+/// The scheduler name of the pods [`Cluster::create_placed`] makes: no scheduler serves it, so
+/// the pod waits for the Binding the test posts.
+pub const PLACED_SCHEDULER: &str = "tandem-e2e-placed";
 
 /// A `KubeSchedulerConfiguration` for [`Cluster::start`]: the scheduler's client limits of
 /// `deploy/helm/tandem/templates/extender-scheduler.yaml`, no leader election, and, with `extender_port`, the
@@ -120,6 +136,12 @@ extenders:
     config
 }
 
+/// The placement private key's file in the cluster's directory.
+const PLACEMENT_KEY_FILE: &str = "placement.key";
+
+/// The placement public key's file in the cluster's directory.
+const PLACEMENT_PUBLIC_KEY_FILE: &str = "placement.pub";
+
 /// How long each component may take to become healthy. The apiserver needs a few seconds on
 /// an idle machine; tests run concurrently on two cores, so leave room.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -186,6 +208,8 @@ pub struct Cluster {
     kubeconfig: PathBuf,
     /// The secure port of the scheduler last started.
     scheduler_port: Option<u16>,
+    /// The cluster's placement key, whose private and public halves are written in `dir`.
+    placement: Signer,
     /// Declared last: removed only after the processes that use it are gone.
     dir: tempfile::TempDir,
 }
@@ -234,11 +258,19 @@ impl Cluster {
             .prefix("tandem-e2e-")
             .tempdir()
             .context("could not create the cluster's temporary directory")?;
+        let (placement, private) = Signer::generate()
+            .map_err(|e| anyhow::anyhow!("cannot generate the placement key: {e}"))?;
+        fs::write(dir.path().join(PLACEMENT_KEY_FILE), private)?;
+        fs::write(
+            dir.path().join(PLACEMENT_PUBLIC_KEY_FILE),
+            placement.public_key_pem(),
+        )?;
         let mut cluster = Self {
             processes: Vec::new(),
             server_url: String::new(),
             kubeconfig: dir.path().join("kubeconfig"),
             scheduler_port: None,
+            placement,
             dir,
         };
         let etcd_url = cluster.start_etcd(&binaries).await?;
@@ -395,9 +427,12 @@ impl Cluster {
     pub async fn start_scheduler_binary(&mut self, binary: &Path, config: &str) -> Result<()> {
         let config_path = self.dir().join("kube-scheduler.yaml");
         let kubeconfig = self.kubeconfig.display().to_string();
+        let placement_key = self.placement_key().display().to_string();
         fs::write(
             &config_path,
-            config.replace(KUBECONFIG_PLACEHOLDER, &kubeconfig),
+            config
+                .replace(KUBECONFIG_PLACEHOLDER, &kubeconfig)
+                .replace(PLACEMENT_KEY_PLACEHOLDER, &placement_key),
         )?;
         let port = free_port()?;
         let mut scheduler = Command::new(binary);
@@ -535,6 +570,104 @@ impl Cluster {
     /// The bearer token the apiserver accepts ([`TOKEN`]).
     pub fn token(&self) -> &str {
         TOKEN
+    }
+
+    /// The cluster's placement private key (PEM, PKCS#8 Ed25519), what Tandem's schedulers sign
+    /// placements with: the extender's and the Volcano adapter's `--placement-key`, the
+    /// framework plugin's `placementKeyFile` ([`PLACEMENT_KEY_PLACEHOLDER`]).
+    pub fn placement_key(&self) -> PathBuf {
+        self.dir().join(PLACEMENT_KEY_FILE)
+    }
+
+    /// The public half of [`Cluster::placement_key`] (PEM `PUBLIC KEY`), what nodes verify
+    /// placements with (`tandem-node --placement-keys`).
+    pub fn placement_public_key(&self) -> PathBuf {
+        self.dir().join(PLACEMENT_PUBLIC_KEY_FILE)
+    }
+
+    /// The arguments that give an adapter the cluster's placement key.
+    pub fn placement_args(&self) -> [std::ffi::OsString; 2] {
+        ["--placement-key".into(), self.placement_key().into()]
+    }
+
+    /// The cluster's placement key, to sign placements as Tandem's schedulers do.
+    pub fn placement_signer(&self) -> &Signer {
+        &self.placement
+    }
+
+    /// A verifier of the cluster's placement key, as a node holds it.
+    pub fn placement_verifier(&self) -> Verifier {
+        Verifier::from_pem(self.placement.public_key_pem().as_bytes())
+            .expect("a signer's public key reads back")
+    }
+
+    /// The annotations of Tandem's placement of the pod with UID `uid` on `gpus`
+    /// (`<node>/<index>`), with `reserved_mib` on a one-GPU placement, signed with the
+    /// cluster's key.
+    pub fn placement_annotations(
+        &self,
+        uid: &str,
+        gpus: &[&str],
+        reserved_mib: Option<u32>,
+    ) -> Result<std::collections::BTreeMap<String, String>> {
+        let gpus: Vec<String> = gpus.iter().map(|gpu| (*gpu).to_owned()).collect();
+        let placement = Placement::decided(&gpus, reserved_mib)?;
+        Ok(self.placement.signed(uid, placement).annotations())
+    }
+
+    /// Creates `pod`, a pod placed earlier as a test writes it (its node and Tandem's
+    /// `tandem.dev/gpu`, and `tandem.dev/gpu-memory-mib` if any, set), as one of Tandem's
+    /// schedulers would have placed it: created for no scheduler ([`PLACED_SCHEDULER`]) without
+    /// them, then bound to its node with the placement signed with the cluster's key on its
+    /// Binding, which the API server copies onto the pod — one write, as Tandem binds. Returns
+    /// the bound pod.
+    pub async fn create_placed(&self, pods: &Api<Pod>, pod: &Pod) -> Result<Pod> {
+        let mut pod = pod.clone();
+        let annotations = pod.metadata.annotations.get_or_insert_default();
+        let gpus = annotations
+            .remove(tandem_wire::GPU_ANNOTATION)
+            .context("a placed pod names its GPUs (tandem.dev/gpu)")?;
+        let reserved_mib = annotations
+            .remove(tandem_wire::MEMORY_ANNOTATION)
+            .map(|mib| mib.parse::<u32>())
+            .transpose()
+            .context("tandem.dev/gpu-memory-mib is not MiB")?;
+        let gpus: Vec<&str> = gpus.split(',').map(str::trim).collect();
+        let node = gpus
+            .first()
+            .and_then(|gpu| gpu.rsplit_once('/'))
+            .map(|(node, _)| node.to_owned())
+            .context("a placement names at least one GPU, as <node>/<index>")?;
+        let spec = pod.spec.get_or_insert_default();
+        spec.node_name = None;
+        // No scheduler may take it before the Binding comes.
+        spec.scheduler_name = Some(PLACED_SCHEDULER.to_owned());
+        let created = pods.create(&PostParams::default(), &pod).await?;
+        let name = created.metadata.name.clone().unwrap_or_default();
+        let uid = created.metadata.uid.clone().unwrap_or_default();
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                uid: Some(uid.clone()),
+                annotations: Some(self.placement_annotations(&uid, &gpus, reserved_mib)?),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node),
+                ..ObjectReference::default()
+            },
+        };
+        pods.create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            &name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .with_context(|| format!("could not bind the placed pod {name}"))?;
+        Ok(pods.get(&name).await?)
     }
 
     /// The cluster's temporary directory (logs, configuration, etcd's data).

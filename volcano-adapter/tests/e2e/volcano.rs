@@ -20,7 +20,10 @@
 //!   predicted memory fits; `tandem.dev/model: resnet50` is refused, the annotation and value
 //!   in the PodGroup's condition or events; `tandem.dev/priority: cost` on a pod goes to the
 //!   cheaper T4 and `latency` on a PodGroup (its pod declaring nothing) to the faster A100
-//!   (prices from `--gpu-price`).
+//!   (prices from `--gpu-price`);
+//! - (r) every placement allocate writes is signed for its pod (checked as a node checks it);
+//!   the pod's owner re-patching it breaks the signature, and the view no longer counts the pod
+//!   where the re-patch says.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,9 +32,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
+use tandem_kube_common::placement::Placement;
 use tandem_xtask::volcano::VolcanoBuild;
 
 pub(crate) use tandem_e2e::intake::{
@@ -155,6 +161,7 @@ pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<
         .arg(dir.join("id-secret"))
         .arg("--intake-token-file")
         .arg(dir.join("intake-token"))
+        .args(cluster.placement_args())
         // Prices for the `cost` priority of (g); every model of the cluster has one.
         .args(["--gpu-price", "V100=2.48", "--gpu-price", "T4=0.35"])
         .args(["--gpu-price", "A100=3.0"])
@@ -451,16 +458,18 @@ async fn scenario(
     ] {
         create_node(&client, node, scenario).await?;
     }
-    pods.create(
-        &params,
-        &task_pod("x-run", "x", "pg-x", "b", Some(("b-1", "b-1/0")))?,
-    )
-    .await?;
-    pods.create(
-        &params,
-        &task_pod("y-run", "y", "pg-y", "b", Some(("b-2", "b-2/0")))?,
-    )
-    .await?;
+    cluster
+        .create_placed(
+            &pods,
+            &task_pod("x-run", "x", "pg-x", "b", Some(("b-1", "b-1/0")))?,
+        )
+        .await?;
+    cluster
+        .create_placed(
+            &pods,
+            &task_pod("y-run", "y", "pg-y", "b", Some(("b-2", "b-2/0")))?,
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     create_podgroup(&client, "pg-p", 1).await?;
     pods.create(&params, &task_pod("p-run", "p", "pg-p", "b", None)?)
@@ -479,6 +488,13 @@ async fn scenario(
         annotation(&bound)
     );
     ensure!(annotation(&bound).as_deref() == Some("b-1/0"));
+    // Signed for the pod, as tandem-node checks it.
+    let (placement, uid) = placement_of(&bound)?;
+    let verifier = cluster.placement_verifier();
+    let signer = verifier
+        .verify(&uid, &placement)
+        .map_err(|e| anyhow::anyhow!("p-run's placement does not verify: {e}"))?;
+    println!("(c) p-run's tandem.dev/placement-signature verifies (key {signer})");
 
     // (a) big needs 20,000 MiB: no GPU fits; it stays Pending with Tandem's reason shown.
     create_podgroup(&client, "pg-big", 1).await?;
@@ -512,11 +528,12 @@ async fn scenario(
     // (e) A gang of two: e-1's GPU holds a co-runner, e-2 and e-3 are idle. Volcano alone
     // could put both members on one GPU (each node advertises two units); Tandem gives each
     // an idle GPU of its own.
-    pods.create(
-        &params,
-        &task_pod("x-e", "x", "pg-xe", "e", Some(("e-1", "e-1/0")))?,
-    )
-    .await?;
+    cluster
+        .create_placed(
+            &pods,
+            &task_pod("x-e", "x", "pg-xe", "e", Some(("e-1", "e-1/0")))?,
+        )
+        .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     create_podgroup(&client, "pg-gang", 2).await?;
     for member in ["gang-0", "gang-1"] {
@@ -596,7 +613,83 @@ async fn scenario(
         gpu.as_deref() == Some("d-1/0"),
         "the restarted adapter did not record p2-run's GPU"
     );
-    declarations(&client).await
+    declarations(&client).await?;
+    repatched(cluster, &client).await
+}
+
+/// (r) The placement allocate writes is signed for the pod; its owner re-patching it (here,
+/// to claim both GPUs of the node) breaks the signature, and the adapter's view no longer
+/// counts the pod where the re-patch says but, as a pod bound without Tandem's record, on
+/// one GPU for the one it requests: the next task still finds the other GPU idle.
+async fn repatched(cluster: &Cluster, client: &kube::Client) -> Result<()> {
+    create_node_with(client, "r-1", "r", "Tesla-V100-SXM2-16GB", 16_384, 2).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let params = PostParams::default();
+    let verifier = cluster.placement_verifier();
+    create_podgroup(client, "pg-r-own", 1).await?;
+    pods.create(&params, &task_pod("r-own", "r-own", "pg-r-own", "r", None)?)
+        .await?;
+    let node = wait_for_binding(client, NAMESPACE, "r-own", Duration::from_secs(60)).await;
+    ensure!(node.as_deref() == Some("r-1"), "r-own went to {node:?}");
+    let own = pods.get("r-own").await?;
+    let (placement, uid) = placement_of(&own)?;
+    let key = verifier
+        .verify(&uid, &placement)
+        .map_err(|e| anyhow::anyhow!("allocate's placement does not verify: {e}"))?;
+    println!(
+        "(r) r-own was allocated {} on r-1, signed with key {key}",
+        placement.gpu_list()
+    );
+
+    // The pod's owner claims both GPUs, keeping Tandem's signature.
+    let claim = json!({ "metadata": { "annotations": { "tandem.dev/gpu": "r-1/0,r-1/1" } } });
+    pods.patch("r-own", &PatchParams::default(), &Patch::Merge(&claim))
+        .await?;
+    let (forged, _) = placement_of(&pods.get("r-own").await?)?;
+    let broken = verifier
+        .verify(&uid, &forged)
+        .err()
+        .context("the re-patched placement still verifies")?;
+    println!(
+        "(r) the owner re-patched it to {}: {broken}",
+        forged.gpu_list()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    create_podgroup(client, "pg-r-next", 1).await?;
+    pods.create(
+        &params,
+        &task_pod("r-next", "r-next", "pg-r-next", "r", None)?,
+    )
+    .await?;
+    let node = wait_for_binding(client, NAMESPACE, "r-next", Duration::from_secs(60)).await;
+    let why = reasons(client, "r-next", "pg-r-next")
+        .await
+        .unwrap_or_default();
+    ensure!(
+        node.as_deref() == Some("r-1"),
+        "r-next was not bound to r-1 ({node:?}): the view counts r-own on both GPUs its \
+         re-patched placement names ({why:?})"
+    );
+    let next = pods.get("r-next").await?;
+    let (placement, uid) = placement_of(&next)?;
+    verifier
+        .verify(&uid, &placement)
+        .map_err(|e| anyhow::anyhow!("r-next's placement does not verify: {e}"))?;
+    println!(
+        "(r) r-next was bound to r-1 on {}, signed for it",
+        placement.gpu_list()
+    );
+    Ok(())
+}
+
+/// The placement `pod` carries and its UID.
+fn placement_of(pod: &Pod) -> Result<(Placement, String)> {
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let placement = Placement::read(|key| annotations.get(key).map(String::as_str))?
+        .context("the pod carries no placement")?;
+    Ok((placement, pod.metadata.uid.clone().unwrap_or_default()))
 }
 
 /// VGG-19 at batch 256 and ResNet-18 at batch 32, as `tandem declare --format json` prints
