@@ -26,7 +26,16 @@
 //!   (d) with the adapter down, the scheduler's fallback binds GPU pods without Tandem's
 //!   annotation: on `tandem-a` (policy `leave`) the pod runs as the device plugin left it, on
 //!   `tandem-b` (policy `refuse`) its container is refused with the reason in its events;
-//!   each node's metrics count its case.
+//!   each node's metrics count its case;
+//! - (g) on one node, the placements a tenant can write itself — a one-GPU pod bound by its own
+//!   `spec.nodeName` and annotated with every GPU, unsigned, with another pod's signature, or
+//!   signed by the cluster's key for four GPUs; a copy of a victim's whole placement — are each
+//!   refused at the node with the reason in the pod's events, and a pod that asks for no GPU
+//!   but sets `NVIDIA_VISIBLE_DEVICES=all` runs seeing `void`.
+//!
+//! Every placement is signed, as Tandem's schedulers sign it: the schedulers with the
+//! cluster's key, the residents by the test ([`Cluster::create_placed`]); each `tandem-node`
+//! verifies with the cluster's public key.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -76,25 +85,25 @@ fn node_binary() -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
-/// A test pod of job `job` ([`nodes::gpu_pod`]), sleeping `seconds`; placed on
-/// `node`/`index` if given (as an earlier decision of Tandem's), else pending for `scheduler`.
-fn job_pod(
-    name: &str,
-    job: &str,
-    seconds: u32,
-    at: Option<(&str, u32)>,
-    scheduler: Option<&str>,
-) -> Result<Pod> {
+/// A test pod of job `job` ([`nodes::gpu_pod`]), sleeping `seconds`, for `scheduler`.
+fn job_pod(name: &str, job: &str, seconds: u32, scheduler: Option<&str>) -> Result<Pod> {
     let mut pod = nodes::gpu_pod(name, 1, seconds);
     pod["metadata"]["labels"] = json!({"tandem.dev/job": job});
-    if let Some((node, index)) = at {
-        pod["spec"]["nodeName"] = json!(node);
-        pod["metadata"]["annotations"] = json!({"tandem.dev/gpu": format!("{node}/{index}")});
-    }
     if let Some(scheduler) = scheduler {
         pod["spec"]["schedulerName"] = json!(scheduler);
     }
     Ok(serde_json::from_value(pod)?)
+}
+
+/// `pod` as a test writes a placement of Tandem's on it: `gpus` (`<node>/<index>,…`) and,
+/// for a one-GPU placement, `reserved_mib` ([`Cluster::create_placed`] signs it).
+fn at(mut pod: Pod, gpus: &str, reserved_mib: Option<u32>) -> Pod {
+    let annotations = pod.metadata.annotations.get_or_insert_default();
+    annotations.insert("tandem.dev/gpu".into(), gpus.into());
+    if let Some(mib) = reserved_mib {
+        annotations.insert("tandem.dev/gpu-memory-mib".into(), mib.to_string());
+    }
+    pod
 }
 
 /// Starts two real nodes and tandem-node on each, with `a_args` and `b_args`.
@@ -112,26 +121,27 @@ async fn start_nodes(
         ports.insert(name, port);
         nodes
             .node(name)?
-            .start_component(&binary, cluster.kubeconfig_path(), port, args)
+            .start_component(&binary, cluster, port, args)
             .await?;
     }
     Ok((nodes, ports))
 }
 
-/// Places [`pairing::RESIDENTS`] (as earlier decisions of Tandem's, for `scheduler`) and
-/// waits until each runs and sees the GPU its annotation names.
+/// Places [`pairing::RESIDENTS`] as earlier decisions of Tandem's (signed with the cluster's
+/// key, each reserving its job's memory) and waits until each runs and sees the GPU its
+/// annotation names.
 async fn place_residents(
+    cluster: &Cluster,
     client: &kube::Client,
     nodes: &mut Nodes,
-    scheduler: Option<&str>,
 ) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     for (name, job, node, index) in pairing::RESIDENTS {
-        pods.create(
-            &PostParams::default(),
-            &job_pod(name, job, 3_600, Some((node, *index)), scheduler)?,
-        )
-        .await?;
+        let pod = job_pod(name, job, 3_600, None)?;
+        let reserved = Some(pairing::reserved_mib(job));
+        cluster
+            .create_placed(&pods, &at(pod, &format!("{node}/{index}"), reserved))
+            .await?;
     }
     for (name, _, node, index) in pairing::RESIDENTS {
         let seen = nodes::seen(client, NAMESPACE, name, RUNS_WITHIN).await?;
@@ -165,7 +175,7 @@ async fn pair_and_keep_apart(
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     pods.create(
         &PostParams::default(),
-        &job_pod("p-run", "p", 3_600, None, scheduler)?,
+        &job_pod("p-run", "p", 3_600, scheduler)?,
     )
     .await?;
     let (node, index, annotations) = placement(client, "p-run").await?;
@@ -184,7 +194,7 @@ async fn pair_and_keep_apart(
 
     pods.create(
         &PostParams::default(),
-        &job_pod("w-run", "w", 3_600, None, scheduler)?,
+        &job_pod("w-run", "w", 3_600, scheduler)?,
     )
     .await?;
     let (node, index, _) = placement(client, "w-run").await?;
@@ -243,7 +253,7 @@ async fn through_the_framework_plugin_containers_see_the_gpu_tandem_chose() -> R
     let (mut nodes, _ports) = start_nodes(&cluster, &[], &[]).await?;
     let scheduler = Some(crate::plugin::SCHEDULER_NAME);
     let scenario = async {
-        place_residents(&client, &mut nodes, scheduler).await?;
+        place_residents(&cluster, &client, &mut nodes).await?;
         // (a)
         pair_and_keep_apart(&client, &mut nodes, scheduler, "a").await?;
 
@@ -256,7 +266,7 @@ async fn through_the_framework_plugin_containers_see_the_gpu_tandem_chose() -> R
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
         pods.delete("fill-a-0", &DeleteParams::default().grace_period(0))
             .await?;
-        let mut late = job_pod("late-run", "x", 3_600, None, scheduler)?;
+        let mut late = job_pod("late-run", "x", 3_600, scheduler)?;
         late.metadata.annotations = Some(BTreeMap::from([(
             "required-plugins.noderesource.dev".to_owned(),
             r#"["tandem-node"]"#.to_owned(),
@@ -271,10 +281,9 @@ async fn through_the_framework_plugin_containers_see_the_gpu_tandem_chose() -> R
         println!("(f) while tandem-node is down, late-run's container is not created: {refused}");
         // Back: the kubelet's next try creates it with its GPU.
         let port = free_port()?;
-        let kubeconfig = cluster.kubeconfig_path().to_path_buf();
         nodes
             .node(NODE_A)?
-            .start_component(&node_binary()?, &kubeconfig, port, &[])
+            .start_component(&node_binary()?, &cluster, port, &[])
             .await?;
         let late = nodes::seen(&client, NAMESPACE, "late-run", Duration::from_secs(180)).await?;
         nodes.expect_gpu("late-run", &late, NODE_A, 0)?;
@@ -355,7 +364,7 @@ async fn through_the_extender_containers_see_the_gpu_and_memory_limit_tandem_cho
     )
     .await?;
     let scenario = async {
-        place_residents(&client, &mut nodes, None).await?;
+        place_residents(&cluster, &client, &mut nodes).await?;
         // (b) and (c)
         let annotations = pair_and_keep_apart(&client, &mut nodes, None, "b").await?;
         let reserved = annotations
@@ -375,12 +384,12 @@ async fn through_the_extender_containers_see_the_gpu_and_memory_limit_tandem_cho
             .await?;
         let before = knowledge(&http, &adapter.url).await?;
         for (name, job) in [("s-solo", "s"), ("t-solo", "t")] {
-            pods.create(&PostParams::default(), &job_pod(name, job, 4, None, None)?)
+            pods.create(&PostParams::default(), &job_pod(name, job, 4, None)?)
                 .await?;
             nodes::wait_for_phase(&client, NAMESPACE, name, "Succeeded", RUNS_WITHIN).await?;
         }
         for (name, job) in [("s-pair", "s"), ("t-pair", "t")] {
-            pods.create(&PostParams::default(), &job_pod(name, job, 10, None, None)?)
+            pods.create(&PostParams::default(), &job_pod(name, job, 10, None)?)
                 .await?;
         }
         let (s_node, s_index, _) = placement(&client, "s-pair").await?;
@@ -418,7 +427,7 @@ async fn through_the_extender_containers_see_the_gpu_and_memory_limit_tandem_cho
         // annotation. tandem-a leaves them as they are, tandem-b refuses them.
         adapter.process.kill_now();
         for (name, node) in [("fallback-a", NODE_A), ("fallback-b", NODE_B)] {
-            let mut pod = job_pod(name, "fb", 3_600, None, None)?;
+            let mut pod = job_pod(name, "fb", 3_600, None)?;
             pod.spec.as_mut().context("spec")?.node_selector = Some(BTreeMap::from([(
                 "kubernetes.io/hostname".to_owned(),
                 node.to_owned(),
@@ -459,6 +468,157 @@ async fn through_the_extender_containers_see_the_gpu_and_memory_limit_tandem_cho
             crate::cluster::tail(&adapter_log, 60)
         );
     }
+    Nodes::delete_pods(&client, NAMESPACE).await.ok();
+    result
+}
+
+/// How long an attack pod may take to be refused or to run.
+const ATTACK_WITHIN: Duration = Duration::from_secs(90);
+
+/// Attacks on the placement, each made on a real node against the real `tandem-node`: pods a
+/// tenant can create (`spec.nodeName` set, annotations of its own choosing), and one the test
+/// signs with the cluster's trusted key, to show that a valid signature does not lift the
+/// node's own checks. Each must be refused at the node with its reason in the pod's events; a
+/// pod that asks for no GPU yet sets `NVIDIA_VISIBLE_DEVICES=all` must run seeing none. Every
+/// attack is tried before the test fails, so its message lists each one that went through.
+#[tokio::test]
+async fn placements_tandem_did_not_make_are_refused_at_the_node() -> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let cluster = Cluster::start_control_plane_for_nodes(&[NODE_A]).await?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    let mut nodes = Nodes::start(&cluster, &[NodeSpec::v100(NODE_A)]).await?;
+    let port = free_port()?;
+    nodes
+        .node(NODE_A)?
+        .start_component(&node_binary()?, &cluster, port, &["--memory-limit", "mps"])
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let every_gpu: Vec<String> = (0..nodes::GPUS_PER_NODE)
+        .map(|index| format!("{NODE_A}/{index}"))
+        .collect();
+    let scenario = async {
+        // The victim: a pod Tandem placed on tandem-a/2, signed as a scheduler signs.
+        let victim: Pod = serde_json::from_value(nodes::gpu_pod("victim", 1, 3_600))?;
+        let victim = cluster
+            .create_placed(&pods, &at(victim, &format!("{NODE_A}/2"), Some(4_000)))
+            .await?;
+        let seen = nodes::seen(&client, NAMESPACE, "victim", RUNS_WITHIN).await?;
+        nodes.expect_gpu("victim", &seen, NODE_A, 2)?;
+        let placed = victim.metadata.annotations.clone().unwrap_or_default();
+        let signature = placed
+            .get("tandem.dev/placement-signature")
+            .context("the victim's placement is not signed")?
+            .clone();
+        println!("victim runs on {NODE_A}/2 and saw {seen:?}");
+
+        // Tenants' pods: each requests one GPU and binds itself (`spec.nodeName`), annotated
+        // as it likes.
+        let grab = every_gpu.join(",");
+        let tenants = [
+            // (1) Every GPU, no memory reservation, no signature.
+            (
+                "grab-unsigned",
+                json!({"tandem.dev/gpu": grab}),
+                "not signed",
+            ),
+            // (2) The same with the victim's signature copied onto it.
+            (
+                "grab-copied",
+                json!({"tandem.dev/gpu": grab, "tandem.dev/placement-signature": signature}),
+                "does not match the pod and its placement",
+            ),
+            // (2') The victim's whole placement copied, to run beside it.
+            (
+                "beside-victim",
+                json!(placed),
+                "does not match the pod and its placement",
+            ),
+        ];
+        for (name, annotations, _) in &tenants {
+            let mut pod = nodes::gpu_pod(name, 1, 3_600);
+            pod["spec"]["nodeName"] = json!(NODE_A);
+            pod["metadata"]["annotations"] = annotations.clone();
+            pods.create(&PostParams::default(), &serde_json::from_value(pod)?)
+                .await?;
+        }
+        // (3) A valid signature of the cluster's own key, for every GPU, on a one-GPU pod.
+        let signed: Pod = serde_json::from_value(nodes::gpu_pod("grab-signed", 1, 3_600))?;
+        cluster
+            .create_placed(&pods, &at(signed, &grab, None))
+            .await?;
+
+        let mut went_through = Vec::new();
+        let expected = tenants
+            .iter()
+            .map(|(name, _, refusal)| (*name, *refusal))
+            .chain([("grab-signed", "requests 1")]);
+        for (name, refusal) in expected {
+            match nodes::fate(&client, NAMESPACE, name, refusal, ATTACK_WITHIN).await? {
+                nodes::Fate::Refused(message) => println!("{name} refused at the node: {message}"),
+                nodes::Fate::Ran(seen) => {
+                    went_through.push(format!("{name} runs and sees {seen:?}"))
+                }
+            }
+        }
+
+        // (4) A pod that asks for no GPU and sets NVIDIA_VISIBLE_DEVICES=all itself.
+        let mut sneak = nodes::gpu_pod("sneak-all", 0, 3_600);
+        sneak["spec"]["nodeName"] = json!(NODE_A);
+        sneak["spec"]["containers"][0]["resources"] = json!({});
+        sneak["spec"]["containers"][0]["env"] =
+            json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]);
+        pods.create(&PostParams::default(), &serde_json::from_value(sneak)?)
+            .await?;
+        let seen = nodes::seen(&client, NAMESPACE, "sneak-all", RUNS_WITHIN).await?;
+        if seen.visible == "void" {
+            println!("sneak-all (no GPU requested, NVIDIA_VISIBLE_DEVICES=all) saw {seen:?}");
+        } else {
+            went_through.push(format!("sneak-all asked for no GPU and sees {seen:?}"));
+        }
+        ensure!(
+            went_through.is_empty(),
+            "attacks that went through:\n  {}",
+            went_through.join("\n  ")
+        );
+
+        let metrics = component_metrics(port).await?;
+        for (case, count) in [
+            ("unsigned", 1.0),
+            ("bad_signature", 2.0),
+            ("gpu_count", 1.0),
+        ] {
+            let series =
+                format!(r#"tandem_node_containers_total{{case="{case}",action="refused"}}"#);
+            ensure!(
+                metric(&metrics, &series) >= count,
+                "{series} should count {count}: {metrics}"
+            );
+        }
+        println!(
+            "the node refused {} unsigned, {} with a bad signature, {} of the wrong GPU count; \
+             {} of its containers' pods were not in its watch yet (a GET)",
+            metric(
+                &metrics,
+                r#"tandem_node_containers_total{case="unsigned",action="refused"}"#
+            ),
+            metric(
+                &metrics,
+                r#"tandem_node_containers_total{case="bad_signature",action="refused"}"#
+            ),
+            metric(
+                &metrics,
+                r#"tandem_node_containers_total{case="gpu_count",action="refused"}"#
+            ),
+            metric(&metrics, "tandem_node_pod_cache_misses_total"),
+        );
+        // The victim still has its GPU to itself.
+        let seen = nodes::seen(&client, NAMESPACE, "victim", RUNS_WITHIN).await?;
+        nodes.expect_gpu("victim", &seen, NODE_A, 2)?;
+        Ok(())
+    };
+    let result = scenario.await;
+    report(&result, &cluster, &mut nodes);
     Nodes::delete_pods(&client, NAMESPACE).await.ok();
     result
 }

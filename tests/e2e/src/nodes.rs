@@ -180,12 +180,13 @@ impl Node {
     }
 
     /// Starts Tandem's node component (`binary`, with `args` after the node's own: its name,
-    /// NRI socket, GPU file and the cluster's kubeconfig) and waits until it has registered
-    /// with the runtime (`/readyz` on `listen_port`).
+    /// NRI socket, GPU file, `cluster`'s kubeconfig and the public key of its placements,
+    /// `--placement-keys`, as the chart mounts it) and waits until it has registered with the
+    /// runtime (`/readyz` on `listen_port`).
     pub async fn start_component(
         &mut self,
         binary: &Path,
-        kubeconfig: &Path,
+        cluster: &Cluster,
         listen_port: u16,
         args: &[&str],
     ) -> Result<()> {
@@ -202,7 +203,9 @@ impl Node {
             .arg("--gpus")
             .arg(self.gpu_file())
             .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .arg(cluster.kubeconfig_path())
+            .arg("--placement-keys")
+            .arg(cluster.placement_public_key())
             .args(["--listen", &format!("127.0.0.1:{listen_port}")])
             .args(args)
             .env("RUST_LOG", "tandem_node=debug,info");
@@ -824,6 +827,53 @@ pub async fn event_with(
         ensure!(
             Instant::now() < deadline,
             "no event of {name} contains {needle:?}: {messages:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// What became of a test pod's container: refused at its creation, or running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// An event of the pod says its container could not be created, with this message.
+    Refused(String),
+    /// The container ran and printed what it sees ([`gpu_command`]).
+    Ran(Seen),
+}
+
+/// Waits until test pod `namespace/name` either has an event whose message contains `needle`
+/// (its container refused) or has printed what it sees (its container ran), whichever comes
+/// first, for up to `timeout`.
+pub async fn fate(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    needle: &str,
+    timeout: Duration,
+) -> Result<Fate> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let messages: Vec<String> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|event| event.involved_object.name.as_deref() == Some(name))
+            .filter_map(|event| event.message)
+            .collect();
+        if let Some(message) = messages.iter().find(|m| m.contains(needle)) {
+            return Ok(Fate::Refused(message.clone()));
+        }
+        if let Ok(log) = logs(client, namespace, name).await
+            && log.lines().any(|line| line == "seen")
+        {
+            return Ok(Fate::Ran(Seen::parse(&log)));
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{name} was neither refused (no event contains {needle:?}: {messages:?}) nor ran \
+             within {timeout:?}"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

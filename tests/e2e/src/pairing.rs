@@ -53,3 +53,12 @@ pub const RESIDENTS: &[(&str, &str, &str, u32)] = &[
 pub const P_GOES_TO: (&str, u32) = (NODE_A, 2);
 /// Where Tandem should place `w` (kept apart from `x`, beside `y`).
 pub const W_GOES_TO: (&str, u32) = (NODE_B, 3);
+
+/// The memory Tandem's guard reserves for `job` on a V100, as placements of the residents
+/// carry it: its profile's memory (0 for a job [`PROFILES`] does not name).
+pub fn reserved_mib(job: &str) -> u32 {
+    PROFILES
+        .iter()
+        .find(|(name, ..)| *name == job)
+        .map_or(0, |(.., mib)| *mib)
+}

@@ -28,18 +28,13 @@ use crate::volcano::{
 /// How long a task may take to be scheduled, started and print.
 const RUNS_WITHIN: Duration = Duration::from_secs(90);
 
-/// A test pod of job `job` in PodGroup `group` for vc-scheduler; placed on `node`/`index` if
-/// given (an earlier decision of Tandem's).
-fn task_pod(name: &str, job: &str, group: &str, at: Option<(&str, u32)>) -> Result<Pod> {
+/// A test pod of job `job` in PodGroup `group` for vc-scheduler.
+fn task_pod(name: &str, job: &str, group: &str) -> Result<Pod> {
     let mut pod = nodes::gpu_pod(name, 1, 3_600);
     pod["metadata"]["labels"] = json!({"tandem.dev/job": job});
     pod["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
     pod["spec"]["schedulerName"] = json!("volcano");
     pod["spec"]["containers"][0]["resources"]["requests"] = json!({"cpu": "100m"});
-    if let Some((node, index)) = at {
-        pod["spec"]["nodeName"] = json!(node);
-        pod["metadata"]["annotations"]["tandem.dev/gpu"] = json!(format!("{node}/{index}"));
-    }
     Ok(serde_json::from_value(pod)?)
 }
 
@@ -95,30 +90,28 @@ async fn through_vc_scheduler_containers_see_the_gpu_tandem_chose() -> Result<()
         std::env::var_os(tandem_xtask::tasks::NODE_BIN_VAR)
             .ok_or_else(|| anyhow::anyhow!("run the node tier with `cargo xtask e2e node`"))?,
     );
-    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     for name in [NODE_A, NODE_B] {
         let listen = free_port()?;
         nodes
             .node(name)?
-            .start_component(
-                &binary,
-                &kubeconfig,
-                listen,
-                &["--memory-limit", "hami-core"],
-            )
+            .start_component(&binary, &cluster, listen, &["--memory-limit", "hami-core"])
             .await?;
     }
     let scheduler = Scheduler::start(&cluster, &build, &scheduler_conf(port)).await?;
 
     let scenario = async {
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        // Earlier decisions of Tandem's, signed with the cluster's key.
         for (name, job, node, index) in pairing::RESIDENTS {
             create_podgroup(&client, name, 1).await?;
-            pods.create(
-                &PostParams::default(),
-                &task_pod(name, job, name, Some((node, *index)))?,
-            )
-            .await?;
+            let mut pod = task_pod(name, job, name)?;
+            let annotations = pod.metadata.annotations.get_or_insert_default();
+            annotations.insert("tandem.dev/gpu".into(), format!("{node}/{index}"));
+            annotations.insert(
+                "tandem.dev/gpu-memory-mib".into(),
+                pairing::reserved_mib(job).to_string(),
+            );
+            cluster.create_placed(&pods, &pod).await?;
         }
         for (name, _, node, index) in pairing::RESIDENTS {
             let seen = nodes::seen(&client, NAMESPACE, name, RUNS_WITHIN).await?;
@@ -126,7 +119,7 @@ async fn through_vc_scheduler_containers_see_the_gpu_tandem_chose() -> Result<()
         }
         for (name, job, goes_to) in [("p-run", "p", P_GOES_TO), ("w-run", "w", W_GOES_TO)] {
             create_podgroup(&client, name, 1).await?;
-            pods.create(&PostParams::default(), &task_pod(name, job, name, None)?)
+            pods.create(&PostParams::default(), &task_pod(name, job, name)?)
                 .await?;
             let (node, index, annotations) =
                 nodes::placement(&client, NAMESPACE, name, RUNS_WITHIN).await?;
