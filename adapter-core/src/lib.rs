@@ -15,7 +15,8 @@
 //!   it per GPU model;
 //! - [`gpu_models`]: GPU model names as the engine knows them, for adapters and profilers;
 //! - [`http`]: the intake for node profilers and the operations endpoints (`/v1/*`,
-//!   `/healthz`, `/readyz`, `/metrics`);
+//!   `/healthz`, `/readyz`, `/metrics`); [`intake`]: who may post there ([`intake::IntakeAuth`]:
+//!   the operator's token, or a node profiler for its own node's jobs) and how much;
 //! - [`startup`]: the options every adapter takes ([`CoreArgs`]) and the engine it starts
 //!   with, resumed from its store or bootstrapped from the seed profiles.
 //!
@@ -30,6 +31,7 @@ pub mod engine;
 pub mod gpu_models;
 pub mod http;
 pub mod identity;
+pub mod intake;
 mod leadership;
 pub mod learning;
 pub mod metrics;
