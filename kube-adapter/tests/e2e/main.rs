@@ -12,6 +12,7 @@ mod helm;
 mod knowledge;
 mod load;
 mod node;
+mod placement;
 mod plugin;
 mod privacy;
 mod profiler;
