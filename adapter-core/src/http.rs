@@ -27,11 +27,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tandem_api::{Assignment, Estimate, GpuSpec, Job, ModelSummary, Outcome, Priority, Profile};
+use tandem_api::{
+    Assignment, Estimate, GpuSpec, Job, ModelSummary, Outcome, Priority, Profile, bounds,
+};
 use tower_http::timeout::TimeoutLayer;
 
 use crate::engine::failed;
 use crate::identity::is_keyed;
+use crate::intake::{AuthError, Caller, Scope};
 use crate::learning::{self, KnowledgeReport, PeakReport};
 use crate::{Core, Frontend, ObserveError};
 
@@ -165,6 +168,8 @@ pub struct Failure {
     pub status: StatusCode,
     /// What went wrong, for the caller.
     pub message: String,
+    /// When to try again (`Retry-After`), for a refusal that passes.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl Failure {
@@ -173,17 +178,24 @@ impl Failure {
         Self {
             status,
             message: message.into(),
+            retry_after: None,
         }
     }
 }
 
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        (
+        let mut response = (
             self.status,
             axum::Json(serde_json::json!({ "error": self.message })),
         )
-            .into_response()
+            .into_response();
+        if let Some(wait) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, wait.as_secs().max(1).into());
+        }
+        response
     }
 }
 
@@ -323,27 +335,131 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
     failure.into_response()
 }
 
-/// Checks the intake's bearer token.
-fn authorize(core: &Core, headers: &HeaderMap) -> Result<(), Failure> {
-    let Some(expected) = &core.intake_token else {
+/// Who is calling intake endpoint `verb`: the operator's token admits anything; a node
+/// profiler the front-end's [`crate::intake::IntakeAuth`] authenticates may post profiles only
+/// (which of its node's jobs, [`check_node`] checks). A refusal is counted by verb in
+/// `tandem_unauthorized_total`.
+async fn authorize(core: &Core, headers: &HeaderMap, verb: &str) -> Result<Caller, Failure> {
+    let refused = |failure: Failure| {
+        core.metrics
+            .unauthorized
+            .get_or_create(&crate::metrics::Verb {
+                verb: verb.to_owned(),
+            })
+            .inc();
+        failure
+    };
+    let auth = core.intake_auth();
+    if core.intake_token.is_none() && auth.is_none() {
         return Err(Failure::new(
             StatusCode::FORBIDDEN,
             "the intake is disabled: start the adapter with --intake-token-file",
         ));
-    };
+    }
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
-    if same_secret(given, expected) {
-        Ok(())
-    } else {
-        Err(Failure::new(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token",
-        ))
+    let caller = match (&core.intake_token, auth) {
+        (Some(expected), _) if same_secret(given, expected) => Caller::operator(),
+        (_, Some(auth)) => auth.authenticate(headers).await.map_err(|error| {
+            let status = match &error {
+                AuthError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+                AuthError::Forbidden(_) => StatusCode::FORBIDDEN,
+                AuthError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            refused(Failure::new(status, error.to_string()))
+        })?,
+        (_, None) => {
+            return Err(refused(Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token",
+            )));
+        }
+    };
+    if let Scope::Node(node) = &caller.scope
+        && verb != "profiles"
+    {
+        return Err(refused(Failure::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "the profiler of node {node} may post only /v1/profiles, of its own node's jobs; \
+                 /v1/{verb} takes the operator's intake token"
+            ),
+        )));
     }
+    Ok(caller)
+}
+
+/// Refuses a node-scoped caller's items whose job does not run on its node (`jobs`: field name
+/// and keyed id of each item): a node's profiler measures its own node's GPUs, so a profile of
+/// any other job is a lie. Nothing is refused for a caller of scope [`Scope::Any`].
+fn check_node<'a>(
+    core: &Core,
+    caller: &Caller,
+    jobs: impl IntoIterator<Item = (String, &'a str)>,
+) -> Result<(), Failure> {
+    let Scope::Node(node) = &caller.scope else {
+        return Ok(());
+    };
+    let Some(locator) = core.locator() else {
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "this adapter cannot tell where jobs run yet, so the profiler of node {node} may \
+                 post nothing"
+            ),
+        ));
+    };
+    for (field, job) in jobs {
+        if !locator.runs_on(job, node) {
+            core.metrics
+                .unauthorized
+                .get_or_create(&crate::metrics::Verb {
+                    verb: "profiles".to_owned(),
+                })
+                .inc();
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "{field}: job {job} has no pod on node {node}; the profiler of node {node} \
+                     may post profiles of its own node's jobs only"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Takes `items` from what `caller` may add this minute ([`crate::intake::RateBound`]):
+/// `429` with `Retry-After` when they do not fit now, `413` when they never would.
+fn admit_items(core: &Core, caller: &Caller, verb: &str, items: usize) -> Result<(), Failure> {
+    let per_minute = core.rate.per_minute();
+    if per_minute > 0 && items > per_minute as usize {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{items} items in one request, more than {} may add in a minute ({per_minute}, \
+                 --intake-items-per-minute): send at most {per_minute} per request",
+                caller.name
+            ),
+        ));
+    }
+    core.rate
+        .admit(&caller.name, items, Instant::now())
+        .map_err(|limited| {
+            core.metrics
+                .intake_rate_limited
+                .get_or_create(&crate::metrics::Verb {
+                    verb: verb.to_owned(),
+                })
+                .inc();
+            Failure {
+                retry_after: Some(limited.retry_after),
+                ..Failure::new(StatusCode::TOO_MANY_REQUESTS, limited.to_string())
+            }
+        })
 }
 
 /// One profile posted by a node profiler.
@@ -404,6 +520,85 @@ fn check_model(
     })
 }
 
+/// Refuses a profile whose percentages are not percentages, naming the field
+/// (`profiles[3].profile.gpu_util_pct`).
+fn check_percentages(records: &[ProfileRecord]) -> Result<(), Failure> {
+    for (i, r) in records.iter().enumerate() {
+        for (name, value) in [
+            ("gpu_util_pct", r.profile.gpu_util_pct),
+            ("mem_access_pct", r.profile.mem_access_pct),
+        ] {
+            bounds::percentage(value, format_args!("profiles[{i}].profile.{name}"))
+                .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The most memory a job measured on a GPU of `model` can have used: the largest of the
+/// cluster's GPUs of that model, or, when the view has none, the largest board sold under that
+/// name ([`bounds::largest_memory_of`]).
+fn memory_limit(state: &crate::EngineState, model: &str) -> u32 {
+    state
+        .gpu_models()
+        .filter(|spec| spec.model == model)
+        .map(|spec| spec.memory_mib)
+        .max()
+        .unwrap_or_else(|| bounds::largest_memory_of(model))
+}
+
+/// Refuses profile `i` when it used more memory than its GPU has: the largest peak of a job
+/// sticks, so one such profile would keep its job off every shared GPU for good.
+fn check_memory(
+    state: &crate::EngineState,
+    i: usize,
+    profile: &Profile,
+) -> Result<(), crate::EngineFailure> {
+    let limit = memory_limit(state, &profile.gpu_model);
+    bounds::memory(
+        profile.mem_used_mib,
+        limit,
+        format_args!("profiles[{i}].profile.mem_used_mib"),
+    )
+    .map_err(|e| crate::EngineFailure {
+        call: "observe-profile",
+        source: tandem_host::Error::Engine(tandem_api::EngineError::InvalidInput(format!(
+            "{e} ({} {})",
+            profile.gpu_model,
+            if state
+                .gpu_models()
+                .any(|spec| spec.model == profile.gpu_model)
+            {
+                "in this cluster"
+            } else {
+                "at most, of any board of that name"
+            }
+        ))),
+    })
+}
+
+/// Refuses outcomes whose times no run can show, naming the field (`outcomes[0].solo_s[1]`):
+/// the engine's statistics would overflow on them.
+fn check_times(outcomes: &[Outcome]) -> Result<(), Failure> {
+    let refuse = |e: bounds::OutOfBounds| Failure::new(StatusCode::BAD_REQUEST, e.to_string());
+    for (i, o) in outcomes.iter().enumerate() {
+        for (name, list) in [("solo_s", &o.solo_s), ("colocated_s", &o.colocated_s)] {
+            for (j, &t) in list.iter().enumerate() {
+                bounds::run_time(t, format_args!("outcomes[{i}].{name}[{j}]")).map_err(refuse)?;
+            }
+        }
+        for (j, (&solo, &colocated)) in o.solo_s.iter().zip(&o.colocated_s).enumerate() {
+            bounds::colocated_ratio(
+                solo,
+                colocated,
+                format_args!("outcomes[{i}].colocated_s[{j}]"),
+            )
+            .map_err(refuse)?;
+        }
+    }
+    Ok(())
+}
+
 fn check_keyed<'a>(ids: impl IntoIterator<Item = (String, &'a str)>) -> Result<(), Failure> {
     for (field, id) in ids {
         if !is_keyed(id) {
@@ -422,15 +617,18 @@ fn check_keyed<'a>(ids: impl IntoIterator<Item = (String, &'a str)>) -> Result<(
 async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "profiles", async move {
-        authorize(&core2, &headers)?;
+        let caller = authorize(&core2, &headers, "profiles").await?;
         let request: ProfilesRequest = parse("profiles", &body)?;
-        check_keyed(
+        let jobs = || {
             request
                 .profiles
                 .iter()
                 .enumerate()
-                .map(|(i, r)| (format!("profiles[{i}].job"), r.job.as_str())),
-        )?;
+                .map(|(i, r)| (format!("profiles[{i}].job"), r.job.as_str()))
+        };
+        check_keyed(jobs())?;
+        check_node(&core2, &caller, jobs())?;
+        admit_items(&core2, &caller, "profiles", request.profiles.len())?;
         // The peak a profile measured teaches the memory model when its job declared a model.
         let declared: Vec<(usize, ModelSummary)> = request
             .profiles
@@ -443,20 +641,24 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
         // measured memory, not by the prediction, while the refit that corrects the
         // prediction for other jobs of its model runs (no OOM-risking placement of it
         // meanwhile). The refit's instance is forked from this one, profiles included.
+        check_percentages(&request.profiles)?;
         let records = request.profiles.clone();
         let (assignments, specs) = core2
             .observe(move |state| {
+                // Every profile is checked before any is filed.
+                for (i, r) in records.iter().enumerate() {
+                    check_model(
+                        state,
+                        &format!("profiles[{i}].profile.gpu_model"),
+                        &r.profile.gpu_model,
+                        "observe-profile",
+                    )?;
+                    check_memory(state, i, &r.profile)?;
+                }
                 let mut specs = Vec::with_capacity(records.len());
                 let assignments = records
                     .iter()
-                    .enumerate()
-                    .map(|(i, r)| {
-                        check_model(
-                            state,
-                            &format!("profiles[{i}].profile.gpu_model"),
-                            &r.profile.gpu_model,
-                            "observe-profile",
-                        )?;
+                    .map(|r| {
                         let assignment = state
                             .recommender()
                             .observe_profile(&r.job, &r.profile)
@@ -526,7 +728,7 @@ pub struct OutcomesRequest {
 async fn outcomes(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "outcomes", async move {
-        authorize(&core2, &headers)?;
+        let caller = authorize(&core2, &headers, "outcomes").await?;
         let request: OutcomesRequest = parse("outcomes", &body)?;
         check_keyed(request.outcomes.iter().enumerate().flat_map(|(i, o)| {
             o.jobs
@@ -534,6 +736,8 @@ async fn outcomes(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
                 .enumerate()
                 .map(move |(j, id)| (format!("outcomes[{i}].jobs[{j}]"), id.as_str()))
         }))?;
+        admit_items(&core2, &caller, "outcomes", request.outcomes.len())?;
+        check_times(&request.outcomes)?;
         let count = request.outcomes.len();
         let lessons = core2
             .observe(move |state| {
@@ -576,7 +780,7 @@ pub struct PredictRequest {
 async fn predict(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "predict", async move {
-        authorize(&core2, &headers)?;
+        authorize(&core2, &headers, "predict").await?;
         let request: PredictRequest = parse("predict", &body)?;
         let group: Vec<Job> = request.jobs.iter().map(Job::new).collect();
         let prediction = core2
@@ -596,7 +800,7 @@ async fn predict(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes)
 async fn knowledge(State(core): State<Arc<Core>>, headers: HeaderMap) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "knowledge", async move {
-        authorize(&core2, &headers)?;
+        authorize(&core2, &headers, "knowledge").await?;
         let report = core2
             .query("describe", |state| {
                 let summary = state.recommender().describe().map_err(failed("describe"))?;
@@ -638,7 +842,7 @@ pub struct EstimateRequest {
 async fn estimate(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "estimate", async move {
-        authorize(&core2, &headers)?;
+        authorize(&core2, &headers, "estimate").await?;
         let request: EstimateRequest = parse("estimate", &body)?;
         if let Some(job) = &request.job {
             check_keyed([("job".to_owned(), job.as_str())])?;

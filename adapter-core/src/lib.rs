@@ -105,6 +105,9 @@ pub struct Limits {
     pub decision_wait: Duration,
     /// Longest an observation waits for the engine.
     pub observation_wait: Duration,
+    /// Most items (profiles, outcomes) one intake caller may post per minute, 0 for no bound
+    /// ([`intake::RateBound`]); a request past it gets `429` with `Retry-After`.
+    pub intake_items_per_minute: u32,
 }
 
 impl Default for Limits {
@@ -116,6 +119,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(4),
             decision_wait: Duration::from_secs(1),
             observation_wait: Duration::from_secs(10),
+            intake_items_per_minute: intake::DEFAULT_ITEMS_PER_MINUTE,
         }
     }
 }
@@ -171,8 +175,15 @@ pub struct Core {
     pub metrics: Arc<Metrics>,
     /// Leadership of this replica.
     pub leadership: Arc<Leadership>,
-    /// Bearer token the intake endpoints require; the intake is off without one.
+    /// The operator's bearer token for the intake endpoints (scope [`intake::Scope::Any`]);
+    /// without it and without an [`intake::IntakeAuth`], the intake is off.
     pub intake_token: Option<String>,
+    /// How node profilers authenticate to the intake, if they may ([`Core::with_intake_auth`]).
+    intake_auth: Option<Arc<dyn intake::IntakeAuth>>,
+    /// Where jobs run, for node-scoped callers ([`Core::locate_jobs_with`]).
+    locator: std::sync::OnceLock<Arc<dyn intake::JobLocator>>,
+    /// What each intake caller may add per minute.
+    pub(crate) rate: intake::RateBound,
     /// Limits of requests and engine calls.
     pub limits: Limits,
     /// Who may call the scheduler verbs.
@@ -280,6 +291,9 @@ impl Core {
             metrics,
             leadership: config.leadership,
             intake_token: config.intake_token,
+            intake_auth: None,
+            locator: std::sync::OnceLock::new(),
+            rate: intake::RateBound::new(config.limits.intake_items_per_minute),
             limits: config.limits,
             scheduler_auth: SchedulerAuth::default(),
             store: config.store,
@@ -302,6 +316,31 @@ impl Core {
         }
         self.scheduler_auth = auth;
         self
+    }
+
+    /// Admits node profilers to the intake as `auth` authenticates them (besides the
+    /// operator's token): each may post profiles of the jobs running on its node only, which
+    /// the front-end tells with [`Core::locate_jobs_with`].
+    pub fn with_intake_auth(mut self, auth: Arc<dyn intake::IntakeAuth>) -> Self {
+        self.intake_auth = Some(auth);
+        self
+    }
+
+    /// Tells the intake where jobs run (the front-end's view of its cluster), so that a node
+    /// profiler may post profiles of its own node's jobs; until it is told, a node-scoped
+    /// caller is refused. Set once: later calls are ignored.
+    pub fn locate_jobs_with(&self, locator: Arc<dyn intake::JobLocator>) {
+        let _ = self.locator.set(locator);
+    }
+
+    /// How node profilers authenticate, if they may.
+    pub(crate) fn intake_auth(&self) -> Option<&Arc<dyn intake::IntakeAuth>> {
+        self.intake_auth.as_ref()
+    }
+
+    /// Where jobs run, if the front-end said.
+    pub(crate) fn locator(&self) -> Option<&Arc<dyn intake::JobLocator>> {
+        self.locator.get()
     }
 
     /// Runs a scheduling decision on the engine, waiting at most [`Limits::decision_wait`]: in

@@ -129,6 +129,19 @@ pub struct Metrics {
     pub slowdown_predicted: Family<Model, Histogram>,
     /// Slowdowns observed in those outcomes, per GPU model.
     pub slowdown_observed: Family<Model, Histogram>,
+    /// Intake requests refused because their caller had posted its minute's worth of items
+    /// ([`crate::intake::RateBound`]), per verb.
+    pub intake_rate_limited: Family<Verb, Counter>,
+    /// Times the newest stored knowledge base could not be used (unreadable, or refused by the
+    /// engine) and the last good one was loaded instead.
+    pub knowledge_fallbacks: Counter,
+    /// Jobs forgotten, the stalest first, so that the knowledge base fits its store again.
+    pub knowledge_evictions: Counter,
+    /// Observations refused because the knowledge base holding them did not load back into a
+    /// fresh engine (so it was not stored).
+    pub loadback_refusals: Counter,
+    /// Time to load the knowledge base to be stored into a fresh engine, before it is stored.
+    pub loadback_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -340,6 +353,44 @@ impl Default for Metrics {
             "Slowdowns the engine predicted for the jobs of each learned outcome, before learning it, per GPU model (a fraction)",
             slowdown_predicted.clone(),
         );
+        let intake_rate_limited = Family::<Verb, Counter>::default();
+        for verb in ["profiles", "outcomes"] {
+            let labels = Verb {
+                verb: verb.to_owned(),
+            };
+            intake_rate_limited.get_or_create(&labels).inc_by(0);
+            unauthorized.get_or_create(&labels).inc_by(0);
+        }
+        registry.register(
+            "intake_rate_limited",
+            "Intake requests refused because their caller posted its minute's worth of items, per verb",
+            intake_rate_limited.clone(),
+        );
+        let knowledge_fallbacks = Counter::default();
+        registry.register(
+            "knowledge_fallbacks",
+            "Times the newest stored knowledge base could not be used and the last good one was loaded",
+            knowledge_fallbacks.clone(),
+        );
+        let knowledge_evictions = Counter::default();
+        registry.register(
+            "knowledge_evictions",
+            "Jobs forgotten, the stalest first, so that the knowledge base fits its store",
+            knowledge_evictions.clone(),
+        );
+        let loadback_refusals = Counter::default();
+        registry.register(
+            "knowledge_loadback_refusals",
+            "Observations refused because the knowledge base holding them did not load back into a fresh engine",
+            loadback_refusals.clone(),
+        );
+        // 1 ms .. ~65 s.
+        let loadback_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register(
+            "knowledge_loadback_seconds",
+            "Time to load the knowledge base to be stored into a fresh engine before storing it",
+            loadback_seconds.clone(),
+        );
         registry.register(
             "slowdown_observed",
             "Slowdowns observed in the learned outcomes, (co-located - solo) / solo, per GPU model",
@@ -378,6 +429,11 @@ impl Default for Metrics {
             store_changed,
             slowdown_predicted,
             slowdown_observed,
+            intake_rate_limited,
+            knowledge_fallbacks,
+            knowledge_evictions,
+            loadback_refusals,
+            loadback_seconds,
         }
     }
 }

@@ -33,6 +33,13 @@ pub struct CoreArgs {
     #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
     pub intake_token_file: Option<PathBuf>,
 
+    /// Most items (profiles and outcomes) one intake caller — each node's profiler, the
+    /// operator's token — may post per minute; a request past it gets 429 with Retry-After.
+    /// 0 for no bound.
+    #[arg(long, env = "TANDEM_INTAKE_ITEMS_PER_MINUTE",
+          default_value_t = crate::intake::DEFAULT_ITEMS_PER_MINUTE)]
+    pub intake_items_per_minute: u32,
+
     /// What placements optimize, unless a job asks otherwise where its scheduler lets it:
     /// balanced, min-slowdown or max-packing.
     #[arg(long, default_value = "balanced")]

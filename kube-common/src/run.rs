@@ -31,6 +31,7 @@ impl Options {
             request_timeout: self.request_timeout,
             decision_wait: self.decision_timeout,
             observation_wait: self.request_timeout,
+            intake_items_per_minute: self.core.intake_items_per_minute,
         }
     }
 
