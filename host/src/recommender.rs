@@ -26,7 +26,7 @@ use crate::{Error, Result};
 /// changes and whenever [`snapshot`](Self::snapshot) is asked for: saving the whole knowledge
 /// base after every observation cost more than the observations themselves.
 ///
-/// The cluster view (WIT 0.4.0) is not in the snapshot: the host keeps a mirror of it, applied
+/// The cluster view (WIT 0.4.0 on) is not in the snapshot: the host keeps a mirror of it, applied
 /// with the same rules as the engine's ([`GpuTable`]) after each acknowledged
 /// `update-cluster`, and describes it again to a rebuilt instance.
 pub struct Recommender {
@@ -83,6 +83,9 @@ enum Change {
         gpu_model: String,
         work_per_s: f64,
     },
+    /// `forget-stalest`: which jobs it forgets is a function of the state, so replaying the
+    /// count forgets the same ones.
+    Forget(u32),
 }
 
 impl Change {
@@ -94,6 +97,7 @@ impl Change {
             Self::Outcome(_) => "observe-outcome",
             Self::Memory { .. } => "observe-memory",
             Self::Speed { .. } => "observe-speed",
+            Self::Forget(_) => "forget-stalest",
         }
     }
 
@@ -122,6 +126,9 @@ impl Change {
                 gpu_model,
                 work_per_s,
             } => engine.call_observe_speed(store, handle, job, gpu_model, *work_per_s),
+            Self::Forget(count) => engine
+                .call_forget_stalest(store, handle, *count)
+                .map(|_| Ok(())),
         }
     }
 }
@@ -232,6 +239,25 @@ impl Recommender {
             gpu_model: gpu_model.to_owned(),
             work_per_s,
         })
+    }
+
+    /// Forgets the `count` jobs the engine observed least recently (fewer when it knows
+    /// fewer), with what is only about them (their profiles, speeds, and the measurements of
+    /// each pair they were in), and returns their ids, least recently observed first. An
+    /// observation that names a job (`observe_profile`, `observe_outcome`, `observe_speed`)
+    /// makes it the most recent; ties go to the smaller id. What it forgets is a function of
+    /// the engine's state and `count`, so a host whose store is full can make room and replay
+    /// the call after a rebuild.
+    pub fn forget_stalest(&mut self, count: u32) -> Result<Vec<String>> {
+        let forgotten = self.call("forget-stalest", |store, plugin, handle| {
+            plugin
+                .tandem_engine_engine()
+                .recommender()
+                .call_forget_stalest(store, handle, count)
+                .map(Ok)
+        })?;
+        self.acknowledge(Change::Forget(count));
+        Ok(forgotten)
     }
 
     /// What `job` would need and do alone on each GPU model of `gpus`.

@@ -51,9 +51,9 @@ fn another_wit_version_is_rejected_naming_both_versions() {
 fn components_of_earlier_contracts_are_rejected_naming_the_supported_one() {
     // 0.2.0 added calls (estimate, observe-memory, observe-speed), 0.3.0 fields
     // (estimate.utilization-pct, policy.model-caps), 0.4.0 the cluster view (update-cluster,
-    // score-all, explain, choose-gpu); an older engine cannot serve this host, and the host
-    // says so instead of failing a call later.
-    for old in ["0.1.0", "0.2.0", "0.3.0"] {
+    // score-all, explain, choose-gpu), 0.5.0 forget-stalest; an older engine cannot serve
+    // this host, and the host says so instead of failing a call later.
+    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0"] {
         let err = load_wat(&format!(
             r#"(component (instance $i) (export "tandem:engine/engine@{old}" (instance $i)))"#
         ))
@@ -81,7 +81,7 @@ fn a_component_importing_wasi_is_rejected() {
         r#"(component
              (import "wasi:cli/environment@0.2.0" (instance))
              (instance $i)
-             (export "tandem:engine/engine@0.4.0" (instance $i)))"#,
+             (export "tandem:engine/engine@0.5.0" (instance $i)))"#,
     )
     .unwrap_err();
     assert!(
@@ -93,7 +93,7 @@ fn a_component_importing_wasi_is_rejected() {
 #[test]
 fn a_component_with_the_right_name_but_the_wrong_shape_fails_the_type_check() {
     let err = load_wat(
-        r#"(component (instance $i) (export "tandem:engine/engine@0.4.0" (instance $i)))"#,
+        r#"(component (instance $i) (export "tandem:engine/engine@0.5.0" (instance $i)))"#,
     )
     .unwrap_err();
     assert!(

@@ -3,8 +3,10 @@
 
 mod adapter;
 mod engine;
+mod forgetting;
 mod intake;
 mod loading;
+mod observations;
 mod sandbox;
 mod sim;
 

@@ -146,7 +146,7 @@ pub fn percentage(value: f32, field: impl Display) -> Checked {
     }
     Err(OutOfBounds::new(
         field,
-        format!("must be within 0..=100, got {value}"),
+        format!("must be within 0..=100, got {value:?}"),
     ))
 }
 
@@ -159,7 +159,7 @@ pub fn run_time(seconds: f64, field: impl Display) -> Checked {
         field,
         format!(
             "must be a positive number of seconds within {MIN_RUN_S}..={MAX_RUN_S} (1 ms to \
-             366 days), got {seconds}"
+             366 days), got {seconds:?}"
         ),
     ))
 }
@@ -174,7 +174,7 @@ pub fn colocated_ratio(solo_s: f64, colocated_s: f64, field: impl Display) -> Ch
     Err(OutOfBounds::new(
         field,
         format!(
-            "is {ratio} times the job's solo time ({colocated_s} s against {solo_s} s); a job \
+            "is {ratio:?} times the job's solo time ({colocated_s:?} s against {solo_s:?} s); a job \
              sharing a GPU runs between {MIN_COLOCATED_RATIO} and {MAX_COLOCATED_RATIO} times \
              as long as alone"
         ),
@@ -259,8 +259,8 @@ pub fn speed(work_per_s: f64, field: impl Display) -> Checked {
     Err(OutOfBounds::new(
         field,
         format!(
-            "must be a finite, positive speed within {MIN_WORK_PER_S}..={MAX_WORK_PER_S} units \
-             of work per second, got {work_per_s}"
+            "must be a finite, positive speed within {MIN_WORK_PER_S:e}..={MAX_WORK_PER_S:e} units \
+             of work per second, got {work_per_s:?}"
         ),
     ))
 }
@@ -280,7 +280,7 @@ pub fn work(work: f64, field: impl Display) -> Checked {
     }
     Err(OutOfBounds::new(
         field,
-        format!("must be finite, not negative and at most {MAX_WORK}, got {work}"),
+        format!("must be finite, not negative and at most {MAX_WORK:e}, got {work:?}"),
     ))
 }
 
@@ -292,7 +292,7 @@ pub fn submitted_at(seconds: f64, field: impl Display) -> Checked {
     }
     Err(OutOfBounds::new(
         field,
-        format!("must be finite and within ±{MAX_SUBMITTED_AT_S} s, got {seconds}"),
+        format!("must be finite and within ±{MAX_SUBMITTED_AT_S:e} s, got {seconds:?}"),
     ))
 }
 
@@ -310,7 +310,7 @@ pub fn model_summary(summary: &ModelSummary, field: impl Display) -> Checked {
         if !(0.0..=most).contains(&value) {
             return Err(OutOfBounds::new(
                 format_args!("{field}.{name}"),
-                format!("must be finite, not negative and at most {most}, got {value}"),
+                format!("must be finite, not negative and at most {most}, got {value:?}"),
             ));
         }
     }

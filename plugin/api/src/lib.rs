@@ -1,4 +1,4 @@
-//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.4.0` (`wit/v0.4.0/engine.wit`,
+//! The Rust mirror of Tandem's WIT contract, `tandem:engine@0.5.0` (`wit/v0.5.0/engine.wit`,
 //! which `wit/current` points to: the one path every binding generator reads).
 //!
 //! Every host-facing crate speaks these types: the engine implements its logic on them, the
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// The WIT package this crate mirrors.
 pub const WIT_PACKAGE: &str = "tandem:engine";
 /// The WIT version this crate mirrors.
-pub const WIT_VERSION: &str = "0.4.0";
+pub const WIT_VERSION: &str = "0.5.0";
 
 /// Starts the message the engine component logs (at error level) just before a panic aborts
 /// it, so the host can tell a panic from other traps and report the panic's own message.
@@ -65,7 +65,7 @@ pub struct Profile {
 pub struct GpuSpec {
     /// GPU model name (for example `V100`), matched against [`Profile::gpu_model`].
     pub model: String,
-    /// Device memory, in MiB.
+    /// Device memory, in MiB: 1 to 524,288 (512 GiB, more than any GPU has).
     pub memory_mib: u32,
     /// Streaming multiprocessors, if known.
     #[serde(default)]
@@ -101,7 +101,9 @@ impl GpuSpec {
     }
 }
 
-/// Opt-in description of a job's model, for placing it before any profiling.
+/// Opt-in description of a job's model, for placing it before any profiling. Sizes are finite,
+/// 0 to 16 TiB, not all 0; `gflops` 0 to 1e12; `batch_size` 1 to 2^24; each layer count at
+/// most 2^20 ([`bounds::model_summary`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSummary {
@@ -153,13 +155,14 @@ pub struct Job {
     /// What the job's user cares about; `latency` when absent.
     #[serde(default)]
     pub priority: Option<Priority>,
-    /// Submission time in seconds on the host's clock (the engine has no clock).
+    /// Submission time in seconds on the host's clock (the engine has no clock), finite and
+    /// within ±1e12.
     #[serde(default)]
     pub submitted_at_s: f64,
     /// Work left, in the unit of the speeds reported for the job's workload with
     /// `observe-speed` (for example training steps). With it the engine turns speeds into run
     /// times: of a queued job, to weigh a slow GPU now against a fast one later; of a
-    /// resident, to know when its GPU frees up.
+    /// resident, to know when its GPU frees up. Finite, 0 to 1e18.
     #[serde(default)]
     pub work: Option<f64>,
 }

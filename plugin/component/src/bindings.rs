@@ -114,7 +114,7 @@ pub mod tandem {
             pub struct GpuSpec {
                 /// GPU model name (for example `V100`), matched against `profile.gpu-model`.
                 pub model: _rt::String,
-                /// Device memory, in MiB.
+                /// Device memory, in MiB: 1 to 524,288 (512 GiB, more than any GPU has).
                 pub memory_mib: u32,
                 /// Streaming multiprocessors, if known.
                 pub sm_count: ::core::option::Option<u32>,
@@ -149,7 +149,9 @@ pub mod tandem {
                         .finish()
                 }
             }
-            /// Opt-in description of a job's model, for placing it before any profiling.
+            /// Opt-in description of a job's model, for placing it before any profiling. Sizes are
+            /// finite, 0 to 16 TiB, not all 0; `gflops` 0 to 1e12; `batch-size` 1 to 2^24; each layer
+            /// count at most 2^20.
             #[repr(C)]
             #[derive(Clone, Copy)]
             pub struct ModelSummary {
@@ -240,12 +242,13 @@ pub mod tandem {
                 pub declared: ::core::option::Option<ModelSummary>,
                 /// What the job's user cares about; `latency` when absent.
                 pub priority: ::core::option::Option<Priority>,
-                /// Submission time in seconds on the host's clock (the engine has no clock).
+                /// Submission time in seconds on the host's clock (the engine has no clock), finite
+                /// and within ±1e12.
                 pub submitted_at_s: f64,
                 /// Work left, in the unit of the speeds reported for the job's workload with
                 /// `observe-speed` (for example training steps). With it the engine turns speeds into
                 /// run times: of a queued job, to weigh a slow GPU now against a fast one later; of a
-                /// resident, to know when its GPU frees up.
+                /// resident, to know when its GPU frees up. Finite, 0 to 1e18.
                 pub work: ::core::option::Option<f64>,
             }
             impl ::core::fmt::Debug for Job {
@@ -1270,7 +1273,7 @@ pub mod exports {
                     unsafe fn drop(_handle: u32) {
                         #[cfg(target_arch = "wasm32")]
                         #[link(
-                            wasm_import_module = "[export]tandem:engine/engine@0.4.0"
+                            wasm_import_module = "[export]tandem:engine/engine@0.5.0"
                         )]
                         unsafe extern "C" {
                             #[link_name = "[resource-drop]recommender"]
@@ -7881,6 +7884,85 @@ pub mod exports {
                 }
                 #[doc(hidden)]
                 #[allow(non_snake_case, unused_unsafe)]
+                pub unsafe fn _export_method_recommender_forget_stalest_cabi<
+                    T_: GuestRecommender,
+                >(arg0: *mut u8, arg1: i32) -> *mut u8 {
+                    unsafe {
+                        #[cfg(target_arch = "wasm32")] _rt::run_ctors_once();
+                        let result0 = {
+                            T_::forget_stalest(
+                                RecommenderBorrow::lift(
+                                        core::ptr::with_exposed_provenance(arg0 as u32 as usize),
+                                    )
+                                    .get(),
+                                arg1 as u32,
+                            )
+                        };
+                        let ptr1 = (&raw mut _RET_AREA.0).cast::<u8>();
+                        let vec3 = result0;
+                        let len3 = vec3.len();
+                        let layout3 = _rt::alloc::Layout::from_size_align(
+                                vec3.len() * (2 * ::core::mem::size_of::<*const u8>()),
+                                ::core::mem::size_of::<*const u8>(),
+                            )
+                            .unwrap();
+                        let (result3, _cleanup3) = wit_bindgen::rt::Cleanup::new(
+                            layout3,
+                        );
+                        if let Some(cleanup) = _cleanup3 {
+                            cleanup.forget();
+                        }
+                        for (i, e) in vec3.into_iter().enumerate() {
+                            let base = result3
+                                .add(i * (2 * ::core::mem::size_of::<*const u8>()));
+                            {
+                                let vec2 = (e.into_bytes()).into_boxed_slice();
+                                let ptr2 = vec2.as_ptr().cast::<u8>();
+                                let len2 = vec2.len();
+                                ::core::mem::forget(vec2);
+                                *base
+                                    .add(::core::mem::size_of::<*const u8>())
+                                    .cast::<usize>() = len2;
+                                *base.add(0).cast::<*mut u8>() = ptr2.cast_mut();
+                            }
+                        }
+                        *ptr1.add(::core::mem::size_of::<*const u8>()).cast::<usize>() = len3;
+                        *ptr1.add(0).cast::<*mut u8>() = result3;
+                        ptr1
+                    }
+                }
+                #[doc(hidden)]
+                #[allow(non_snake_case)]
+                pub unsafe fn __post_return_method_recommender_forget_stalest<
+                    T_: GuestRecommender,
+                >(arg0: *mut u8) {
+                    unsafe {
+                        let l0 = *arg0.add(0).cast::<*mut u8>();
+                        let l1 = *arg0
+                            .add(::core::mem::size_of::<*const u8>())
+                            .cast::<usize>();
+                        let base4 = l0;
+                        let len4 = l1;
+                        for i in 0..len4 {
+                            let base = base4
+                                .add(i * (2 * ::core::mem::size_of::<*const u8>()));
+                            {
+                                let l2 = *base.add(0).cast::<*mut u8>();
+                                let l3 = *base
+                                    .add(::core::mem::size_of::<*const u8>())
+                                    .cast::<usize>();
+                                _rt::cabi_dealloc(l2, l3, 1);
+                            }
+                        }
+                        _rt::cabi_dealloc(
+                            base4,
+                            len4 * (2 * ::core::mem::size_of::<*const u8>()),
+                            ::core::mem::size_of::<*const u8>(),
+                        );
+                    }
+                }
+                #[doc(hidden)]
+                #[allow(non_snake_case, unused_unsafe)]
                 pub unsafe fn _export_method_recommender_save_cabi<T_: GuestRecommender>(
                     arg0: *mut u8,
                 ) -> *mut u8 {
@@ -8604,7 +8686,7 @@ pub mod exports {
                     {
                         #[cfg(target_arch = "wasm32")]
                         #[link(
-                            wasm_import_module = "[export]tandem:engine/engine@0.4.0"
+                            wasm_import_module = "[export]tandem:engine/engine@0.5.0"
                         )]
                         unsafe extern "C" {
                             #[link_name = "[resource-new]recommender"]
@@ -8623,7 +8705,7 @@ pub mod exports {
                     {
                         #[cfg(target_arch = "wasm32")]
                         #[link(
-                            wasm_import_module = "[export]tandem:engine/engine@0.4.0"
+                            wasm_import_module = "[export]tandem:engine/engine@0.5.0"
                         )]
                         unsafe extern "C" {
                             #[link_name = "[resource-rep]recommender"]
@@ -8697,14 +8779,21 @@ pub mod exports {
                         &self,
                         policy: Policy,
                     ) -> ::core::result::Result<(), Error>;
-                    /// Records the profile of job `job` and files it in the knowledge base.
+                    /// Records the profile of job `job` and files it in the knowledge base. Fails with
+                    /// `invalid-input` for a percentage outside 0..=100 and for more memory used than a GPU
+                    /// of the profile's model has: for a short name the engine knows, the largest board
+                    /// sold under it (`V100`: 32 GiB); for another name, the largest memory among the
+                    /// view's GPUs of that model, else 512 GiB.
                     #[allow(async_fn_in_trait)]
                     fn observe_profile(
                         &self,
                         job: _rt::String,
                         p: Profile,
                     ) -> ::core::result::Result<Assignment, Error>;
-                    /// Learns interference from a finished co-location. On error nothing is learned.
+                    /// Learns interference from a finished co-location. On error nothing is learned. Fails
+                    /// with `invalid-input`, naming the item (`outcome.colocated-s[1]`), for lists of other
+                    /// lengths than `jobs`, a time outside 1 ms ..= 366 days, and a co-located time less
+                    /// than 0.1 or more than 10,000 times the job's solo time.
                     #[allow(async_fn_in_trait)]
                     fn observe_outcome(
                         &self,
@@ -8713,8 +8802,9 @@ pub mod exports {
                     /// Learns a measured peak: a job that declared `declared` peaked at `peak-mem-mib` MiB
                     /// alone on a GPU of kind `gpu`. The memory model retrains on it (and its margin is
                     /// measured again). Fails with `invalid-input` for a summary or spec that is not
-                    /// finite and positive, or a GPU whose characteristics are unknown (give them in the
-                    /// spec, or use a model name the engine knows); on error nothing is learned.
+                    /// finite and positive (or beyond the bounds of a real model), a GPU whose
+                    /// characteristics are unknown (give them in the spec, or use a model name the engine
+                    /// knows), and a peak of 0 or above the GPU's `memory-mib`; on error nothing is learned.
                     #[allow(async_fn_in_trait)]
                     fn observe_memory(
                         &self,
@@ -8726,7 +8816,7 @@ pub mod exports {
                     /// Learns a speed: job `job` (its workload, for `<workload>~<instance>` ids) does
                     /// `work-per-s` units of work per second alone on a GPU of model `gpu-model`. Speeds of
                     /// workloads seen on several models teach the ratios between models that estimate the
-                    /// others. Fails with `invalid-input` for a speed that is not finite and positive.
+                    /// others. Fails with `invalid-input` for a speed outside 1e-9 ..= 1e12.
                     #[allow(async_fn_in_trait)]
                     fn observe_speed(
                         &self,
@@ -8820,7 +8910,19 @@ pub mod exports {
                     /// rankings) and counts. Pure.
                     #[allow(async_fn_in_trait)]
                     fn describe(&self) -> KnowledgeSummary;
+                    /// Forgets the `count` jobs observed least recently (fewer when it knows fewer), and
+                    /// returns their ids, least recently observed first. A job is an id that observations
+                    /// named (an instance `<workload>~<instance>` counts as its workload); it was observed
+                    /// when an `observe-profile`, `observe-outcome` or `observe-speed` named it, and jobs of
+                    /// a state saved before 0.5.0 count as observed before any other, in id order. Ties go
+                    /// to the smaller id, so the answer is a function of the state and `count` alone.
+                    /// Forgotten are the job's profile, its speeds and the outcomes' measurements of each
+                    /// pair it was in; what is learned across jobs (the clusters, the interference between
+                    /// clusters, the memory model) stays.
+                    #[allow(async_fn_in_trait)]
+                    fn forget_stalest(&self, count: u32) -> _rt::Vec<_rt::String>;
                     /// Serializes the whole state (policy, seed, knowledge base), not the cluster view.
+                    /// Every number it holds is finite, so `load` reads it back.
                     #[allow(async_fn_in_trait)]
                     fn save(&self) -> _rt::Vec<u8>;
                     /// Rebuilds a recommender from bytes produced by `save`, with an empty cluster view.
@@ -8830,51 +8932,51 @@ pub mod exports {
                     ) -> ::core::result::Result<Recommender, Error>;
                 }
                 #[doc(hidden)]
-                macro_rules! __export_tandem_engine_engine_0_4_0_cabi {
+                macro_rules! __export_tandem_engine_engine_0_5_0_cabi {
                     ($ty:ident with_types_in $($path_to_types:tt)*) => {
                         const _ : () = { #[unsafe (export_name =
-                        "tandem:engine/engine@0.4.0#[static]recommender.create")] unsafe
+                        "tandem:engine/engine@0.5.0#[static]recommender.create")] unsafe
                         extern "C" fn export_static_recommender_create(arg0 : i32, arg1 :
                         i32, arg2 : f32, arg3 : * mut u8, arg4 : usize, arg5 : i64,) -> *
                         mut u8 { unsafe { $($path_to_types)*::
                         _export_static_recommender_create_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4, arg5) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[static]recommender.create")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[static]recommender.create")]
                         unsafe extern "C" fn _post_return_static_recommender_create(arg0
                         : * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_static_recommender_create::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[static]recommender.bootstrap")]
+                        "tandem:engine/engine@0.5.0#[static]recommender.bootstrap")]
                         unsafe extern "C" fn export_static_recommender_bootstrap(arg0 :
                         i32, arg1 : i32, arg2 : f32, arg3 : * mut u8, arg4 : usize, arg5
                         : i64,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_static_recommender_bootstrap_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4, arg5) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[static]recommender.bootstrap")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[static]recommender.bootstrap")]
                         unsafe extern "C" fn
                         _post_return_static_recommender_bootstrap(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_static_recommender_bootstrap::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.set-policy")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.set-policy")]
                         unsafe extern "C" fn export_method_recommender_set_policy(arg0 :
                         * mut u8, arg1 : i32, arg2 : i32, arg3 : f32, arg4 : * mut u8,
                         arg5 : usize,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_set_policy_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4, arg5) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.set-policy")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.set-policy")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_set_policy(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_set_policy::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.observe-profile")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.observe-profile")]
                         unsafe extern "C" fn
                         export_method_recommender_observe_profile(arg0 : * mut u8, arg1 :
                         * mut u8, arg2 : usize, arg3 : f32, arg4 : f32, arg5 : i32, arg6
@@ -8883,14 +8985,14 @@ pub mod exports {
                         _export_method_recommender_observe_profile_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4, arg5, arg6, arg7) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.observe-profile")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.observe-profile")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_observe_profile(arg0 : * mut u8,)
                         { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_observe_profile::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.observe-outcome")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.observe-outcome")]
                         unsafe extern "C" fn
                         export_method_recommender_observe_outcome(arg0 : * mut u8, arg1 :
                         * mut u8, arg2 : usize, arg3 : * mut u8, arg4 : usize, arg5 : *
@@ -8899,69 +9001,69 @@ pub mod exports {
                         _export_method_recommender_observe_outcome_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4, arg5, arg6, arg7, arg8) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.observe-outcome")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.observe-outcome")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_observe_outcome(arg0 : * mut u8,)
                         { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_observe_outcome::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.observe-memory")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.observe-memory")]
                         unsafe extern "C" fn
                         export_method_recommender_observe_memory(arg0 : * mut u8,) -> *
                         mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_observe_memory_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.observe-memory")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.observe-memory")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_observe_memory(arg0 : * mut u8,)
                         { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_observe_memory::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.observe-speed")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.observe-speed")]
                         unsafe extern "C" fn export_method_recommender_observe_speed(arg0
                         : * mut u8, arg1 : * mut u8, arg2 : usize, arg3 : * mut u8, arg4
                         : usize, arg5 : f64,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_observe_speed_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4, arg5) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.observe-speed")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.observe-speed")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_observe_speed(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_observe_speed::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.estimate")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.estimate")]
                         unsafe extern "C" fn export_method_recommender_estimate(arg0 : *
                         mut u8,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_estimate_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.estimate")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.estimate")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_estimate(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_estimate::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.recommend")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.recommend")]
                         unsafe extern "C" fn export_method_recommender_recommend(arg0 : *
                         mut u8, arg1 : * mut u8, arg2 : usize, arg3 : * mut u8, arg4 :
                         usize,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_recommend_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2,
                         arg3, arg4) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.recommend")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.recommend")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_recommend(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_recommend::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.update-cluster")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.update-cluster")]
                         unsafe extern "C" fn
                         export_method_recommender_update_cluster(arg0 : * mut u8, arg1 :
                         * mut u8, arg2 : usize,) -> * mut u8 { unsafe {
@@ -8969,148 +9071,162 @@ pub mod exports {
                         _export_method_recommender_update_cluster_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1, arg2) }
                         } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.update-cluster")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.update-cluster")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_update_cluster(arg0 : * mut u8,)
                         { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_update_cluster::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.score-all")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.score-all")]
                         unsafe extern "C" fn export_method_recommender_score_all(arg0 : *
                         mut u8,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_score_all_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.score-all")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.score-all")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_score_all(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_score_all::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.explain")] unsafe
+                        "tandem:engine/engine@0.5.0#[method]recommender.explain")] unsafe
                         extern "C" fn export_method_recommender_explain(arg0 : * mut u8,)
                         -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_explain_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.explain")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.explain")]
                         unsafe extern "C" fn _post_return_method_recommender_explain(arg0
                         : * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_explain::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.choose-gpu")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.choose-gpu")]
                         unsafe extern "C" fn export_method_recommender_choose_gpu(arg0 :
                         * mut u8,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_choose_gpu_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.choose-gpu")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.choose-gpu")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_choose_gpu(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_choose_gpu::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.filter")] unsafe
+                        "tandem:engine/engine@0.5.0#[method]recommender.filter")] unsafe
                         extern "C" fn export_method_recommender_filter(arg0 : * mut u8,)
                         -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_filter_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.filter")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.filter")]
                         unsafe extern "C" fn _post_return_method_recommender_filter(arg0
                         : * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_filter::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.score")] unsafe
+                        "tandem:engine/engine@0.5.0#[method]recommender.score")] unsafe
                         extern "C" fn export_method_recommender_score(arg0 : * mut u8,)
                         -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_score_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.score")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.score")]
                         unsafe extern "C" fn _post_return_method_recommender_score(arg0 :
                         * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_score::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.predict")] unsafe
+                        "tandem:engine/engine@0.5.0#[method]recommender.predict")] unsafe
                         extern "C" fn export_method_recommender_predict(arg0 : * mut u8,)
                         -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_predict_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.predict")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.predict")]
                         unsafe extern "C" fn _post_return_method_recommender_predict(arg0
                         : * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_predict::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.describe")]
+                        "tandem:engine/engine@0.5.0#[method]recommender.describe")]
                         unsafe extern "C" fn export_method_recommender_describe(arg0 : *
                         mut u8,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_describe_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.describe")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.describe")]
                         unsafe extern "C" fn
                         _post_return_method_recommender_describe(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*::
                         __post_return_method_recommender_describe::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[method]recommender.save")] unsafe
+                        "tandem:engine/engine@0.5.0#[method]recommender.forget-stalest")]
+                        unsafe extern "C" fn
+                        export_method_recommender_forget_stalest(arg0 : * mut u8, arg1 :
+                        i32,) -> * mut u8 { unsafe { $($path_to_types)*::
+                        _export_method_recommender_forget_stalest_cabi::<<$ty as
+                        $($path_to_types)*:: Guest >::Recommender > (arg0, arg1) } }
+                        #[unsafe (export_name =
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.forget-stalest")]
+                        unsafe extern "C" fn
+                        _post_return_method_recommender_forget_stalest(arg0 : * mut u8,)
+                        { unsafe { $($path_to_types)*::
+                        __post_return_method_recommender_forget_stalest::<<$ty as
+                        $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
+                        (export_name =
+                        "tandem:engine/engine@0.5.0#[method]recommender.save")] unsafe
                         extern "C" fn export_method_recommender_save(arg0 : * mut u8,) ->
                         * mut u8 { unsafe { $($path_to_types)*::
                         _export_method_recommender_save_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[method]recommender.save")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[method]recommender.save")]
                         unsafe extern "C" fn _post_return_method_recommender_save(arg0 :
                         * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_method_recommender_save::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
                         (export_name =
-                        "tandem:engine/engine@0.4.0#[static]recommender.load")] unsafe
+                        "tandem:engine/engine@0.5.0#[static]recommender.load")] unsafe
                         extern "C" fn export_static_recommender_load(arg0 : * mut u8,
                         arg1 : usize,) -> * mut u8 { unsafe { $($path_to_types)*::
                         _export_static_recommender_load_cabi::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0, arg1) } }
                         #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#[static]recommender.load")]
+                        "cabi_post_tandem:engine/engine@0.5.0#[static]recommender.load")]
                         unsafe extern "C" fn _post_return_static_recommender_load(arg0 :
                         * mut u8,) { unsafe { $($path_to_types)*::
                         __post_return_static_recommender_load::<<$ty as
                         $($path_to_types)*:: Guest >::Recommender > (arg0) } } #[unsafe
-                        (export_name = "tandem:engine/engine@0.4.0#synthesize")] unsafe
+                        (export_name = "tandem:engine/engine@0.5.0#synthesize")] unsafe
                         extern "C" fn export_synthesize(arg0 : * mut u8, arg1 : usize,
                         arg2 : i32, arg3 : * mut u8, arg4 : usize,) -> * mut u8 { unsafe
                         { $($path_to_types)*:: _export_synthesize_cabi::<$ty > (arg0,
                         arg1, arg2, arg3, arg4) } } #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#synthesize")] unsafe extern
+                        "cabi_post_tandem:engine/engine@0.5.0#synthesize")] unsafe extern
                         "C" fn _post_return_synthesize(arg0 : * mut u8,) { unsafe {
                         $($path_to_types)*:: __post_return_synthesize::<$ty > (arg0) } }
                         #[unsafe (export_name =
-                        "tandem:engine/engine@0.4.0#engine-version")] unsafe extern "C"
+                        "tandem:engine/engine@0.5.0#engine-version")] unsafe extern "C"
                         fn export_engine_version() -> * mut u8 { unsafe {
                         $($path_to_types)*:: _export_engine_version_cabi::<$ty > () } }
                         #[unsafe (export_name =
-                        "cabi_post_tandem:engine/engine@0.4.0#engine-version")] unsafe
+                        "cabi_post_tandem:engine/engine@0.5.0#engine-version")] unsafe
                         extern "C" fn _post_return_engine_version(arg0 : * mut u8,) {
                         unsafe { $($path_to_types)*:: __post_return_engine_version::<$ty
                         > (arg0) } } const _ : () = { #[doc(hidden)] #[unsafe
-                        (export_name = "tandem:engine/engine@0.4.0#[dtor]recommender")]
+                        (export_name = "tandem:engine/engine@0.5.0#[dtor]recommender")]
                         #[allow(non_snake_case)] unsafe extern "C" fn dtor(rep : * mut
                         u8) { unsafe { $($path_to_types)*:: Recommender::dtor::< <$ty as
                         $($path_to_types)*:: Guest >::Recommender > (rep) } } }; };
                     };
                 }
                 #[doc(hidden)]
-                pub(crate) use __export_tandem_engine_engine_0_4_0_cabi;
+                pub(crate) use __export_tandem_engine_engine_0_5_0_cabi;
                 #[cfg_attr(target_pointer_width = "64", repr(align(8)))]
                 #[cfg_attr(target_pointer_width = "32", repr(align(4)))]
                 struct _RetArea(
@@ -9353,7 +9469,7 @@ macro_rules! __export_plugin_impl {
     };
     ($ty:ident with_types_in $($path_to_types_root:tt)*) => {
         $($path_to_types_root)*::
-        exports::tandem::engine::engine::__export_tandem_engine_engine_0_4_0_cabi!($ty
+        exports::tandem::engine::engine::__export_tandem_engine_engine_0_5_0_cabi!($ty
         with_types_in $($path_to_types_root)*:: exports::tandem::engine::engine);
     };
 }
@@ -9362,12 +9478,12 @@ pub(crate) use __export_plugin_impl as export;
 #[rustfmt::skip]
 #[cfg(target_arch = "wasm32")]
 #[unsafe(
-    link_section = "component-type:wit-bindgen:0.61.1:tandem:engine@0.4.0:plugin:encoded world"
+    link_section = "component-type:wit-bindgen:0.61.1:tandem:engine@0.5.0:plugin:encoded world"
 )]
 #[doc(hidden)]
 #[allow(clippy::octal_escapes)]
-pub static __WIT_BINDGEN_COMPONENT_TYPE: [u8; 4471] = *b"\
-\0asm\x0d\0\x01\0\0\x19\x16wit-component-encoding\x04\0\x07\xfa!\x01A\x02\x01A\x1c\
+pub static __WIT_BINDGEN_COMPONENT_TYPE: [u8; 4529] = *b"\
+\0asm\x0d\0\x01\0\0\x19\x16wit-component-encoding\x04\0\x07\xb4\"\x01A\x02\x01A\x1c\
 \x01B[\x01m\x05\x05trace\x05debug\x04info\x04warn\x05error\x04\0\x09log-level\x03\
 \0\0\x01r\x04\x0cgpu-util-pctv\x0emem-access-pctv\x0cmem-used-miby\x09gpu-models\
 \x04\0\x07profile\x03\0\x02\x01ky\x01kv\x01r\x09\x05models\x0amemory-miby\x08sm-\
@@ -9412,7 +9528,7 @@ t-gpu\x01\xce\0\0\x0aremove-gpu\x01y\0\x04bind\x01\xd0\0\0\x06unbind\x01\xd2\0\0
 \x05clear\0\0\x04\0\x0ecluster-change\x03\0S\x01r\x04\x04gpusy\x05nodesy\x06stat\
 esy\x07handlesy\x04\0\x0fcluster-summary\x03\0U\x01r\x03\x03gpu\x04\x05score}\x06\
 reasons\x04\0\x06choice\x03\0W\x01q\x03\x0dinvalid-input\x01s\0\x0bunknown-job\x01\
-s\0\x0ainfeasible\x01s\0\x04\0\x05error\x03\0Y\x03\0\x19tandem:engine/types@0.4.\
+s\0\x0ainfeasible\x01s\0\x04\0\x05error\x03\0Y\x03\0\x19tandem:engine/types@0.5.\
 0\x05\0\x02\x03\0\0\x09log-level\x03\0\x09log-level\x03\0\x01\x01@\x02\x05level\x02\
 \x03msgs\x01\0\x03\0\x03log\x01\x03\x02\x03\0\0\x07profile\x02\x03\0\0\x08gpu-sp\
 ec\x02\x03\0\0\x03gpu\x02\x03\0\0\x03job\x02\x03\0\0\x06policy\x02\x03\0\0\x07ou\
@@ -9420,7 +9536,7 @@ tcome\x02\x03\0\0\x0aassignment\x02\x03\0\0\x0aprediction\x02\x03\0\0\x0erecomme
 ndation\x02\x03\0\0\x03fit\x02\x03\0\0\x09gpu-score\x02\x03\0\0\x11knowledge-sum\
 mary\x02\x03\0\0\x06series\x02\x03\0\0\x09synthesis\x02\x03\0\0\x05error\x02\x03\
 \0\0\x0dmodel-summary\x02\x03\0\0\x08estimate\x02\x03\0\0\x0ecluster-change\x02\x03\
-\0\0\x0fcluster-summary\x02\x03\0\0\x06choice\x01Bo\x02\x03\x02\x01\x04\x04\0\x07\
+\0\0\x0fcluster-summary\x02\x03\0\0\x06choice\x01Bq\x02\x03\x02\x01\x04\x04\0\x07\
 profile\x03\0\0\x02\x03\x02\x01\x05\x04\0\x08gpu-spec\x03\0\x02\x02\x03\x02\x01\x06\
 \x04\0\x03gpu\x03\0\x04\x02\x03\x02\x01\x07\x04\0\x03job\x03\0\x06\x02\x03\x02\x01\
 \x08\x04\0\x06policy\x03\0\x08\x02\x03\x02\x01\x09\x04\0\x07outcome\x03\0\x0a\x02\
@@ -9454,12 +9570,13 @@ od]recommender.choose-gpu\x01G\x01p\x13\x01j\x01\xc8\0\x01\x1d\x01@\x03\x04self,
 j\x01\xcb\0\x01\x1d\x01@\x03\x04self,\x03job\x07\x04gpus9\0\xcc\0\x04\0\x19[meth\
 od]recommender.score\x01M\x01j\x01\x0f\x01\x1d\x01@\x03\x04self,\x05group8\x03gp\
 u\x03\0\xce\0\x04\0\x1b[method]recommender.predict\x01O\x01@\x01\x04self,\0\x17\x04\
-\0\x1c[method]recommender.describe\x01P\x01@\x01\x04self,\0?\x04\0\x18[method]re\
-commender.save\x01Q\x01@\x01\x05state?\0*\x04\0\x18[static]recommender.load\x01R\
-\x01p\x19\x01o\x02uu\x01k\xd4\0\x01p\xd5\0\x01j\x01\x1b\x01\x1d\x01@\x03\x0cgrou\
-nd-truth\xd3\0\x0epoints-per-gapy\x06bounds\xd6\0\0\xd7\0\x04\0\x0asynthesize\x01\
-X\x01@\0\0s\x04\0\x0eengine-version\x01Y\x04\0\x1atandem:engine/engine@0.4.0\x05\
-\x18\x04\0\x1atandem:engine/plugin@0.4.0\x04\0\x0b\x0c\x01\0\x06plugin\x03\0\0\0\
+\0\x1c[method]recommender.describe\x01P\x01@\x02\x04self,\x05county\0\xc3\0\x04\0\
+\"[method]recommender.forget-stalest\x01Q\x01@\x01\x04self,\0?\x04\0\x18[method]\
+recommender.save\x01R\x01@\x01\x05state?\0*\x04\0\x18[static]recommender.load\x01\
+S\x01p\x19\x01o\x02uu\x01k\xd5\0\x01p\xd6\0\x01j\x01\x1b\x01\x1d\x01@\x03\x0cgro\
+und-truth\xd4\0\x0epoints-per-gapy\x06bounds\xd7\0\0\xd8\0\x04\0\x0asynthesize\x01\
+Y\x01@\0\0s\x04\0\x0eengine-version\x01Z\x04\0\x1atandem:engine/engine@0.5.0\x05\
+\x18\x04\0\x1atandem:engine/plugin@0.5.0\x04\0\x0b\x0c\x01\0\x06plugin\x03\0\0\0\
 G\x09producers\x01\x0cprocessed-by\x02\x0dwit-component\x070.258.3\x10wit-bindge\
 n-rust\x060.61.1";
 #[inline(never)]

@@ -194,6 +194,10 @@ impl GuestRecommender for Recommender {
         Ok(self.0.borrow_mut().choose_gpu(&job.into(), &node)?.into())
     }
 
+    fn forget_stalest(&self, count: u32) -> Vec<String> {
+        self.0.borrow_mut().forget_stalest(count)
+    }
+
     fn save(&self) -> Vec<u8> {
         self.0.borrow().save()
     }

@@ -270,6 +270,13 @@ impl GuestRecommender for Recommender {
         })
     }
 
+    fn forget_stalest(&self, count: u32) -> Vec<String> {
+        // Its ids in the order they were observed: the first are the stalest.
+        let mut ids = self.0.borrow_mut();
+        let count = ids.len().min(count as usize);
+        ids.drain(..count).collect()
+    }
+
     fn save(&self) -> Vec<u8> {
         let ids = self.0.borrow();
         if ids.iter().any(|id| id.starts_with("unsaveable:")) {
