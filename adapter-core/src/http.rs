@@ -210,6 +210,8 @@ impl From<ObserveError> for Failure {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ObserveError::Engine(e) if e.is_refusal() => StatusCode::BAD_REQUEST,
+            // The engine took it, and cannot load what it made: retrying will not help.
+            ObserveError::Unloadable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ObserveError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, error.to_string())

@@ -59,8 +59,8 @@ use learning::DeclaredModels;
 use metrics::Metrics;
 
 pub use duration::parse_duration;
-pub use startup::{CoreArgs, SEED, resume_or_bootstrap};
-use store::{AdapterState, KnowledgeStore, StoreError};
+pub use startup::{CoreArgs, Resumed, SEED, resume_or_bootstrap, resume_or_bootstrap_keyed};
+use store::{KnowledgeStore, StoreError};
 
 /// Longest one engine call may run off the decision path, where the core retrains the memory
 /// model on a fresh instance ([`Core::observe_off_thread`]): a refit takes a fifth of a second
@@ -226,7 +226,7 @@ pub struct CoreConfig {
     /// Where the knowledge base is stored, if anywhere.
     pub store: Option<Box<dyn KnowledgeStore>>,
     /// The stored version and core state the engine was loaded from, if any.
-    pub stored: Option<(String, AdapterState)>,
+    pub stored: Option<Resumed>,
     /// Limits.
     pub limits: Limits,
     /// Engine calls that may wait in the queue before more are refused.
@@ -244,15 +244,20 @@ impl Core {
         let metrics = Arc::new(Metrics::default());
         let mut engine = config.engine;
         let mut version = None;
-        if let Some((stored_version, adapter)) = config.stored {
+        if let Some(resumed) = config.stored {
             let name = config
                 .store
                 .as_ref()
                 .map_or_else(|| "the knowledge base".to_owned(), |s| s.name());
-            adapter.check_key(&name, &config.keys.fingerprint())?;
-            engine.ledger = adapter.ledger;
-            engine.lessons = adapter.lessons;
-            version = Some(stored_version);
+            resumed
+                .adapter
+                .check_key(&name, &config.keys.fingerprint())?;
+            if resumed.fell_back.is_some() {
+                metrics.knowledge_fallbacks.inc();
+            }
+            engine.ledger = resumed.adapter.ledger;
+            engine.lessons = resumed.adapter.lessons;
+            version = Some(resumed.version);
         }
         let trainer = engine.runtime().with_call_deadline(TRAINING_DEADLINE);
         let decide_in_place =
@@ -442,6 +447,13 @@ pub enum ObserveError {
     /// The knowledge base could not be stored.
     #[error("not stored: {0}")]
     Store(#[from] StoreError),
+    /// The knowledge base holding the observations does not load back into a fresh engine,
+    /// so it was not stored (and the observations were not learned).
+    #[error(
+        "the knowledge base these observations make does not load back into the engine ({0}); \
+         nothing was stored"
+    )]
+    Unloadable(String),
 }
 
 /// An engine call's error as an observation's: not answered, or answered with a failure.

@@ -1,15 +1,119 @@
 //! The core's persistence: observations applied to the engine and stored before they are
 //! acknowledged, all or nothing, and the knowledge base reloaded when another replica (or an
-//! operator) changed it. Every write goes through one method, `Core::write`.
+//! operator) changed it. Every write goes through one method, `Core::write`, after the
+//! knowledge base to be written was loaded back into a fresh engine (`Core::load_back`): what
+//! the engine cannot load is never stored. Every read goes through [`load_usable`], which
+//! loads the last good knowledge base when the newest cannot be used.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use tandem_host::Recommender;
 
 use crate::engine::{self, CallError, EngineFailure, EngineState};
 use crate::learning::{self, Lessons};
-use crate::store::{self, AdapterState, StoreError};
+use crate::store::{self, AdapterState, KnowledgeStore, StoreError, Stored};
 use crate::{Core, ObserveError};
+
+/// What [`load_usable`] found in a store.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per read of the store, matched at once: boxing would only add an allocation"
+)]
+pub(crate) enum Found<T> {
+    /// Nothing is stored yet.
+    Nothing,
+    /// What is stored is the version the caller holds: nothing was loaded.
+    Unchanged,
+    /// A knowledge base, loaded.
+    Loaded {
+        /// What was read (after a fall-back, the last good knowledge base, at the newest's
+        /// version).
+        stored: Stored,
+        /// What loading it made.
+        loaded: T,
+        /// Why the newest could not be used, when the last good one was loaded instead.
+        fell_back: Option<String>,
+    },
+}
+
+/// Reads `store` and loads what it holds with `load`: the newest knowledge base, or, when it
+/// cannot be used (its backend finds it malformed, it was keyed with another secret than
+/// `fingerprint`'s, or `load` fails in the engine), the last good one
+/// ([`KnowledgeStore::load_last_good`]), reported by the store
+/// ([`KnowledgeStore::report_fallback`]). Nothing is loaded when the version read is
+/// `current`. A backend that cannot be reached, or an engine that does not answer, is an error
+/// without a fall-back; so is a newest that cannot be used when no last good one loads (its
+/// error is returned).
+pub(crate) async fn load_usable<T, Fut>(
+    store: &dyn KnowledgeStore,
+    fingerprint: Option<&str>,
+    current: Option<&str>,
+    mut load: impl FnMut(Vec<u8>) -> Fut,
+) -> Result<Found<T>, ObserveError>
+where
+    Fut: Future<Output = Result<T, ObserveError>>,
+{
+    let name = store.name();
+    let keyed = |stored: &Stored| match fingerprint {
+        Some(fingerprint) => stored.adapter.check_key(&name, fingerprint),
+        None => Ok(()),
+    };
+    let unusable: ObserveError = match store.load().await {
+        Ok(None) => return Ok(Found::Nothing),
+        Ok(Some(stored)) => {
+            if current == Some(stored.version.as_str()) {
+                return Ok(Found::Unchanged);
+            }
+            match keyed(&stored) {
+                Err(mismatch) => mismatch.into(),
+                Ok(()) => match load(stored.engine.clone()).await {
+                    Ok(loaded) => {
+                        return Ok(Found::Loaded {
+                            stored,
+                            loaded,
+                            fell_back: None,
+                        });
+                    }
+                    Err(refused @ ObserveError::Engine(_)) => refused,
+                    Err(other) => return Err(other),
+                },
+            }
+        }
+        Err(malformed @ StoreError::Malformed { .. }) => malformed.into(),
+        Err(other) => return Err(other.into()),
+    };
+    let good = match store.load_last_good().await {
+        Ok(Some(good)) => good,
+        Ok(None) => return Err(unusable),
+        Err(error) => {
+            tracing::error!(store = %name, %error, newest = %unusable, "neither the newest knowledge base nor the last good one can be read");
+            return Err(unusable);
+        }
+    };
+    if current == Some(good.version.as_str()) {
+        return Ok(Found::Unchanged);
+    }
+    if let Err(mismatch) = keyed(&good) {
+        tracing::error!(store = %name, %mismatch, newest = %unusable, "the last good knowledge base cannot be used either");
+        return Err(unusable);
+    }
+    match load(good.engine.clone()).await {
+        Ok(loaded) => {
+            let why = unusable.to_string();
+            store.report_fallback(&why).await;
+            Ok(Found::Loaded {
+                stored: good,
+                loaded,
+                fell_back: Some(why),
+            })
+        }
+        Err(error) => {
+            tracing::error!(store = %name, %error, newest = %unusable, "the last good knowledge base cannot be loaded either");
+            Err(unusable)
+        }
+    }
+}
 
 impl Core {
     /// Applies observations on the engine thread and stores the result before returning: what
@@ -87,11 +191,18 @@ impl Core {
         let Some((engine, adapter, before, ledger)) = write else {
             return Ok(answer);
         };
-        match self.write(&mut version, &engine, &adapter).await {
+        let stored = match self.load_back(engine).await {
+            Ok(engine) => self
+                .write(&mut version, &engine, &adapter)
+                .await
+                .map_err(ObserveError::from),
+            Err(error) => Err(error),
+        };
+        match stored {
             Ok(()) => Ok(answer),
             Err(error) => {
                 // Undo the batch.
-                let conflict = matches!(error, StoreError::Conflict(_));
+                let conflict = matches!(error, ObserveError::Store(StoreError::Conflict(_)));
                 let undone = !conflict
                     && self
                         .engine
@@ -108,7 +219,34 @@ impl Core {
                         tracing::error!(%reload, "cannot reload the knowledge base after a failed write");
                     }
                 }
-                Err(error.into())
+                Err(error)
+            }
+        }
+    }
+
+    /// Loads `engine`, a snapshot about to be stored, into a fresh instance on a blocking
+    /// thread (under [`crate::TRAINING_DEADLINE`]; decisions go on meanwhile), and gives it
+    /// back if the engine loads it: a knowledge base the engine cannot load back is never
+    /// stored ([`ObserveError::Unloadable`]), so no write can keep the next start, reload or
+    /// fail-over from loading what is stored.
+    async fn load_back(&self, engine: Vec<u8>) -> Result<Vec<u8>, ObserveError> {
+        let runtime = self.trainer.clone();
+        let started = Instant::now();
+        let (engine, loaded) = tokio::task::spawn_blocking(move || {
+            let loaded = runtime.load(&engine).map(drop);
+            (engine, loaded)
+        })
+        .await
+        .map_err(|_| ObserveError::Call(CallError::Stopped))?;
+        self.metrics
+            .loadback_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match loaded {
+            Ok(()) => Ok(engine),
+            Err(error) => {
+                self.metrics.loadback_refusals.inc();
+                tracing::error!(%error, bytes = engine.len(), "the knowledge base these observations make does not load back; not stored");
+                Err(ObserveError::Unloadable(error.to_string()))
             }
         }
     }
@@ -120,7 +258,8 @@ impl Core {
         self.reload_locked(&mut version, false).await
     }
 
-    /// Loads the stored knowledge base if it changed since `version` (or whatever, `force`).
+    /// Loads the stored knowledge base if it changed since `version` (or whatever, `force`):
+    /// the newest, or the last good one when the newest cannot be used ([`load_usable`]).
     async fn reload_locked(
         &self,
         version: &mut Option<String>,
@@ -129,20 +268,30 @@ impl Core {
         let Some(store) = &self.store else {
             return Ok(false);
         };
-        let Some(stored) = store.load().await? else {
-            return Ok(false);
-        };
-        if !force && version.as_deref() == Some(stored.version.as_str()) {
-            return Ok(false);
-        }
-        stored
-            .adapter
-            .check_key(&store.name(), &self.keys.fingerprint())?;
-        let size = store::stored_size(&stored.engine, &stored.adapter);
-        self.metrics.stored(size);
+        let fingerprint = self.keys.fingerprint();
+        let current = if force { None } else { version.as_deref() };
         // Loading retrains the memory model when the knowledge base holds reported peaks:
         // done off the engine thread, which only swaps the instance in.
-        let fresh = self.build_off_thread(stored.engine, |_| Ok(())).await?.1;
+        let found = load_usable(
+            store.as_ref(),
+            Some(&fingerprint),
+            current,
+            |engine| async move { Ok(self.build_off_thread(engine, |_| Ok(())).await?.1) },
+        )
+        .await?;
+        let Found::Loaded {
+            stored,
+            loaded: fresh,
+            fell_back,
+        } = found
+        else {
+            return Ok(false);
+        };
+        if fell_back.is_some() {
+            self.metrics.knowledge_fallbacks.inc();
+        }
+        let size = store::stored_size(&stored.engine, &stored.adapter);
+        self.metrics.stored(size);
         let (ledger, lessons) = (stored.adapter.ledger, stored.adapter.lessons);
         self.engine
             .call("reload", self.limits.observation_wait, move |state| {
@@ -165,7 +314,7 @@ impl Core {
         apply: impl FnOnce(&mut Recommender) -> Result<T, EngineFailure> + Send + 'static,
     ) -> Result<(T, Recommender), ObserveError> {
         let runtime = self.trainer.clone();
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let built = tokio::task::spawn_blocking(move || {
             let mut fresh = runtime.load(&snapshot).map_err(engine::failed("load"))?;
             let answer = apply(&mut fresh)?;
@@ -218,13 +367,14 @@ impl Core {
             .inspect_err(|_| {
                 self.metrics.engine_errors.inc();
             })?;
-        if self.store.is_some() {
+        let bytes = if self.store.is_some() {
             let adapter = AdapterState {
                 ledger: ledger.clone(),
                 lessons: lessons.clone(),
                 key_fingerprint: Some(self.keys.fingerprint()),
             };
             // Not written: the retrained instance is dropped.
+            let bytes = self.load_back(bytes).await?;
             if let Err(error) = self.write(&mut version, &bytes, &adapter).await {
                 if matches!(error, StoreError::Conflict(_))
                     && let Err(reload) = self.reload_locked(&mut version, true).await
@@ -233,7 +383,10 @@ impl Core {
                 }
                 return Err(error.into());
             }
-        }
+            bytes
+        } else {
+            bytes
+        };
         let swapped = self
             .engine
             .call("adopt", self.limits.observation_wait, move |state| {

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use tandem_api::{ModelCap, Objective, Policy};
 use tandem_host::{HostConfig, Runtime};
 
+use crate::persistence::{self, Found};
 use crate::store::{AdapterState, KnowledgeStore};
 use crate::{EMBEDDED_ENGINE, EngineState, JobKeys};
 
@@ -28,8 +29,9 @@ pub struct CoreArgs {
     #[arg(long, env = "TANDEM_ID_SECRET_FILE", value_name = "FILE")]
     pub id_secret_file: PathBuf,
 
-    /// File with the bearer token node profilers present to /v1/profiles, /v1/outcomes,
-    /// /v1/predict and /v1/knowledge; without it those are off.
+    /// File with the operator's bearer token for /v1/profiles, /v1/outcomes, /v1/predict,
+    /// /v1/estimate and /v1/knowledge; without it (and without node profilers authenticated
+    /// otherwise) those are off.
     #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
     pub intake_token_file: Option<PathBuf>,
 
@@ -113,38 +115,98 @@ pub fn read_token(path: Option<&Path>, what: &str) -> anyhow::Result<Option<Stri
     .transpose()
 }
 
+/// What an adapter resumed from ([`crate::CoreConfig::stored`]): the version and the core's
+/// state read from its store.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// The stored version the engine matches (after a fall-back, the newest's: the next write
+    /// replaces it).
+    pub version: String,
+    /// The core's state stored beside the engine.
+    pub adapter: AdapterState,
+    /// Why the newest knowledge base could not be used, when the last good one was loaded
+    /// instead (counted in `tandem_knowledge_fallbacks_total`).
+    pub fell_back: Option<String>,
+}
+
 /// The engine an adapter starts with, under `policy` (kept across reloads,
-/// [`EngineState::keep_policy`]): the knowledge base `store` holds, or,
-/// when it holds none (or there is no store), a fresh one from the bundled seed profiles.
-/// Returns it with the stored version and core state it was loaded from
-/// ([`crate::CoreConfig::stored`]).
+/// [`EngineState::keep_policy`]): the knowledge base `store` holds — the newest, or the last
+/// good one when the newest cannot be read or loaded — or, when it holds none (or there is no
+/// store), a fresh one from the bundled seed profiles. Returns it with what it was resumed
+/// from ([`crate::CoreConfig::stored`]). A knowledge base keyed with another secret is
+/// refused when the core starts; [`resume_or_bootstrap_keyed`] falls back from it instead.
 pub async fn resume_or_bootstrap(
     runtime: Runtime,
     store: Option<&dyn KnowledgeStore>,
     policy: &Policy,
-) -> anyhow::Result<(EngineState, Option<(String, AdapterState)>)> {
-    let stored = match store {
-        Some(store) => store
-            .load()
-            .await
-            .with_context(|| format!("cannot read the knowledge base from {}", store.name()))?,
-        None => None,
+) -> anyhow::Result<(EngineState, Option<Resumed>)> {
+    resume(runtime, store, policy, None).await
+}
+
+/// [`resume_or_bootstrap`] for an adapter keying ids with `keys`: a newest knowledge base
+/// keyed with another secret (its stored fingerprint changed, by a mistake or by someone who
+/// may write the store) is passed over for the last good one keyed with this one; without one,
+/// start-up fails naming both fingerprints.
+pub async fn resume_or_bootstrap_keyed(
+    runtime: Runtime,
+    store: Option<&dyn KnowledgeStore>,
+    policy: &Policy,
+    keys: &JobKeys,
+) -> anyhow::Result<(EngineState, Option<Resumed>)> {
+    resume(runtime, store, policy, Some(&keys.fingerprint())).await
+}
+
+async fn resume(
+    runtime: Runtime,
+    store: Option<&dyn KnowledgeStore>,
+    policy: &Policy,
+    fingerprint: Option<&str>,
+) -> anyhow::Result<(EngineState, Option<Resumed>)> {
+    let found = match store {
+        Some(store) => {
+            // Under the training deadline: a knowledge base holding reported peaks refits
+            // the memory model as it loads.
+            let load = |engine: Vec<u8>| {
+                std::future::ready(
+                    crate::engine::load_for_decisions(&runtime, &engine).map_err(|source| {
+                        crate::EngineFailure {
+                            call: "load",
+                            source,
+                        }
+                        .into()
+                    }),
+                )
+            };
+            persistence::load_usable(store, fingerprint, None, load)
+                .await
+                .with_context(|| {
+                    format!("cannot resume from the knowledge base in {}", store.name())
+                })?
+        }
+        None => Found::Nothing,
     };
-    let (recommender, resumed) = match stored {
-        Some(stored) => {
+    let (recommender, resumed) = match found {
+        Found::Loaded {
+            stored,
+            loaded,
+            fell_back,
+        } => {
             tracing::info!(
                 store = %store.map(|s| s.name()).unwrap_or_default(),
                 version = %stored.version,
+                last_good = fell_back.is_some(),
                 "resuming from the stored knowledge base"
             );
             (
-                // Under the training deadline: a knowledge base holding reported peaks refits
-                // the memory model as it loads.
-                crate::engine::load_for_decisions(&runtime, &stored.engine)?,
-                Some((stored.version, stored.adapter)),
+                loaded,
+                Some(Resumed {
+                    version: stored.version,
+                    adapter: stored.adapter,
+                    fell_back,
+                }),
             )
         }
-        None => {
+        Found::Nothing | Found::Unchanged => {
             if store.is_some() {
                 tracing::info!("no stored knowledge base; starting from the bundled seed profiles");
             }

@@ -57,7 +57,9 @@ pub fn run(body: &[u8]) {
 fn accepted<T: serde::de::DeserializeOwned>(verb: &str, body: &[u8]) -> Option<T> {
     match parse::<T>(verb, body) {
         Ok(request) => Some(request),
-        Err(Failure { status, message }) => {
+        Err(Failure {
+            status, message, ..
+        }) => {
             assert!(
                 status == 400 || status == 413,
                 "{verb}: a body is refused with {status}"

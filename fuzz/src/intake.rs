@@ -28,7 +28,9 @@ pub fn run(body: &[u8]) {
 fn accepted<T: DeserializeOwned>(what: &str, body: &[u8]) -> Option<T> {
     match parse::<T>(what, body) {
         Ok(request) => Some(request),
-        Err(Failure { status, message }) => {
+        Err(Failure {
+            status, message, ..
+        }) => {
             assert!(
                 status == 400 || status == 413,
                 "{what}: a body is refused with {status}"

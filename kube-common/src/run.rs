@@ -9,7 +9,7 @@ use kube::Api;
 use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
 use tandem_adapter_core::{
     Core, CoreConfig, Frontend, Leadership, Limits, SchedulerAuth, Shutdown, resume_or_bootstrap,
-    startup,
+    resume_or_bootstrap_keyed, startup,
 };
 use tandem_api::Policy;
 
@@ -165,7 +165,7 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         &options.namespace,
         &options.knowledge_configmap,
     );
-    let (engine, stored) = resume_or_bootstrap(runtime, Some(&store), &policy).await?;
+    let (engine, stored) = resume_or_bootstrap_keyed(runtime, Some(&store), &policy, &keys).await?;
     let identity = options.identity.clone().unwrap_or_else(default_identity);
     let leadership = Arc::new(Leadership::default());
     let core = Arc::new(

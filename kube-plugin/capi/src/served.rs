@@ -19,7 +19,7 @@ use tandem_adapter_core::startup::read_token;
 use tandem_adapter_core::store::KnowledgeStore;
 use tandem_adapter_core::{
     Core, CoreConfig, EMBEDDED_ENGINE, Frontend, JobKeys, Leadership, Limits, Shutdown,
-    resume_or_bootstrap,
+    resume_or_bootstrap_keyed,
 };
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_common::follow::{self, CatchUp};
@@ -115,10 +115,11 @@ impl Served {
                     &config.knowledge_config_map,
                 )
             });
-            let (engine, stored) = resume_or_bootstrap(
+            let (engine, stored) = resume_or_bootstrap_keyed(
                 engine,
                 store.as_ref().map(|s| s as &dyn KnowledgeStore),
                 &policy,
+                &keys,
             )
             .await
             .map_err(|e| Error::Knowledge(format!("{e:#}")))?;
