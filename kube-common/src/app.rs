@@ -180,6 +180,21 @@ impl App {
         }
     }
 
+    /// Whether a pod of the job of keyed id `job` is bound to node `node`, as the watcher last
+    /// saw the pods (finished ones included, until they are deleted: a profiler posts a job's
+    /// profile once its window is over, and the job may have ended by then). With a fixed
+    /// cluster, among the file's pods.
+    pub fn runs_on(&self, job: &str, node: &str) -> bool {
+        let on_node = |pod: &Pod| {
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                && crate::cluster::job_key(pod, &self.core.keys) == job
+        };
+        match &self.source {
+            Source::Kubernetes { pods, .. } => pods.state().iter().any(|pod| on_node(pod)),
+            Source::Fixed(file) => file.pods.iter().any(on_node),
+        }
+    }
+
     /// Marks the view stale (a watcher saw a change).
     pub fn touch(&self) {
         self.dirty.store(true, Ordering::Release);

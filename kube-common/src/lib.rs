@@ -16,6 +16,8 @@
 //! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
 //! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder;
 //!   [`follow`]: the election and the follower every front-end runs over them.
+//! - [`intake`]: node profilers admitted by their projected service-account tokens (a
+//!   `TokenReview`), each for its own node's pods.
 //! - [`start`] ([`Options`]): the start-up every Kubernetes front-end shares — engine resumed
 //!   or bootstrapped, store, watchers, election, follower — then [`Started::serve`] with the
 //!   front-end's verbs.
@@ -25,6 +27,7 @@ pub mod assumed;
 pub mod cluster;
 pub mod decide;
 pub mod follow;
+pub mod intake;
 pub mod leader;
 pub mod lean;
 pub mod placement;

@@ -8,6 +8,8 @@ use tandem_adapter_core::gpu_models::{GpuCosts, parse_model_number};
 use tandem_adapter_core::{CoreArgs, parse_duration};
 use tandem_api::ModelCap;
 
+use crate::intake::ServiceAccount;
+
 /// What every Kubernetes front-end takes: where it listens and how callers authenticate, the
 /// cluster it watches and where it keeps the knowledge base, the engine's options and limits.
 /// A front-end's own options flatten these (`#[command(flatten)]`).
@@ -85,6 +87,18 @@ pub struct Options {
     /// Options every Tandem adapter takes.
     #[command(flatten)]
     pub core: CoreArgs,
+
+    /// Service account node profilers run as, as NAMESPACE/NAME; repeat for several. A
+    /// profiler presenting its pod's projected token of such an account (audience
+    /// --profiler-token-audience) may post to /v1/profiles the profiles of the pods on its own
+    /// node (the node the token is bound to), and nothing else. The adapter reviews the tokens
+    /// with the API server: it needs `create` on `tokenreviews` (authentication.k8s.io).
+    #[arg(long = "profiler-service-account", value_name = "NAMESPACE/NAME")]
+    pub profiler_service_accounts: Vec<ServiceAccount>,
+
+    /// Audience of the profilers' projected service-account tokens.
+    #[arg(long, default_value = crate::intake::DEFAULT_AUDIENCE)]
+    pub profiler_token_audience: String,
 
     /// Extended resource Tandem manages.
     #[arg(long, default_value = "nvidia.com/gpu")]

@@ -160,6 +160,11 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
             .context("no kubeconfig given and not running in a cluster")?,
     };
     let client = kube::Client::try_from(config)?;
+    let profilers = crate::intake::profiler_auth(
+        &client,
+        &options.profiler_service_accounts,
+        &options.profiler_token_audience,
+    );
     let store = ConfigMapStore::new(
         client.clone(),
         &options.namespace,
@@ -168,20 +173,22 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
     let (engine, stored) = resume_or_bootstrap_keyed(runtime, Some(&store), &policy, &keys).await?;
     let identity = options.identity.clone().unwrap_or_else(default_identity);
     let leadership = Arc::new(Leadership::default());
-    let core = Arc::new(
-        Core::start(CoreConfig {
-            engine,
-            keys,
-            leadership: Arc::clone(&leadership),
-            intake_token,
-            store: Some(Box::new(store)),
-            stored,
-            limits: options.limits(),
-            queue: ENGINE_QUEUE,
-            inline: false,
-        })?
-        .with_scheduler_auth(scheduler_auth),
-    );
+    let mut core = Core::start(CoreConfig {
+        engine,
+        keys,
+        leadership: Arc::clone(&leadership),
+        intake_token,
+        store: Some(Box::new(store)),
+        stored,
+        limits: options.limits(),
+        queue: ENGINE_QUEUE,
+        inline: false,
+    })?
+    .with_scheduler_auth(scheduler_auth);
+    if let Some(profilers) = profilers {
+        core = core.with_intake_auth(profilers);
+    }
+    let core = Arc::new(core);
     let stores = watch::Stores::new();
     let app = Arc::new(
         App::new(
@@ -197,6 +204,11 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         .with_costs(options.costs())
         .with_placements(placements),
     );
+    // A node's profiler posts profiles of the pods the watcher sees on its node.
+    let locator = Arc::clone(&app);
+    core.locate_jobs_with(Arc::new(move |job: &str, node: &str| {
+        locator.runs_on(job, node)
+    }));
     watch::spawn(
         Arc::clone(&app),
         client.clone(),

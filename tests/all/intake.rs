@@ -4,6 +4,11 @@
 //! trace (so a retry counts once), and a knowledge base that no longer fits its store refuses
 //! what would overflow it and goes on acknowledging what fits — also after a restart; and a
 //! peak the memory model under-predicted protects its job before the refit is stored.
+//!
+//! Who may post: a node's profiler only profiles of its own node's jobs, never outcomes; each
+//! caller at most its minute's worth of items. What is stored always loads: an observation
+//! whose knowledge base would not load back is refused, and a damaged knowledge-base file is
+//! replaced by its last good copy at the next start.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,9 +17,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use tandem_adapter_core::intake::{AuthError, Caller, HeaderMap, IntakeAuth};
 use tandem_adapter_core::serve::serve_listener;
-use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Stored};
-use tandem_adapter_core::{Core, CoreConfig, EngineState, JobKeys, Leadership, Limits, Shutdown};
+use tandem_adapter_core::store::{AdapterState, FileStore, KnowledgeStore, StoreError, Stored};
+use tandem_adapter_core::{
+    Core, CoreConfig, JobKeys, Leadership, Limits, Shutdown, resume_or_bootstrap,
+};
 use tandem_api::Policy;
 use tandem_kube_adapter::Extender;
 use tandem_kube_common::app::{App, ClusterFile, Source};
@@ -113,43 +121,104 @@ struct Adapter {
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
+/// How a test's adapter is set up beyond its store.
+struct Setup {
+    /// The pods of the fixed cluster (nodes are not needed: the intake asks where pods run).
+    pods: Vec<Value>,
+    /// Node profilers' tokens, `<node>-token` for each node named.
+    profiler_nodes: Vec<&'static str>,
+    /// [`Limits::intake_items_per_minute`].
+    items_per_minute: u32,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            pods: Vec::new(),
+            profiler_nodes: Vec::new(),
+            // The tests that fill a store post thousands of profiles in seconds.
+            items_per_minute: 0,
+        }
+    }
+}
+
+/// Node profilers presenting `<node>-token`, each the caller of its node.
+struct NodeTokens(Vec<&'static str>);
+
+impl IntakeAuth for NodeTokens {
+    fn authenticate<'a>(
+        &'a self,
+        headers: &'a HeaderMap,
+    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
+        let token = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        let answer = self
+            .0
+            .iter()
+            .find(|node| token == format!("{node}-token"))
+            .map(|node| Caller::node(node))
+            .ok_or_else(|| AuthError::Unauthenticated("no such profiler".into()));
+        Box::pin(std::future::ready(answer))
+    }
+}
+
 impl Adapter {
     /// Starts from what `store` holds (or the bundled seed), as the adapters' `start` does.
     async fn start(store: &Shared) -> Adapter {
+        Self::start_on(Box::new(store.clone()), Setup::default()).await
+    }
+
+    /// Starts from what `store` holds (the newest knowledge base, or its last good copy), as
+    /// the adapters' `start` does, set up as `setup` says.
+    async fn start_on(store: Box<dyn KnowledgeStore>, setup: Setup) -> Adapter {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = super::engine_runtime();
-        let stored = store.load().await.unwrap();
-        let (recommender, stored) = match stored {
-            Some(s) => (
-                runtime.load(&s.engine).unwrap(),
-                Some((s.version, s.adapter)),
-            ),
-            None => (runtime.bootstrap(&Policy::default(), 1).unwrap(), None),
+        let (engine, stored) =
+            resume_or_bootstrap(runtime, Some(store.as_ref()), &Policy::default())
+                .await
+                .unwrap();
+        let mut core = Core::start(CoreConfig {
+            engine,
+            keys: keys(),
+            leadership: Arc::new(Leadership::alone()),
+            intake_token: Some(TOKEN.into()),
+            store: Some(store),
+            stored,
+            limits: Limits {
+                observation_wait: Duration::from_secs(60),
+                request_timeout: Duration::from_secs(120),
+                intake_items_per_minute: setup.items_per_minute,
+                ..Limits::default()
+            },
+            queue: 64,
+            inline: false,
+        })
+        .unwrap();
+        if !setup.profiler_nodes.is_empty() {
+            core = core.with_intake_auth(Arc::new(NodeTokens(setup.profiler_nodes)));
+        }
+        let core = Arc::new(core);
+        let cluster = ClusterFile {
+            pods: setup
+                .pods
+                .into_iter()
+                .map(|pod| serde_json::from_value(pod).unwrap())
+                .collect(),
+            ..ClusterFile::default()
         };
-        let core = Arc::new(
-            Core::start(CoreConfig {
-                engine: EngineState::new(runtime, recommender),
-                keys: JobKeys::new(vec![7; 32]).unwrap(),
-                leadership: Arc::new(Leadership::alone()),
-                intake_token: Some(TOKEN.into()),
-                store: Some(Box::new(store.clone())),
-                stored,
-                limits: Limits {
-                    observation_wait: Duration::from_secs(60),
-                    request_timeout: Duration::from_secs(120),
-                    ..Limits::default()
-                },
-                queue: 64,
-                inline: false,
-            })
-            .unwrap(),
-        );
         let app = Arc::new(App::new(
             Arc::clone(&core),
             "nvidia.com/gpu".into(),
             Duration::from_secs(2),
-            Source::Fixed(ClusterFile::default()),
+            Source::Fixed(cluster),
         ));
+        let locator = Arc::clone(&app);
+        core.locate_jobs_with(Arc::new(move |job: &str, node: &str| {
+            locator.runs_on(job, node)
+        }));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, shutdown) = Shutdown::new();
@@ -170,14 +239,35 @@ impl Adapter {
     }
 
     async fn post(&self, path: &str, body: &Value) -> (u16, String) {
+        let (status, _, text) = self.post_as(TOKEN, path, body).await;
+        (status, text)
+    }
+
+    /// Posts `body` with bearer token `token`: the status, the `Retry-After` header and the
+    /// body.
+    async fn post_as(
+        &self,
+        token: &str,
+        path: &str,
+        body: &Value,
+    ) -> (u16, Option<String>, String) {
         let response = reqwest::Client::new()
             .post(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
+            .bearer_auth(token)
             .json(body)
             .send()
             .await
             .unwrap();
-        (response.status().as_u16(), response.text().await.unwrap())
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        (
+            response.status().as_u16(),
+            retry_after,
+            response.text().await.unwrap(),
+        )
     }
 
     async fn knowledge(&self) -> Value {
@@ -205,6 +295,11 @@ impl Adapter {
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {name} in {text}"))
     }
+}
+
+/// The keys every test adapter keys ids with.
+fn keys() -> JobKeys {
+    JobKeys::new(vec![7; 32]).unwrap()
 }
 
 /// A keyed-looking id (32 lower-case hex digits), distinct per `n`.
@@ -454,4 +549,246 @@ async fn a_measured_peak_protects_its_job_while_the_memory_model_is_refit() {
         "{other_after}"
     );
     adapter.stop().await;
+}
+
+/// A pod of job `job` (in `default`) bound to `node`.
+fn pod_on(name: &str, job: &str, node: &str) -> Value {
+    json!({
+        "metadata": { "name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                      "labels": { "tandem.dev/job": job } },
+        "spec": { "nodeName": node, "containers": [{ "name": "main",
+                  "resources": { "limits": { "nvidia.com/gpu": "1" } } }] },
+    })
+}
+
+fn profile_of(job: &str) -> Value {
+    json!({ "job": job, "profile": { "gpu_util_pct": 40.0, "mem_access_pct": 10.0,
+            "mem_used_mib": 3_000, "gpu_model": "V100" } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_profiler_posts_profiles_of_its_own_nodes_jobs_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("kb"));
+    let adapter = Adapter::start_on(
+        Box::new(store),
+        Setup {
+            pods: vec![
+                pod_on("a-0", "train-a", "node-a"),
+                pod_on("b-0", "train-b", "node-b"),
+            ],
+            profiler_nodes: vec!["node-a", "node-b"],
+            ..Setup::default()
+        },
+    )
+    .await;
+    let (ours, theirs) = (
+        keys().key("default", "train-a"),
+        keys().key("default", "train-b"),
+    );
+    let before = adapter.knowledge().await;
+    // Node a's profiler lies about node b's job, alone or beside its own: refused whole.
+    for batch in [
+        vec![profile_of(&theirs)],
+        vec![profile_of(&ours), profile_of(&theirs)],
+    ] {
+        let (status, _, text) = adapter
+            .post_as(
+                "node-a-token",
+                "/v1/profiles",
+                &json!({ "profiles": batch }),
+            )
+            .await;
+        println!("node a posts a profile of node b's job -> {status} {text}");
+        assert_eq!(status, 403, "{text}");
+        assert!(
+            text.contains(&format!("job {theirs} has no pod on node node-a")),
+            "{text}"
+        );
+    }
+    assert_eq!(adapter.knowledge().await, before, "nothing was learned");
+    // Outcomes, and the operator's questions, are not a profiler's to post.
+    let outcome = json!({ "outcomes": [{ "gpu_model": "V100", "jobs": [ours, theirs],
+        "solo_s": [100.0, 90.0], "colocated_s": [120.0, 130.0] }] });
+    let (status, _, text) = adapter
+        .post_as("node-a-token", "/v1/outcomes", &outcome)
+        .await;
+    println!("node a posts an outcome -> {status} {text}");
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("may post only /v1/profiles"), "{text}");
+    // Its own job's profile is learned; a token nobody issued is not a caller.
+    let (status, _, text) = adapter
+        .post_as(
+            "node-a-token",
+            "/v1/profiles",
+            &json!({ "profiles": [profile_of(&ours)] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = adapter
+        .post_as(
+            "node-c-token",
+            "/v1/profiles",
+            &json!({ "profiles": [profile_of(&ours)] }),
+        )
+        .await;
+    assert_eq!(status, 401, "{text}");
+    let after = adapter.knowledge().await;
+    assert_eq!(
+        after["profiles"].as_u64().unwrap(),
+        before["profiles"].as_u64().unwrap() + 1
+    );
+    let refused = adapter
+        .metric(r#"tandem_unauthorized_total{verb="profiles"}"#)
+        .await;
+    assert_eq!(refused, 3.0, "two lies and a stranger");
+    // The operator's token still posts anything.
+    let (status, text) = adapter.post("/v1/outcomes", &outcome).await;
+    assert_eq!(status, 200, "{text}");
+    adapter.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_past_its_minutes_worth_of_items_is_told_when_to_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = Adapter::start_on(
+        Box::new(FileStore::new(dir.path().join("kb"))),
+        Setup {
+            pods: (0..6)
+                .map(|n| pod_on(&format!("p-{n}"), &format!("job-{n}"), "node-a"))
+                .collect(),
+            profiler_nodes: vec!["node-a"],
+            items_per_minute: 4,
+        },
+    )
+    .await;
+    let job = |n: usize| profile_of(&keys().key("default", &format!("job-{n}")));
+    let (status, _, text) = adapter
+        .post_as(
+            "node-a-token",
+            "/v1/profiles",
+            &json!({ "profiles": [job(0), job(1), job(2)] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, retry_after, text) = adapter
+        .post_as(
+            "node-a-token",
+            "/v1/profiles",
+            &json!({ "profiles": [job(3), job(4)] }),
+        )
+        .await;
+    println!("past the bound -> {status} (Retry-After: {retry_after:?}) {text}");
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        text.contains("node/node-a may add at most 4 items per minute"),
+        "{text}"
+    );
+    // One item is missing, at one every 15 s (less what refilled while the first was learned).
+    let wait: u64 = retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=15).contains(&wait), "Retry-After: {wait}");
+    // Another caller has its own allowance; a batch past the bound never fits.
+    let (status, text) = adapter
+        .post("/v1/profiles", &json!({ "profiles": [job(3), job(4)] }))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = adapter
+        .post_as(
+            "node-a-token",
+            "/v1/profiles",
+            &json!({ "profiles": (0..5).map(job).collect::<Vec<_>>() }),
+        )
+        .await;
+    assert_eq!(status, 413, "{text}");
+    assert_eq!(
+        adapter
+            .metric(r#"tandem_intake_rate_limited_total{verb="profiles"}"#)
+            .await,
+        1.0
+    );
+    adapter.stop().await;
+}
+
+/// An outcome whose times no run can show: alone 1e-300 s, beside its partner 1e300 s.
+fn poison() -> Value {
+    json!({ "outcomes": [{ "gpu_model": "V100", "jobs": [id(1), id(2)],
+        "solo_s": [1e-300, 1e-300], "colocated_s": [1e300, 1e300] }] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_poison_outcome_is_refused_and_what_is_stored_loads_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kb");
+    let adapter = Adapter::start_on(Box::new(FileStore::new(&path)), Setup::default()).await;
+    let (status, text) = adapter
+        .post(
+            "/v1/profiles",
+            &json!({ "profiles": [profile(1), profile(2)] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let before = adapter.knowledge().await;
+    let (status, text) = adapter.post("/v1/outcomes", &poison()).await;
+    println!("the poison outcome -> {status} {text}");
+    assert!(status == 400 || status == 422, "{status} {text}");
+    assert_eq!(adapter.knowledge().await, before);
+    adapter.stop().await;
+    // What is stored loads: the newest, no fall-back.
+    let restarted = Adapter::start_on(Box::new(FileStore::new(&path)), Setup::default()).await;
+    assert_eq!(restarted.knowledge().await, before);
+    assert_eq!(
+        restarted.metric("tandem_knowledge_fallbacks_total").await,
+        0.0
+    );
+    restarted.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_knowledge_file_is_replaced_by_its_last_good_copy_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kb");
+    let adapter = Adapter::start_on(Box::new(FileStore::new(&path)), Setup::default()).await;
+    let (status, text) = adapter
+        .post(
+            "/v1/profiles",
+            &json!({ "profiles": [profile(1), profile(2)] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let learned = adapter.knowledge().await;
+    assert_eq!(
+        adapter.metric("tandem_knowledge_fallbacks_total").await,
+        0.0
+    );
+    adapter.stop().await;
+    // Garbage in the snapshot: the file reads, the engine refuses it.
+    let bytes = std::fs::read(&path).unwrap();
+    let header_end = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(1)
+        .unwrap()
+        .0;
+    let mut damaged = bytes[..=header_end].to_vec();
+    damaged.extend(std::iter::repeat_n(b'#', bytes.len() - header_end - 1));
+    std::fs::write(&path, damaged).unwrap();
+
+    let restarted = Adapter::start_on(Box::new(FileStore::new(&path)), Setup::default()).await;
+    assert_eq!(restarted.knowledge().await, learned, "the last good copy");
+    assert_eq!(
+        restarted.metric("tandem_knowledge_fallbacks_total").await,
+        1.0
+    );
+    // The next observation replaces the damaged file; a start after it needs no fall-back.
+    let (status, text) = restarted
+        .post("/v1/profiles", &json!({ "profiles": [profile(3)] }))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let later = restarted.knowledge().await;
+    restarted.stop().await;
+    let again = Adapter::start_on(Box::new(FileStore::new(&path)), Setup::default()).await;
+    assert_eq!(again.knowledge().await, later);
+    assert_eq!(again.metric("tandem_knowledge_fallbacks_total").await, 0.0);
+    again.stop().await;
 }

@@ -10,6 +10,7 @@ use tandem_adapter_core::gpu_models::GpuCosts;
 use tandem_api::{ModelCap, Objective, Policy};
 use tandem_host::HostConfig;
 use tandem_kube_common::cluster::gpu_model;
+use tandem_kube_common::intake::ServiceAccount;
 use tandem_kube_common::placement::{KeyError, Placements};
 
 use crate::Error;
@@ -72,6 +73,18 @@ pub struct Config {
     /// File with the bearer token the intake requires (required with `intakeAddress`).
     #[serde(default)]
     pub intake_token_file: Option<PathBuf>,
+    /// Service accounts node profilers run as (`["tandem-system/tandem-profiler"]`): a
+    /// profiler presenting its pod's projected token of such an account (audience
+    /// `profilerTokenAudience`) may post profiles of the pods on its own node, and nothing
+    /// else. The scheduler then reviews tokens (`create` on `tokenreviews`).
+    #[serde(default)]
+    pub profiler_service_accounts: Vec<String>,
+    /// Audience of the profilers' projected service-account tokens.
+    #[serde(default = "default_audience")]
+    pub profiler_token_audience: String,
+    /// Most items (profiles, outcomes) one intake caller may post per minute (0: no bound).
+    #[serde(default = "default_items_per_minute")]
+    pub intake_items_per_minute: u32,
     /// Certificate (PEM) the intake serves HTTPS with; plain HTTP without it.
     #[serde(default)]
     pub intake_tls_cert_file: Option<PathBuf>,
@@ -127,6 +140,12 @@ fn default_candidate_nodes() -> u32 {
 fn default_configmap() -> String {
     "tandem-knowledge".to_owned()
 }
+fn default_audience() -> String {
+    tandem_kube_common::intake::DEFAULT_AUDIENCE.to_owned()
+}
+fn default_items_per_minute() -> u32 {
+    tandem_adapter_core::intake::DEFAULT_ITEMS_PER_MINUTE
+}
 fn default_lease() -> String {
     "tandem-kube-adapter".to_owned()
 }
@@ -170,9 +189,14 @@ impl Config {
                 )));
             }
         }
-        if config.intake_address.is_some() && config.intake_token_file.is_none() {
+        if config.intake_address.is_some()
+            && config.intake_token_file.is_none()
+            && config.profiler_service_accounts.is_empty()
+        {
             return Err(Error::Config(
-                "intakeAddress: needs intakeTokenFile (the intake is never open)".into(),
+                "intakeAddress: needs intakeTokenFile or profilerServiceAccounts (the intake is \
+                 never open)"
+                    .into(),
             ));
         }
         match (&config.intake_tls_cert_file, &config.intake_tls_key_file) {
@@ -187,6 +211,12 @@ impl Config {
                 ));
             }
             _ => {}
+        }
+        config.profiler_accounts()?;
+        if config.profiler_token_audience.is_empty() {
+            return Err(Error::Config(
+                "profilerTokenAudience: must not be empty".into(),
+            ));
         }
         if config.lease.is_empty() {
             return Err(Error::Config("lease: must not be empty".into()));
@@ -212,6 +242,19 @@ impl Config {
             KeyError::Missing { .. } => Error::Config(error.to_string()),
             _ => Error::Config(format!("placementKeyFile: {error}")),
         })
+    }
+
+    /// The profiler service accounts, parsed (`profilerServiceAccounts[i]` names a bad one).
+    pub fn profiler_accounts(&self) -> Result<Vec<ServiceAccount>, Error> {
+        self.profiler_service_accounts
+            .iter()
+            .enumerate()
+            .map(|(i, account)| {
+                account
+                    .parse()
+                    .map_err(|e| Error::Config(format!("profilerServiceAccounts[{i}]: {e}")))
+            })
+            .collect()
     }
 
     /// The prices and powers of GPU models, keyed by the engine's model names.

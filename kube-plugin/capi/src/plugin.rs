@@ -338,6 +338,21 @@ impl Plugin {
         }
     }
 
+    /// Whether a pod of the job of keyed id `job` that requests managed GPUs is bound to
+    /// `node`: one the scheduler's informer holds, or one whose run is held (a finished pod
+    /// stays there until it is deleted), so a node's profiler may post its profile.
+    pub fn runs_on(&self, job: &str, node: &str) -> bool {
+        self.pods
+            .values()
+            .any(|p| p.job == job && p.node.as_deref() == Some(node))
+            || self.held.values().any(|h| {
+                h.run.job == job
+                    && h.gpu
+                        .strip_prefix(node)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+    }
+
     /// A pod that ran is gone: its run is no one's partner any more.
     pub fn forget_run(&mut self, uid: &str) {
         self.held.remove(uid);

@@ -127,19 +127,31 @@ impl Served {
                 Some(_) => Leadership::default(),
                 None => Leadership::alone(),
             };
-            let core = Core::start(CoreConfig {
+            let mut core = Core::start(CoreConfig {
                 engine,
                 keys,
                 leadership: Arc::new(leadership),
                 intake_token,
                 store: store.map(|s| Box::new(s) as Box<dyn KnowledgeStore>),
                 stored,
-                limits: Limits::default(),
+                limits: Limits {
+                    intake_items_per_minute: config.intake_items_per_minute,
+                    ..Limits::default()
+                },
                 queue: ENGINE_QUEUE,
                 // Decisions come from the scheduling cycle's thread: run there, not handed to another.
                 inline: true,
             })
             .map_err(|e| Error::Start(format!("{e:#}")))?;
+            if let Some(client) = &client
+                && let Some(profilers) = tandem_kube_common::intake::profiler_auth(
+                    client,
+                    &config.profiler_accounts()?,
+                    &config.profiler_token_audience,
+                )
+            {
+                core = core.with_intake_auth(profilers);
+            }
             Ok::<_, Error>((Arc::new(core), client))
         })?;
         core.set_ready();
@@ -219,6 +231,17 @@ impl Served {
     /// finished while it did not (from `plugin`, which it does not keep alive).
     pub fn spawn(&self, config: &Config, plugin: Weak<Mutex<Plugin>>) {
         let _guard = self.runtime().enter();
+        // A node's profiler posts profiles of the pods the plugin sees on its node.
+        let locator = plugin.clone();
+        self.core
+            .locate_jobs_with(Arc::new(move |job: &str, node: &str| {
+                locator.upgrade().is_some_and(|plugin| {
+                    plugin
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .runs_on(job, node)
+                })
+            }));
         let finished = Arc::new(Finished {
             plugin: plugin.clone(),
             core: Arc::clone(&self.core),

@@ -618,8 +618,20 @@ fn a_profile_posted_to_the_plugins_intake_decides_the_next_pod() {
         .core()
         .keys
         .key("default", "big");
-    let body = json!({ "profiles": [{ "job": job, "profile": {
-        "gpu_util_pct": 60.0, "mem_access_pct": 30.0, "mem_used_mib": 20_000, "gpu_model": "V100" } }] })
+    // A pod beside which `big`'s measured memory (a V100 holds 16,384 MiB) does not fit.
+    plugin.set("pod", &pod("small", Some("a"), Some("a/0")));
+    // SAFETY: a live handle, used while the fixture lives.
+    let small = unsafe { &*plugin.plugin }
+        .served
+        .core()
+        .keys
+        .key("default", "small");
+    let body = json!({ "profiles": [
+        { "job": small, "profile": {
+            "gpu_util_pct": 20.0, "mem_access_pct": 10.0, "mem_used_mib": 3_000, "gpu_model": "V100" } },
+        { "job": job, "profile": {
+            "gpu_util_pct": 60.0, "mem_access_pct": 30.0, "mem_used_mib": 15_000, "gpu_model": "V100" } },
+    ] })
     .to_string();
     let refused = post(address, "/v1/profiles", "wrong", &body);
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
@@ -628,7 +640,7 @@ fn a_profile_posted_to_the_plugins_intake_decides_the_next_pod() {
 
     let prepared = plugin.prepared(&pod("big", None, None));
     let reason = prepared["failed"]["a"].as_str().unwrap_or_default();
-    assert!(reason.contains("needs 20000 MiB"), "{prepared}");
+    assert!(reason.contains("needs 15000 MiB"), "{prepared}");
 }
 
 /// A pod of `job` on GPU `node`/0, with its kubelet's status: running since `start`, or
