@@ -50,6 +50,38 @@ pub const MAX_CHUNK: usize = 896 << 10;
 /// minutes), so the bound keeps a burst of writes far from etcd's 2 GiB default quota.
 pub const CAPACITY: usize = 64 << 20;
 
+/// Most shards a head may list: [`CAPACITY`] in chunks of at least [`MIN_CHUNK`], and the
+/// last one. A head listing more is refused before any is fetched.
+pub const MAX_SHARDS: usize = CAPACITY.div_ceil(MIN_CHUNK) + 1;
+
+/// Label on the last good copy of a head: the head it is a copy of.
+pub const LAST_GOOD_OF_LABEL: &str = "tandem.dev/last-good-of";
+
+/// The name of the ConfigMap holding the last good copy of the head `head`.
+pub fn last_good_name(head: &str) -> String {
+    format!("{head}-last-good")
+}
+
+/// The last good copy of `head` (as written), to create or replace unconditionally: the same
+/// data under [`last_good_name`], labelled with [`LAST_GOOD_OF_LABEL`] (not as a shard, so
+/// that no collection of shards ever takes it).
+pub fn last_good_copy(head: &ConfigMap) -> ConfigMap {
+    let name = head.metadata.name.clone().unwrap_or_default();
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(last_good_name(&name)),
+            labels: Some(BTreeMap::from([
+                ("app.kubernetes.io/name".to_owned(), "tandem".to_owned()),
+                (LAST_GOOD_OF_LABEL.to_owned(), name),
+            ])),
+            ..ObjectMeta::default()
+        },
+        data: head.data.clone(),
+        binary_data: head.binary_data.clone(),
+        ..ConfigMap::default()
+    }
+}
+
 /// Label on every shard: the application it belongs to.
 pub const PART_OF_LABEL: &str = "app.kubernetes.io/part-of";
 
@@ -189,9 +221,10 @@ impl ShardedHead {
     }
 
     /// Puts the snapshot back together from the shards (by name; extra ones are ignored) and
-    /// checks its length and digest.
+    /// checks its length and digest. The head's length was bounded by [`CAPACITY`] when it
+    /// was read, and no shard may take the snapshot past it.
     pub fn assemble(self, shards: &BTreeMap<String, ConfigMap>) -> Result<Stored, AssembleError> {
-        let mut engine = Vec::with_capacity(self.length);
+        let mut engine = Vec::with_capacity(self.length.min(CAPACITY));
         for name in &self.shards {
             let shard = shards
                 .get(name)
@@ -201,6 +234,18 @@ impl ShardedHead {
                 .as_ref()
                 .and_then(|b| b.get("chunk"))
                 .ok_or_else(|| malformed(name, "binaryData.chunk is missing"))?;
+            if chunk.0.len() > MAX_CHUNK || engine.len() + chunk.0.len() > self.length {
+                return Err(malformed(
+                    &self.name,
+                    format!(
+                        "its shards hold more than the {} bytes the head says (shard {name} has \
+                         {} bytes)",
+                        self.length,
+                        chunk.0.len()
+                    ),
+                )
+                .into());
+            }
             engine.extend_from_slice(&chunk.0);
         }
         if engine.len() != self.length {
@@ -264,10 +309,30 @@ pub fn read_head(map: ConfigMap) -> Result<Head, StoreError> {
                 data.remove(key)
                     .ok_or_else(|| malformed(&name, format!("data[{key}] is missing")))
             };
-            let shards = field("shards")?.lines().map(str::to_owned).collect();
-            let length = field("engine-bytes")?
+            let shards: Vec<String> = field("shards")?.lines().map(str::to_owned).collect();
+            let length: usize = field("engine-bytes")?
                 .parse()
                 .map_err(|e| malformed(&name, format!("data[engine-bytes]: {e}")))?;
+            // A head is refused before anything is allocated or fetched for it on its word.
+            if length > CAPACITY {
+                return Err(malformed(
+                    &name,
+                    format!(
+                        "data[engine-bytes] is {length}, more than a knowledge base may take \
+                         ({CAPACITY})"
+                    ),
+                ));
+            }
+            if shards.len() > MAX_SHARDS || shards.len() > length / MIN_CHUNK + 1 {
+                return Err(malformed(
+                    &name,
+                    format!(
+                        "data[shards] lists {} shards, more than {length} bytes take (at most \
+                         {MAX_SHARDS})",
+                        shards.len()
+                    ),
+                ));
+            }
             let digest = field("engine-sha256")?;
             Ok(Head::Sharded(ShardedHead {
                 name,

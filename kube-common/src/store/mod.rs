@@ -20,6 +20,16 @@
 //! lists them after [`GRACE`]; a writer never reuses a shard the head it replaces does not
 //! list (it may be collected any moment) but creates its own under another name. So no head
 //! ever lists a collected shard.
+//!
+//! After each write of the head, the writer copies it to the *last good* ConfigMap
+//! (`<head>-last-good`, [`last_good_copy`]): the same data, listing the same shards. Every
+//! knowledge base the core writes was loaded back into an engine first, so the copy is good
+//! when written; when the head cannot be used — garbage or an absurd length in its
+//! `engine-bytes`, shards that do not add up to its length or checksum, a snapshot the engine
+//! refuses — the core loads the copy instead ([`ConfigMapStore::read_last_good`]), with a
+//! Kubernetes Event on the head (reason [`FALLBACK_REASON`]), and its next write replaces the
+//! head. Shards are collected only right after the copy was written, so the copy never lists a
+//! collected shard either.
 
 mod format;
 #[cfg(test)]
@@ -37,8 +47,9 @@ use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Store
 
 pub use format::{
     AssembleError, CAPACITY, CONFIG_MAP_CAPACITY, Encoded, FORMAT, Head, KNOWLEDGE_OF_LABEL,
-    MAX_CHUNK, MIN_CHUNK, PART_OF_LABEL, SHARDED_FORMAT, Sharded, ShardedHead, chunk_bounds,
-    encode, from_config_map, read_head, shard_name, shard_selector, to_config_map,
+    LAST_GOOD_OF_LABEL, MAX_CHUNK, MAX_SHARDS, MIN_CHUNK, PART_OF_LABEL, SHARDED_FORMAT, Sharded,
+    ShardedHead, chunk_bounds, encode, from_config_map, last_good_copy, last_good_name, read_head,
+    shard_name, shard_selector, to_config_map,
 };
 
 /// How long an unlisted shard is left alone unless its writer collects it: a writer that
@@ -49,6 +60,9 @@ pub const GRACE: Duration = Duration::from_secs(600);
 
 /// How many times a read starts over from the head when a shard it lists is gone.
 const READ_ATTEMPTS: usize = 3;
+
+/// The reason of the Event that says the last good knowledge base was loaded.
+pub const FALLBACK_REASON: &str = "KnowledgeFallback";
 
 fn api_error(error: kube::Error) -> StoreError {
     StoreError::Backend(Box::new(error))
@@ -77,6 +91,14 @@ pub(crate) trait ConfigMapApi: Send + Sync + 'static {
     ) -> BoxFuture<'a, kube::Result<Vec<ObjectMeta>>>;
     /// DELETE, conditional on the object's `uid` (409 when it is another object by now).
     fn delete<'a>(&'a self, name: &'a str, uid: &'a str) -> BoxFuture<'a, kube::Result<()>>;
+    /// Creates a Warning Event about the ConfigMap `name` (with `uid`, if known).
+    fn warn<'a>(
+        &'a self,
+        name: &'a str,
+        uid: Option<&'a str>,
+        reason: &'a str,
+        message: &'a str,
+    ) -> BoxFuture<'a, kube::Result<()>>;
 }
 
 impl ConfigMapApi for Api<ConfigMap> {
@@ -117,6 +139,67 @@ impl ConfigMapApi for Api<ConfigMap> {
             Api::delete(self, name, &params).await.map(|_| ())
         })
     }
+
+    fn warn<'a>(
+        &'a self,
+        name: &'a str,
+        uid: Option<&'a str>,
+        reason: &'a str,
+        message: &'a str,
+    ) -> BoxFuture<'a, kube::Result<()>> {
+        use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+        Box::pin(async move {
+            let namespace = self.namespace().unwrap_or("default").to_owned();
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let event = Event {
+                metadata: ObjectMeta {
+                    generate_name: Some(format!("{name}.")),
+                    namespace: Some(namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                involved_object: ObjectReference {
+                    api_version: Some("v1".to_owned()),
+                    kind: Some("ConfigMap".to_owned()),
+                    name: Some(name.to_owned()),
+                    namespace: Some(namespace.clone()),
+                    uid: uid.map(str::to_owned),
+                    ..ObjectReference::default()
+                },
+                reason: Some(reason.to_owned()),
+                // An Event's message is cut at 1 KiB by the API server's rules (1024 bytes).
+                message: Some(cut(message, 1_000).to_owned()),
+                type_: Some("Warning".to_owned()),
+                count: Some(1),
+                first_timestamp: Some(Time(now)),
+                last_timestamp: Some(Time(now)),
+                event_time: Some(MicroTime(now)),
+                action: Some("LoadLastGood".to_owned()),
+                reporting_component: Some("tandem".to_owned()),
+                reporting_instance: Some(
+                    std::env::var("POD_NAME").unwrap_or_else(|_| "tandem".to_owned()),
+                ),
+                source: Some(EventSource {
+                    component: Some("tandem".to_owned()),
+                    host: None,
+                }),
+                ..Event::default()
+            };
+            Api::<Event>::namespaced(self.clone().into_client(), &namespace)
+                .create(&PostParams::default(), &event)
+                .await
+                .map(|_| ())
+        })
+    }
+}
+
+/// The longest prefix of `text` of at most `bytes` bytes that ends at a character boundary.
+fn cut(text: &str, bytes: usize) -> &str {
+    let mut end = text.len().min(bytes);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// What this store last read or wrote: the head's version and the `uid` of every shard it
@@ -176,36 +259,15 @@ impl ConfigMapStore {
             let Some(map) = self.api.get(&self.name).await.map_err(api_error)? else {
                 return Ok(None);
             };
-            let head = match read_head(map)? {
-                Head::Inline(stored) => {
-                    self.remember(&stored.version, BTreeMap::new());
-                    return Ok(Some(stored));
-                }
-                Head::Sharded(head) => head,
-            };
-            let names = head.distinct_shards();
-            let fetched =
-                futures::future::try_join_all(names.iter().map(|name| self.api.get(name)))
-                    .await
-                    .map_err(api_error)?;
-            let shards: BTreeMap<String, ConfigMap> = names
-                .iter()
-                .zip(fetched)
-                .filter_map(|(name, map)| Some(((*name).to_owned(), map?)))
-                .collect();
-            let uids = shards
-                .iter()
-                .map(|(name, map)| (name.clone(), map.metadata.uid.clone().unwrap_or_default()))
-                .collect();
-            match head.assemble(&shards) {
-                Ok(stored) => {
+            match self.assemble(map).await? {
+                Ok((stored, uids)) => {
                     self.remember(&stored.version, uids);
                     return Ok(Some(stored));
                 }
-                Err(AssembleError::Missing(shard)) if attempt < READ_ATTEMPTS => {
+                Err(shard) if attempt < READ_ATTEMPTS => {
                     tracing::debug!(%shard, attempt, "a shard of the knowledge base is gone; reading the head again");
                 }
-                Err(AssembleError::Missing(shard)) => {
+                Err(shard) => {
                     return Err(StoreError::Malformed {
                         name: format!("ConfigMap {}", self.name),
                         why: format!(
@@ -213,10 +275,84 @@ impl ConfigMapStore {
                         ),
                     });
                 }
-                Err(AssembleError::Store(error)) => return Err(error),
             }
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// Reads the last good copy of the head ([`last_good_copy`]) and its shards, at the head's
+    /// version (the next write replaces the head); `None` when there is no head or no copy.
+    pub async fn read_last_good(&self) -> Result<Option<Stored>, StoreError> {
+        let Some(head) = self.api.get(&self.name).await.map_err(api_error)? else {
+            return Ok(None);
+        };
+        let version = head.metadata.resource_version.clone().unwrap_or_default();
+        let copy_name = last_good_name(&self.name);
+        let Some(copy) = self.api.get(&copy_name).await.map_err(api_error)? else {
+            return Ok(None);
+        };
+        match self.assemble(copy).await? {
+            Ok((mut stored, uids)) => {
+                stored.version = version;
+                self.remember(&stored.version, uids);
+                Ok(Some(stored))
+            }
+            Err(shard) => Err(StoreError::Malformed {
+                name: format!("ConfigMap {copy_name}"),
+                why: format!("shard ConfigMap {shard} it lists is missing"),
+            }),
+        }
+    }
+
+    /// The knowledge base `map` (a head, or its last good copy) holds, with the `uid` of every
+    /// shard it lists; `Err(shard)` when a shard it lists is gone.
+    async fn assemble(
+        &self,
+        map: ConfigMap,
+    ) -> Result<Result<(Stored, BTreeMap<String, String>), String>, StoreError> {
+        let head = match read_head(map)? {
+            Head::Inline(stored) => return Ok(Ok((stored, BTreeMap::new()))),
+            Head::Sharded(head) => head,
+        };
+        let names = head.distinct_shards();
+        let fetched = futures::future::try_join_all(names.iter().map(|name| self.api.get(name)))
+            .await
+            .map_err(api_error)?;
+        let shards: BTreeMap<String, ConfigMap> = names
+            .iter()
+            .zip(fetched)
+            .filter_map(|(name, map)| Some(((*name).to_owned(), map?)))
+            .collect();
+        let uids = shards
+            .iter()
+            .map(|(name, map)| (name.clone(), map.metadata.uid.clone().unwrap_or_default()))
+            .collect();
+        match head.assemble(&shards) {
+            Ok(stored) => Ok(Ok((stored, uids))),
+            Err(AssembleError::Missing(shard)) => Ok(Err(shard)),
+            Err(AssembleError::Store(error)) => Err(error),
+        }
+    }
+
+    /// Says on the head, with an Event, that the last good copy was loaded in its place.
+    pub async fn warn_fallback(&self, why: &str) {
+        let uid = match self.api.get(&self.name).await {
+            Ok(head) => head.and_then(|h| h.metadata.uid),
+            Err(_) => None,
+        };
+        let message = format!(
+            "the knowledge base in ConfigMap {} cannot be used ({why}); loaded its last good copy \
+             {} instead",
+            self.name,
+            last_good_name(&self.name)
+        );
+        if let Err(error) = self
+            .api
+            .warn(&self.name, uid.as_deref(), FALLBACK_REASON, &message)
+            .await
+        {
+            tracing::warn!(%error, "cannot create the Event that says the last good knowledge base was loaded");
+        }
     }
 
     /// The shards the head at `version` lists, by name, with their `uid`: what this store
@@ -272,6 +408,7 @@ impl ConfigMapStore {
                 (sharded.head(), created)
             }
         };
+        let copy = last_good_copy(&head);
         let written = match version {
             None => self.api.create(head).await,
             Some(_) => self.api.replace(head).await,
@@ -311,9 +448,31 @@ impl ConfigMapStore {
             .into_values()
             .chain(created.into_values())
             .collect();
-        self.collect(&listed, &ours).await;
+        // The copy lists what the head lists: shards dropped by both may go. Without it, the
+        // last good copy still lists the shards it listed, so none is collected this time.
+        if self.write_last_good(copy).await {
+            self.collect(&listed, &ours).await;
+        }
         self.remember(&new_version, listed);
         Ok(new_version)
+    }
+
+    /// Replaces (or creates) the last good copy with `copy`, unconditionally: whoever writes
+    /// the head writes the copy after it. Whether it was written.
+    async fn write_last_good(&self, copy: ConfigMap) -> bool {
+        let written = match self.api.replace(copy.clone()).await {
+            Err(error) if matches!(refusal(&error), Some((404, _))) => {
+                self.api.create(copy).await.map(drop)
+            }
+            other => other.map(drop),
+        };
+        match written {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%error, "cannot write the last good copy of the knowledge base; it stays one write behind");
+                false
+            }
+        }
     }
 
     /// Creates the shards of `sharded` that the head being replaced does not list (`replaced`,
@@ -440,6 +599,21 @@ impl KnowledgeStore for ConfigMapStore {
         adapter: &'a AdapterState,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         Box::pin(self.write(version, engine, adapter))
+    }
+
+    fn load_last_good(&self) -> BoxFuture<'_, Result<Option<Stored>, StoreError>> {
+        Box::pin(self.read_last_good())
+    }
+
+    fn report_fallback<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            tracing::error!(
+                configmap = %self.name,
+                why,
+                "the newest knowledge base cannot be used; loaded its last good copy"
+            );
+            self.warn_fallback(why).await;
+        })
     }
 
     fn capacity(&self) -> Option<usize> {

@@ -21,6 +21,8 @@ pub(crate) struct FakeApi {
     revision: Arc<AtomicU64>,
     /// Creates, replaces and deletes, for tests that count what a write cost.
     writes: Arc<AtomicUsize>,
+    /// Events created: the object's name, reason and message.
+    events: Arc<Mutex<Vec<(String, String, String)>>>,
 }
 
 fn refused(code: u16, reason: &str, message: String) -> kube::Error {
@@ -89,7 +91,11 @@ impl ConfigMapApi for FakeApi {
                 "NotFound",
                 format!("configmaps {name:?} not found"),
             )),
-            Some(old) if old.metadata.resource_version != map.metadata.resource_version => {
+            // Without a resourceVersion a ConfigMap's update is unconditional.
+            Some(old)
+                if map.metadata.resource_version.is_some()
+                    && old.metadata.resource_version != map.metadata.resource_version =>
+            {
                 Err(refused(
                     409,
                     "Conflict",
@@ -158,6 +164,20 @@ impl ConfigMapApi for FakeApi {
         };
         Box::pin(std::future::ready(result))
     }
+
+    fn warn<'a>(
+        &'a self,
+        name: &'a str,
+        _uid: Option<&'a str>,
+        reason: &'a str,
+        message: &'a str,
+    ) -> BoxFuture<'a, kube::Result<()>> {
+        self.events
+            .lock()
+            .unwrap()
+            .push((name.to_owned(), reason.to_owned(), message.to_owned()));
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// A snapshot-like byte string of `n` bytes: JSON records, so content-defined cuts find places
@@ -178,13 +198,28 @@ fn snapshot_of(records: std::ops::Range<usize>) -> Vec<u8> {
     bytes
 }
 
-/// The shards in the namespace, and the names the head lists.
+/// The head, its last good copy: the ConfigMaps of a knowledge base that are not shards.
+const HEADS: [&str; 2] = ["tandem-knowledge", "tandem-knowledge-last-good"];
+
+/// The shards in the namespace, and the names the head lists (which its last good copy lists
+/// too).
 fn shards_and_listed(api: &FakeApi) -> (Vec<String>, Vec<String>) {
     let shards = api
         .names()
         .into_iter()
-        .filter(|name| name != "tandem-knowledge")
+        .filter(|name| !HEADS.contains(&name.as_str()))
         .collect();
+    let objects = api.objects.lock().unwrap().clone();
+    if let Some(copy) = objects.get(HEADS[1]) {
+        assert_eq!(
+            (copy.data.as_ref(), copy.binary_data.as_ref()),
+            (
+                objects[HEADS[0]].data.as_ref(),
+                objects[HEADS[0]].binary_data.as_ref()
+            ),
+            "the last good copy is not the head's"
+        );
+    }
     let head = api
         .objects
         .lock()
@@ -267,7 +302,7 @@ async fn a_small_knowledge_base_stays_whole_in_the_head_as_before() {
         .unwrap();
     let head = api.objects.lock().unwrap()["tandem-knowledge"].clone();
     assert_eq!(head.data.unwrap()["format"], FORMAT);
-    assert_eq!(api.names(), ["tandem-knowledge"]);
+    assert_eq!(api.names(), HEADS);
     assert_eq!(store.read().await.unwrap().unwrap().version, next);
 }
 
@@ -305,8 +340,9 @@ async fn a_large_knowledge_base_round_trips_through_shards_and_a_write_creates_o
     let cost = api.writes.load(Ordering::Acquire) - writes;
     let (shards, listed) = shards_and_listed(&api);
     assert_eq!(shards, listed, "an unlisted shard was left behind");
+    // A shard created, one deleted, the head and its last good copy replaced.
     assert!(
-        cost <= 3,
+        cost <= 4,
         "{cost} creates, replaces and deletes for a change in one chunk"
     );
     // A reader that follows (knowing v1) gets v2, and writes on top of it.
@@ -325,7 +361,7 @@ async fn a_large_knowledge_base_round_trips_through_shards_and_a_write_creates_o
     let stored = writer.read().await.unwrap().unwrap();
     assert_eq!(stored.version, v3);
     writer.write(Some(&v3), b"small", &adapter).await.unwrap();
-    assert_eq!(api.names(), ["tandem-knowledge"]);
+    assert_eq!(api.names(), HEADS);
 }
 
 #[tokio::test]
@@ -410,6 +446,100 @@ async fn a_shard_name_taken_by_an_unlisted_object_is_not_reused() {
     // Young orphans are left alone (a writer may be about to list them); they are collected
     // once older than the grace period.
     assert!(orphans.iter().all(|name| api.names().contains(name)));
+}
+
+/// What the store reads after `corrupt` changed the head's data.
+async fn read_after(api: &FakeApi, corrupt: impl FnOnce(&mut BTreeMap<String, String>)) -> String {
+    {
+        let mut objects = api.objects.lock().unwrap();
+        let head = objects.get_mut("tandem-knowledge").unwrap();
+        corrupt(head.data.as_mut().unwrap());
+        let revision = api.revision.fetch_add(1, Ordering::AcqRel) + 1;
+        head.metadata.resource_version = Some(revision.to_string());
+    }
+    api.store("tandem-knowledge")
+        .read()
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_corrupted_head_is_refused_unallocated_and_its_last_good_copy_read_then_replaced() {
+    let api = FakeApi::default();
+    let adapter = AdapterState::default();
+    let store = api.store("tandem-knowledge");
+    let data = snapshot_of(0..30_000);
+    let v1 = store.write(None, &data, &adapter).await.unwrap();
+    let (shards, _) = shards_and_listed(&api);
+    // As many chunks of the least size as the head lists: fewer bytes than they hold.
+    let short = ((shards.len() - 1) * MIN_CHUNK).to_string();
+    for (corrupt, expected) in [
+        (
+            "18446744073709551615",
+            "more than a knowledge base may take",
+        ),
+        ("garbage", "data[engine-bytes]"),
+        ("5", "more than 5 bytes take"),
+        (&*short, "its shards hold more than"),
+        (&*(data.len() + 1).to_string(), "the head says"),
+    ] {
+        let error = read_after(&api, |d| {
+            d.insert("engine-bytes".into(), corrupt.to_owned());
+        })
+        .await;
+        println!("engine-bytes {corrupt}: {error}");
+        assert!(error.contains(expected), "{error}");
+    }
+    let error = read_after(&api, |d| {
+        d.insert("engine-sha256".into(), "0".repeat(64));
+        d.insert("engine-bytes".into(), data.len().to_string());
+    })
+    .await;
+    assert!(error.contains("SHA-256"), "{error}");
+    let error = read_after(&api, |d| {
+        d.insert("shards".into(), "x\n".repeat(MAX_SHARDS + 1));
+    })
+    .await;
+    assert!(error.contains("shards"), "{error}");
+
+    // The last good copy is whole, at the corrupted head's version.
+    let reader = api.store("tandem-knowledge");
+    let good = reader.read_last_good().await.unwrap().unwrap();
+    let head_version = api.objects.lock().unwrap()["tandem-knowledge"]
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap();
+    assert!(good.engine == data);
+    assert_eq!(good.version, head_version);
+    assert_ne!(good.version, v1);
+    reader.report_fallback("the head is damaged").await;
+    let events = api.events.lock().unwrap().clone();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.as_str()),
+        ("tandem-knowledge", FALLBACK_REASON)
+    );
+    assert!(events[0].2.contains("the head is damaged"), "{events:?}");
+    // The next write replaces the head, reusing the copy's shards.
+    let grown = snapshot_of(0..30_001);
+    reader
+        .write(Some(&good.version), &grown, &adapter)
+        .await
+        .unwrap();
+    assert!(
+        api.store("tandem-knowledge")
+            .read()
+            .await
+            .unwrap()
+            .unwrap()
+            .engine
+            == grown
+    );
+    let (after, listed) = shards_and_listed(&api);
+    assert_eq!(after, listed);
+    assert!(after.iter().filter(|name| !shards.contains(name)).count() <= 2);
 }
 
 #[test]
