@@ -5,8 +5,10 @@
 //! `profiled` lets `kb observe` catch an outcome naming a job that was never profiled — usually
 //! a typo — without reading the engine's private snapshot; `--workloads` accepts such ids on
 //! purpose, for jobs known only by their outcomes. It is always written atomically (temporary file,
-//! fsync, rename, fsync of the directory), and only after every observation of a command was
-//! accepted, so a bad input file or a crash never loses what was learned before. Commands that
+//! fsync, rename, fsync of the directory), only after every observation of a command was
+//! accepted, and only once what is about to be written was read back and loaded into a fresh
+//! engine, so a bad input file, an observation the engine took but cannot load back, or a crash
+//! never loses what was learned before. Commands that
 //! change it hold an exclusive lock on `<kb>.lock` from reading it to writing it back, so two
 //! `tandem kb observe` running at once never lose one another's observations.
 
@@ -47,6 +49,8 @@ pub struct OpenKb {
     /// Keyed ids observed with a profile.
     profiled: BTreeSet<String>,
     path: PathBuf,
+    /// The engine, to load back what is about to be written.
+    runtime: Runtime,
     _lock: std::fs::File,
 }
 
@@ -117,7 +121,7 @@ pub fn init(
     };
     let summary = recommender.describe()?;
     let _lock = lock(kb)?;
-    write(kb, recommender.snapshot()?, &BTreeSet::new())?;
+    write(runtime, kb, recommender.snapshot()?, &BTreeSet::new())?;
     Ok(summary)
 }
 
@@ -136,6 +140,7 @@ pub fn open(runtime: &Runtime, kb: &Path, secret_file: Option<&Path>) -> anyhow:
         keys,
         profiled,
         path: kb.to_owned(),
+        runtime: runtime.clone(),
         _lock: lock,
     })
 }
@@ -206,9 +211,14 @@ impl KbContents {
 }
 
 impl OpenKb {
-    /// Writes the knowledge base back, atomically.
+    /// Writes the knowledge base back, atomically, once what is written loads back.
     pub fn save(&mut self) -> anyhow::Result<()> {
-        write(&self.path, self.recommender.snapshot()?, &self.profiled)
+        write(
+            &self.runtime,
+            &self.path,
+            self.recommender.snapshot()?,
+            &self.profiled,
+        )
     }
 }
 
@@ -291,8 +301,15 @@ pub fn observe(
     Ok(observed)
 }
 
-/// Writes `engine` state as a knowledge-base file, atomically.
-fn write(path: &Path, engine: &[u8], profiled: &BTreeSet<String>) -> anyhow::Result<()> {
+/// Writes `engine` state as a knowledge-base file, atomically, after loading what the file will
+/// hold into a fresh engine of `runtime`: a knowledge base `tandem kb` could not read back is
+/// refused (bad input: the observations made it), and the file keeps what it held.
+fn write(
+    runtime: &Runtime,
+    path: &Path,
+    engine: &[u8],
+    profiled: &BTreeSet<String>,
+) -> anyhow::Result<()> {
     let contents = KbContents {
         engine: engine.to_vec(),
         profiled: profiled.clone(),
@@ -300,6 +317,18 @@ fn write(path: &Path, engine: &[u8], profiled: &BTreeSet<String>) -> anyhow::Res
     let text = contents
         .to_json()
         .context("the engine's snapshot is not JSON")?;
+    let reread = std::str::from_utf8(&text)
+        .map_err(|e| InputError::in_file(path, "", e.to_string()))
+        .and_then(|text| KbContents::parse(path, text))?;
+    if let Err(error) = runtime.load(&reread.engine) {
+        return Err(
+            anyhow::Error::new(crate::error::BadInput::new(error)).context(format!(
+                "{}: the knowledge base these observations make does not load back into the \
+             engine; nothing was saved",
+                path.display()
+            )),
+        );
+    }
     crate::atomic::write(path, |out| {
         out.write_all(&text)
             .with_context(|| format!("cannot write {}", path.display()))

@@ -112,6 +112,26 @@ fn positive(list: &[f64], field: &str) -> Result<(), (String, String)> {
     }
 }
 
+/// Refuses times no run can show ([`tandem_api::bounds`]: each time from 1 ms to 366 days, and
+/// co-located from 0.1 to 10,000 times solo), naming the field: the engine's statistics would
+/// overflow on them, and a knowledge base holding what overflowed cannot be loaded back.
+/// `speeds` names the speeds the times were made of, if they were.
+fn within_bounds(solo: &[f64], colocated: &[f64], speeds: bool) -> Result<(), (String, String)> {
+    use tandem_api::bounds;
+    let named = |field: String| move |e: bounds::OutOfBounds| (field, e.problem);
+    for (i, (&alone, &together)) in solo.iter().zip(colocated).enumerate() {
+        if speeds {
+            bounds::colocated_ratio(alone, together, "").map_err(named(format!(".speeds[{i}]")))?;
+            continue;
+        }
+        bounds::run_time(alone, "").map_err(named(format!(".solo_s[{i}]")))?;
+        bounds::run_time(together, "").map_err(named(format!(".colocated_s[{i}]")))?;
+        bounds::colocated_ratio(alone, together, "")
+            .map_err(named(format!(".colocated_s[{i}]")))?;
+    }
+    Ok(())
+}
+
 fn to_outcome(entry: OutcomeEntry) -> Result<Outcome, (String, String)> {
     let n = entry.jobs.len();
     if entry.gpu_model.is_empty() {
@@ -144,6 +164,7 @@ fn to_outcome(entry: OutcomeEntry) -> Result<Outcome, (String, String)> {
             length(&colocated, "colocated_s")?;
             positive(&solo, "solo_s")?;
             positive(&colocated, "colocated_s")?;
+            within_bounds(&solo, &colocated, false)?;
             (solo, colocated)
         }
         (None, None, Some(speeds)) => {
@@ -156,6 +177,7 @@ fn to_outcome(entry: OutcomeEntry) -> Result<Outcome, (String, String)> {
                 ));
             };
             let times = tandem_catalog::colocated_times([1.0, 1.0], [a, b]);
+            within_bounds(&[1.0, 1.0], &times, true)?;
             (vec![1.0, 1.0], times.to_vec())
         }
         _ => {
@@ -210,6 +232,23 @@ mod tests {
             (
                 r#"{"gpu_model": "V100", "jobs": ["a"], "speeds": [0.5]}"#,
                 ".jobs",
+            ),
+            // Times no run shows: the engine's statistics would overflow on them.
+            (
+                r#"{"gpu_model": "V100", "jobs": ["a", "b"], "solo_s": [1e-300, 1e-300], "colocated_s": [1e300, 1e300]}"#,
+                ".solo_s[0]",
+            ),
+            (
+                r#"{"gpu_model": "V100", "jobs": ["a", "b"], "solo_s": [100, 100], "colocated_s": [100, 1e300]}"#,
+                ".colocated_s[1]",
+            ),
+            (
+                r#"{"gpu_model": "V100", "jobs": ["a", "b"], "solo_s": [100, 100], "colocated_s": [100, 1e7]}"#,
+                ".colocated_s[1]",
+            ),
+            (
+                r#"{"gpu_model": "V100", "jobs": ["a", "b"], "speeds": [1e-300, 1e-300]}"#,
+                ".speeds[0]",
             ),
         ];
         for (json, field) in cases {

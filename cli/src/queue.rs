@@ -463,6 +463,10 @@ pub(crate) fn check_profile(profile: &Profile) -> Result<(), (String, String)> {
     if profile.gpu_model.is_empty() {
         return Err(("gpu_model".into(), "must not be empty".into()));
     }
+    // No GPU of the model has more memory than this (512 GiB for a model Tandem does not know).
+    let limit = tandem_api::bounds::largest_memory_of(&profile.gpu_model);
+    tandem_api::bounds::memory(profile.mem_used_mib, limit, "")
+        .map_err(|e| ("mem_used_mib".to_owned(), e.problem))?;
     Ok(())
 }
 

@@ -302,3 +302,40 @@ fn an_adapters_report_shows_what_each_gpu_model_taught() {
         stderr(&output)
     );
 }
+
+/// An outcome no run can show (alone 1e-300 s, beside its partner 1e300 s): refused, naming
+/// the field, and the knowledge base is still what it was and still loads. Before, it was
+/// "learned", and the file saved held `null`s that `tandem kb show` could not load.
+#[test]
+fn the_poison_outcome_is_refused_and_the_knowledge_base_still_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb.json");
+    let kb = kb.to_str().unwrap();
+    ok(&["kb", "init", "--kb", kb]);
+    let profiles = write(dir.path(), "profiles.json", &profiles());
+    ok(&["kb", "observe", "--kb", kb, "--profiles", &profiles]);
+    let before = std::fs::read(kb).unwrap();
+    let poison = write(
+        dir.path(),
+        "poison.json",
+        &json!([{"gpu_model": "V100", "jobs": [NAMES[0], NAMES[1]],
+                 "solo_s": [1e-300, 1e-300], "colocated_s": [1e300, 1e300]}]),
+    );
+    let output = tandem(&["kb", "observe", "--kb", kb, "--outcomes", &poison]);
+    let message = stderr(&output);
+    println!(
+        "tandem kb observe of the poison outcome -> {:?}: {message}",
+        output.status.code()
+    );
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(message.contains("[0].solo_s[0]"), "{message}");
+    assert_eq!(
+        std::fs::read(kb).unwrap(),
+        before,
+        "the knowledge base changed"
+    );
+    let shown: Value =
+        serde_json::from_str(&ok(&["kb", "show", "--kb", kb, "--format", "json"])).unwrap();
+    assert_eq!(shown["profiles"], 4, "{shown}");
+    assert_eq!(shown["outcomes"], 0, "{shown}");
+}
