@@ -144,14 +144,6 @@ pub async fn run(options: Options) -> Result<Summary> {
         .intake_token_file
         .as_deref()
         .ok_or(Error::Missing("--intake-token-file"))?;
-    let token = std::fs::read_to_string(token_file)
-        .map_err(|source| Error::Read {
-            what: "the intake token",
-            path: token_file.to_path_buf(),
-            source,
-        })?
-        .trim()
-        .to_owned();
     let ca = options
         .adapter_ca
         .as_deref()
@@ -163,9 +155,10 @@ pub async fn run(options: Options) -> Result<Summary> {
             })
         })
         .transpose()?;
-    let intake = Intake::with_ca(
+    // Read again for every post: a projected service-account token rotates.
+    let intake = Intake::with_token_file(
         adapter,
-        token,
+        token_file,
         Backoff {
             attempts: options.attempts,
             ..Backoff::default()

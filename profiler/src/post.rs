@@ -1,5 +1,10 @@
 //! Posting profiles to the adapter's intake (`POST /v1/profiles`, bearer token).
 //!
+//! The token is read from its file again for every post ([`Intake::with_token_file`]): in
+//! Kubernetes it is the profiler pod's projected service-account token (audience
+//! `tandem-intake`), which the kubelet rotates in place, and the adapter admits the profiler for
+//! the pods of the node that token is bound to.
+//!
 //! The body is the intake's own type ([`ProfilesRequest`]): keyed job ids and the three
 //! features with the GPU model — nothing else leaves the node. Any adapter (kube extender,
 //! kube plugin, Volcano, Slurm) serves the same intake from `tandem-adapter-core`.
@@ -62,6 +67,15 @@ pub enum PostError {
     /// The intake's answer is not a profiles answer.
     #[error("the intake's answer is not a profiles answer")]
     Answer(#[source] serde_json::Error),
+    /// The token file could not be read, or is empty.
+    #[error("cannot read the intake token {}", .path.display())]
+    Token {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Every attempt failed with an error that may pass.
     #[error("gave up after {attempts} attempts")]
     GaveUp {
@@ -76,7 +90,8 @@ pub enum PostError {
 impl PostError {
     fn may_pass(&self) -> bool {
         match self {
-            Self::Transport(_) => true,
+            // The kubelet replaces a projected token's file while it rotates it.
+            Self::Transport(_) | Self::Token { .. } => true,
             Self::Status { status, .. } => {
                 status.is_server_error()
                     || *status == StatusCode::TOO_MANY_REQUESTS
@@ -87,12 +102,58 @@ impl PostError {
     }
 }
 
+/// Where the bearer token comes from.
+#[derive(Clone)]
+enum Token {
+    /// Given once.
+    Fixed(String),
+    /// Read from this file for every post.
+    File(std::path::PathBuf),
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        match self {
+            Self::Fixed(_) => f.write_str("Fixed(..)"),
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+        }
+    }
+}
+
+impl Token {
+    fn read(&self) -> Result<String, PostError> {
+        match self {
+            Self::Fixed(token) => Ok(token.clone()),
+            Self::File(path) => read_token(path),
+        }
+    }
+}
+
+/// The token in `path`, trimmed; an empty file is an error (a token being written).
+pub fn read_token(path: &std::path::Path) -> Result<String, PostError> {
+    let token = std::fs::read_to_string(path)
+        .map_err(|source| PostError::Token {
+            path: path.to_owned(),
+            source,
+        })?
+        .trim()
+        .to_owned();
+    if token.is_empty() {
+        return Err(PostError::Token {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is empty"),
+        });
+    }
+    Ok(token)
+}
+
 /// The adapter's intake.
 #[derive(Debug, Clone)]
 pub struct Intake {
     http: reqwest::Client,
     url: String,
-    token: String,
+    token: Token,
     backoff: Backoff,
 }
 
@@ -108,6 +169,28 @@ impl Intake {
     pub fn with_ca(
         adapter: &str,
         token: String,
+        backoff: Backoff,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, PostError> {
+        Self::build(adapter, Token::Fixed(token), backoff, ca_pem)
+    }
+
+    /// [`Intake::with_ca`] with the token read from `token_file` for every post, so a token
+    /// rotated in place (a projected service-account token) is the one presented. The file is
+    /// read once here, so one that cannot be read fails at once.
+    pub fn with_token_file(
+        adapter: &str,
+        token_file: &std::path::Path,
+        backoff: Backoff,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, PostError> {
+        read_token(token_file)?;
+        Self::build(adapter, Token::File(token_file.to_owned()), backoff, ca_pem)
+    }
+
+    fn build(
+        adapter: &str,
+        token: Token,
         backoff: Backoff,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, PostError> {
@@ -154,10 +237,11 @@ impl Intake {
     }
 
     async fn post_once(&self, request: &ProfilesRequest) -> Result<ProfilesAnswer, PostError> {
+        let token = self.token.read()?;
         let response = self
             .http
             .post(&self.url)
-            .bearer_auth(&self.token)
+            .bearer_auth(&token)
             .json(request)
             .send()
             .await

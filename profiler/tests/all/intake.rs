@@ -75,3 +75,26 @@ async fn a_refusal_is_not_retried_and_an_outage_is_given_up_on() {
     };
     assert!(matches!(*last, PostError::Transport(_)));
 }
+
+#[tokio::test]
+async fn a_token_file_is_read_again_for_each_post_so_a_rotated_token_is_presented() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "first-token\n").unwrap();
+    let fake = FakeIntake::start(Vec::new()).await;
+    let intake = Intake::with_token_file(&fake.url, &path, quick(2), None).unwrap();
+    intake.post(&request()).await.unwrap();
+    // The kubelet rotates a projected token in place.
+    std::fs::write(&path, "second-token\n").unwrap();
+    intake.post(&request()).await.unwrap();
+    let presented: Vec<String> = fake
+        .received()
+        .iter()
+        .map(|r| r.authorization.clone())
+        .collect();
+    assert_eq!(presented, ["Bearer first-token", "Bearer second-token"]);
+    // A file that cannot be read fails at once, naming it.
+    let missing = dir.path().join("missing");
+    let error = Intake::with_token_file(&fake.url, &missing, quick(2), None).unwrap_err();
+    assert!(error.to_string().contains("missing"), "{error}");
+}
