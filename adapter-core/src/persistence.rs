@@ -15,6 +15,75 @@ use crate::learning::{self, Lessons};
 use crate::store::{self, AdapterState, KnowledgeStore, StoreError, Stored};
 use crate::{Core, ObserveError};
 
+/// Jobs forgotten so that a knowledge base fits its store ([`fit`]).
+#[derive(Debug, Clone, Copy)]
+struct Evicted {
+    /// How many.
+    jobs: usize,
+    /// Bytes the knowledge base takes after.
+    bytes: usize,
+    /// The store's capacity.
+    limit: usize,
+}
+
+/// Most rounds of forgetting [`fit`] makes before it gives up (the write then reports the
+/// knowledge base too large).
+const FIT_ROUNDS: usize = 8;
+
+/// `engine` (`recommender`'s snapshot) as it fits a store of `capacity` beside `adapter`:
+/// unchanged when it fits; else the jobs observed least recently forgotten
+/// (`forget-stalest`), as many as the excess takes at the snapshot's bytes per job, until it
+/// takes at most 99% of the capacity (so that the next observations fit without forgetting
+/// again). Returns the snapshot to store, and what was forgotten.
+fn fit(
+    recommender: &mut Recommender,
+    mut engine: Vec<u8>,
+    adapter: &AdapterState,
+    capacity: Option<usize>,
+) -> Result<(Vec<u8>, Option<Evicted>), EngineFailure> {
+    let Some(limit) = capacity else {
+        return Ok((engine, None));
+    };
+    let mut size = store::stored_size(&engine, adapter);
+    if size <= limit {
+        return Ok((engine, None));
+    }
+    let target = limit / 100 * 99;
+    let mut jobs = 0;
+    for _ in 0..FIT_ROUNDS {
+        if size <= target {
+            break;
+        }
+        let known = recommender
+            .describe()
+            .map_err(engine::failed("describe"))?
+            .profiles
+            .max(1) as usize;
+        let per_job = (engine.len() / known).max(1);
+        let count = (size - target).div_ceil(per_job).clamp(1, known);
+        let forgotten = recommender
+            .forget_stalest(u32::try_from(count).unwrap_or(u32::MAX))
+            .map_err(engine::failed("forget-stalest"))?;
+        if forgotten.is_empty() {
+            break;
+        }
+        jobs += forgotten.len();
+        engine = recommender
+            .snapshot()
+            .map_err(engine::failed("save"))?
+            .to_vec();
+        size = store::stored_size(&engine, adapter);
+    }
+    Ok((
+        engine,
+        Some(Evicted {
+            jobs,
+            bytes: size,
+            limit,
+        }),
+    ))
+}
+
 /// What [`load_usable`] found in a store.
 #[expect(
     clippy::large_enum_variant,
@@ -141,6 +210,7 @@ impl Core {
         }
         let mut version = self.version.lock().await;
         let store = self.store.is_some();
+        let capacity = self.store.as_ref().and_then(|s| s.capacity());
         let fingerprint = self.keys.fingerprint();
         let applied = self
             .engine
@@ -167,19 +237,31 @@ impl Core {
                 if !changed || !store {
                     return Ok((answer, changed, None));
                 }
-                let engine = match state.recommender().snapshot() {
-                    Ok(engine) => engine.to_vec(),
-                    Err(error) => {
-                        undo(state, &before, ledger);
-                        return Err(engine::failed("save")(error));
-                    }
-                };
                 let adapter = AdapterState {
                     ledger: state.ledger.clone(),
                     lessons: state.lessons.clone(),
                     key_fingerprint: Some(fingerprint),
                 };
-                Ok((answer, changed, Some((engine, adapter, before, ledger))))
+                // Past the store's capacity the stalest jobs make room, in this same batch:
+                // undone with it if its write fails.
+                let fitted = state
+                    .recommender()
+                    .snapshot()
+                    .map_err(engine::failed("save"))
+                    .map(<[u8]>::to_vec)
+                    .and_then(|engine| fit(state.recommender(), engine, &adapter, capacity));
+                let (engine, evicted) = match fitted {
+                    Ok(fitted) => fitted,
+                    Err(error) => {
+                        undo(state, &before, ledger);
+                        return Err(error);
+                    }
+                };
+                Ok((
+                    answer,
+                    changed,
+                    Some((engine, adapter, evicted, before, ledger)),
+                ))
             })
             .await?;
         let (answer, changed, write) = applied.inspect_err(|_| {
@@ -188,7 +270,7 @@ impl Core {
         if changed {
             self.epoch.fetch_add(1, Ordering::AcqRel);
         }
-        let Some((engine, adapter, before, ledger)) = write else {
+        let Some((engine, adapter, evicted, before, ledger)) = write else {
             return Ok(answer);
         };
         let stored = match self.load_back(engine).await {
@@ -199,7 +281,10 @@ impl Core {
             Err(error) => Err(error),
         };
         match stored {
-            Ok(()) => Ok(answer),
+            Ok(()) => {
+                self.evicted(evicted);
+                Ok(answer)
+            }
             Err(error) => {
                 // Undo the batch.
                 let conflict = matches!(error, ObserveError::Store(StoreError::Conflict(_)));
@@ -356,12 +441,21 @@ impl Core {
                 Ok::<_, EngineFailure>((snapshot, state.ledger.clone(), state.lessons.clone()))
             })
             .await??;
-        let ((answer, lessons, bytes), fresh) = self
+        let capacity = self.store.as_ref().and_then(|s| s.capacity());
+        let fingerprint = self.keys.fingerprint();
+        let state_ledger = ledger.clone();
+        let ((answer, lessons, bytes, evicted), fresh) = self
             .build_off_thread(snapshot, move |fresh| {
                 let mut lessons = lessons;
                 let answer = apply(fresh, &mut lessons)?;
                 let bytes = fresh.snapshot().map_err(engine::failed("save"))?.to_vec();
-                Ok((answer, lessons, bytes))
+                let adapter = AdapterState {
+                    ledger: state_ledger,
+                    lessons: lessons.clone(),
+                    key_fingerprint: Some(fingerprint),
+                };
+                let (bytes, evicted) = fit(fresh, bytes, &adapter, capacity)?;
+                Ok((answer, lessons, bytes, evicted))
             })
             .await
             .inspect_err(|_| {
@@ -403,7 +497,22 @@ impl Core {
             .await;
         self.epoch.fetch_add(1, Ordering::AcqRel);
         swapped??;
+        self.evicted(evicted);
         Ok(answer)
+    }
+
+    /// Counts and logs the jobs forgotten so that a stored knowledge base fits its store.
+    fn evicted(&self, evicted: Option<Evicted>) {
+        let Some(evicted) = evicted else {
+            return;
+        };
+        self.metrics.knowledge_evictions.inc_by(evicted.jobs as u64);
+        tracing::warn!(
+            jobs = evicted.jobs,
+            bytes = evicted.bytes,
+            limit = evicted.limit,
+            "the knowledge base reached its store's capacity: forgot the jobs observed least recently"
+        );
     }
 
     /// Writes the engine's snapshot `engine` and the core's state `adapter` over the stored
