@@ -23,6 +23,7 @@ use tandem_adapter_core::{
 use tandem_api::{Gpu, GpuSpec, Job, ModelSummary, Objective, Policy, Prediction};
 
 use crate::identity;
+use crate::models;
 use crate::nodes::{self, SlurmNode};
 
 /// How long a finished placement is remembered, for the outcome of its GPU partner.
@@ -173,6 +174,8 @@ pub struct Settings {
     /// Where `--tandem-model=file:PATH` references are read from; without it they are
     /// refused.
     pub model_dir: Option<PathBuf>,
+    /// Largest model file read from `model_dir`, in bytes.
+    pub model_file_limit: u64,
 }
 
 #[derive(Debug, Default)]
@@ -384,9 +387,12 @@ impl App {
                             .into(),
                     ));
                 };
-                let bytes = tokio::fs::read(dir.join(path)).await.map_err(|e| {
-                    refuse(format!("cannot read {path} under the model directory: {e}"))
-                })?;
+                let (dir, path, limit) =
+                    (dir.clone(), path.clone(), self.settings.model_file_limit);
+                let bytes = tokio::task::spawn_blocking(move || models::read(&dir, &path, limit))
+                    .await
+                    .map_err(|e| refuse(format!("cannot read the model file: {e}")))?
+                    .map_err(|e| refuse(e.to_string()))?;
                 Some(reference.summarize(&bytes).map_err(refuse)?)
             }
             (None, None) => None,

@@ -21,6 +21,7 @@
 pub mod app;
 pub mod http;
 pub mod identity;
+pub mod models;
 pub mod nodes;
 
 mod options;

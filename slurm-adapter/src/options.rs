@@ -73,9 +73,14 @@ pub struct Options {
 
     /// Directory that `--tandem-model=file:PATH` reads from (a model summary as JSON, or an
     /// ONNX file with `--tandem-batch-size`); PATH is relative to it. Without it, file
-    /// references are refused at submission.
+    /// references are refused at submission. Only regular files inside it are read: a
+    /// symbolic link out of it, a FIFO or a device is refused.
     #[arg(long, value_name = "DIR")]
     pub model_dir: Option<PathBuf>,
+
+    /// Largest model file read from --model-dir, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::models::DEFAULT_LIMIT)]
+    pub model_file_limit: u64,
 }
 
 fn parse_type_memory(text: &str) -> Result<(String, u32), String> {

@@ -45,6 +45,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             mps_percentage: options.mps_percentage,
             pending_ttl: options.pending_ttl,
             model_dir: options.model_dir.clone(),
+            model_file_limit: options.model_file_limit,
         },
     ));
 
