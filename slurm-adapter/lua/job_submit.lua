@@ -16,16 +16,42 @@ environment, with --tandem-name and what the job declares: --tandem-priority, --
     the service refuses, named by its option);
   - pass REASON: leaves the job as it is.
 
+Every request carries a fresh MUNGE credential whose payload is the request itself
+("POST /v1/slurm/submit\n" and the body), so the service knows it comes from slurmctld
+(SlurmUser) and that it was made for this request; munged refuses a credential decoded twice.
+Where the cluster has no munged, the hook speaks HTTPS (LuaSec) and presents a client
+certificate instead (TANDEM_AUTH=certificate with TANDEM_TLS_*): LuaSec checks the service's
+certificate against TANDEM_TLS_CA but not its name, so that CA must sign the service's
+certificate only.
+
 Install: copy to the directory of slurm.conf as job_submit.lua, set JobSubmitPlugins=lua, and
-set TANDEM_SERVICE below (or in slurmctld's environment) if the service is not on 127.0.0.1:8889.
-Needs LuaSocket (Debian: lua-socket).
+set these below (or in slurmctld's environment):
+  TANDEM_SERVICE       HOST:PORT of the service (127.0.0.1:8889)
+  TANDEM_TIMEOUT       seconds the hook waits for the credential and the answer (0.3)
+  TANDEM_AUTH          munge (the default), certificate (a service run with --auth
+                       client-certificate), or none (one run with --insecure-open-verbs)
+  TANDEM_MUNGE         munge's `munge` (munge)
+  TANDEM_MUNGE_SOCKET  munged's socket, if not munge's default
+  TANDEM_TLS_CA        the service's CA (PEM): HTTPS when set
+  TANDEM_TLS_CERT      the hook's client certificate (PEM), with TANDEM_TLS_KEY its key
+Needs LuaSocket (Debian: lua-socket), and munge's client and coreutils' `timeout` (MUNGE) or
+LuaSec (Debian: lua-sec; HTTPS).
 ]]
 
 local TANDEM_SERVICE = os.getenv("TANDEM_SERVICE") or "127.0.0.1:8889"
 -- Longest the hook waits for the service, in seconds: slurmctld holds its locks meanwhile.
 local TANDEM_TIMEOUT = tonumber(os.getenv("TANDEM_TIMEOUT") or "") or 0.3
+local TANDEM_AUTH = os.getenv("TANDEM_AUTH") or "munge"
+local TANDEM_MUNGE = os.getenv("TANDEM_MUNGE") or "munge"
+local TANDEM_MUNGE_SOCKET = os.getenv("TANDEM_MUNGE_SOCKET")
+local TANDEM_TLS_CA = os.getenv("TANDEM_TLS_CA")
+local TANDEM_TLS_CERT = os.getenv("TANDEM_TLS_CERT")
+local TANDEM_TLS_KEY = os.getenv("TANDEM_TLS_KEY")
+-- The largest request the hook sends: munge gets its payload on its command line.
+local MAX_REQUEST = 32768
 
 local have_socket, socket = pcall(require, "socket")
+local have_ssl, ssl = pcall(require, "ssl")
 
 -- The value of KEY in a job's spank_job_env (a table of "KEY=VALUE" strings).
 local function spank_env(job_desc, key)
@@ -42,7 +68,48 @@ local function spank_env(job_desc, key)
    return nil
 end
 
--- POSTs BODY to PATH; returns the answer's body, or nil and why.
+-- TEXT quoted for sh: inside single quotes nothing is special but the quote itself.
+local function quoted(text)
+   return "'" .. text:gsub("'", "'\\''") .. "'"
+end
+
+-- The "Authorization: ..." header line for a request whose payload is PAYLOAD, or "" when the
+-- service is open; nil and why when no credential could be made.
+local function authorization(payload)
+   if TANDEM_AUTH == "none" then
+      return ""
+   elseif TANDEM_AUTH == "certificate" then
+      if TANDEM_TLS_CA == nil or TANDEM_TLS_CERT == nil or TANDEM_TLS_KEY == nil then
+         return nil, "TANDEM_AUTH=certificate needs TANDEM_TLS_CA, TANDEM_TLS_CERT and TANDEM_TLS_KEY"
+      end
+      return ""
+   elseif TANDEM_AUTH ~= "munge" then
+      return nil, "TANDEM_AUTH is " .. TANDEM_AUTH .. " (expected munge, certificate or none)"
+   end
+   if #payload > MAX_REQUEST then
+      return nil, "the request is larger than " .. MAX_REQUEST .. " bytes"
+   end
+   -- `timeout` bounds munge, so that a stuck munged cannot hold slurmctld's locks; `exec`
+   -- spares the shell's own fork.
+   local command = "exec timeout " .. TANDEM_TIMEOUT .. " " .. quoted(TANDEM_MUNGE) .. " -s " .. quoted(payload)
+   if TANDEM_MUNGE_SOCKET ~= nil then
+      command = command .. " -S " .. quoted(TANDEM_MUNGE_SOCKET)
+   end
+   local pipe = io.popen(command .. " 2>&1", "r")
+   if pipe == nil then
+      return nil, "cannot run " .. TANDEM_MUNGE
+   end
+   local out = pipe:read("*a") or ""
+   pipe:close()
+   local credential = out:match("^(MUNGE:[%w+/=]+:)%s*$")
+   if credential == nil then
+      return nil, "no MUNGE credential from " .. TANDEM_MUNGE .. ": " .. out:gsub("%s+$", "")
+   end
+   return "Authorization: MUNGE " .. credential .. "\r\n"
+end
+
+-- POSTs BODY to PATH; returns the answer's body, or nil and why, and the milliseconds it took
+-- (the credential included).
 local function post(path, body)
    if not have_socket then
       return nil, "LuaSocket is not installed (Debian: lua-socket)"
@@ -52,15 +119,48 @@ local function post(path, body)
       return nil, "TANDEM_SERVICE is not HOST:PORT"
    end
    local started = socket.gettime()
+   local header, why = authorization("POST " .. path .. "\n" .. body)
+   if header == nil then
+      return nil, why
+   end
    local tcp = socket.tcp()
-   tcp:settimeout(TANDEM_TIMEOUT, "t")
+   -- What munge took counts against the whole call's limit.
+   local left = TANDEM_TIMEOUT - (socket.gettime() - started)
+   if left <= 0 then
+      tcp:close()
+      return nil, "no MUNGE credential within " .. TANDEM_TIMEOUT .. " s"
+   end
+   tcp:settimeout(left, "t")
    local ok, err = tcp:connect(host, tonumber(port))
    if not ok then
       tcp:close()
       return nil, "cannot connect to " .. TANDEM_SERVICE .. ": " .. tostring(err)
    end
-   ok, err = tcp:send("POST " .. path .. " HTTP/1.0\r\nHost: " .. TANDEM_SERVICE ..
-      "\r\nContent-Type: text/plain\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body)
+   if TANDEM_TLS_CA ~= nil then
+      if not have_ssl then
+         tcp:close()
+         return nil, "LuaSec is not installed (Debian: lua-sec)"
+      end
+      local tls, werr = ssl.wrap(tcp, {
+         mode = "client", protocol = "any", verify = "peer", cafile = TANDEM_TLS_CA,
+         certificate = TANDEM_TLS_CERT, key = TANDEM_TLS_KEY,
+         options = { "all", "no_sslv2", "no_sslv3", "no_tlsv1", "no_tlsv1_1" },
+      })
+      if tls == nil then
+         tcp:close()
+         return nil, "cannot set up TLS: " .. tostring(werr)
+      end
+      tcp = tls
+      -- A negative timeout would be none at all.
+      tcp:settimeout(math.max(0.001, TANDEM_TIMEOUT - (socket.gettime() - started)), "t")
+      ok, err = tcp:dohandshake()
+      if not ok then
+         tcp:close()
+         return nil, "no TLS with " .. TANDEM_SERVICE .. ": " .. tostring(err)
+      end
+   end
+   ok, err = tcp:send("POST " .. path .. " HTTP/1.0\r\nHost: " .. TANDEM_SERVICE .. "\r\n" ..
+      header .. "Content-Type: text/plain\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body)
    if not ok then
       tcp:close()
       return nil, "cannot send to " .. TANDEM_SERVICE .. ": " .. tostring(err)

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use tandem_adapter_core::{
 };
 use tandem_api::{Gpu, GpuSpec, Job, ModelSummary, Objective, Policy, Prediction};
 
+use crate::auth::Callers;
 use crate::identity;
 use crate::models;
 use crate::nodes::{self, SlurmNode};
@@ -57,10 +58,19 @@ pub struct Alternative {
 }
 
 /// A GPU Tandem gave a job.
+///
+/// Its token and its user are not serialized: the operator's view
+/// (`GET /v1/slurm/placements`) must not hand out what claims a placement.
 #[derive(Debug, Clone, Serialize)]
 pub struct Placement {
-    /// Opaque token of the placement (unique across restarts of the service).
+    /// The placement's token: 128 random bits from the operating system, in hex
+    /// ([`new_token`]), so that nobody can guess another job's.
+    #[serde(skip)]
     pub token: String,
+    /// The uid of the job's user, as Slurm gave it (job_submit.lua's `job_desc.user_id`, the
+    /// plugin's `S_JOB_UID`): only a job of this user may take the placement.
+    #[serde(skip)]
+    pub uid: u32,
     /// The keyed job id.
     pub job: String,
     /// The node.
@@ -116,6 +126,35 @@ pub enum Verdict {
     /// Leave the job as it is (no GPU can take it now; Slurm queues it). Why.
     Pass(String),
 }
+
+/// Why a start was not answered with a grant.
+#[derive(Debug)]
+pub enum StartError {
+    /// The engine gave no answer to use.
+    Engine(EngineError),
+    /// The start claims what is another user's: a placement token made for another user's
+    /// job, or a job another user's start already claimed. Why, for the caller (`403`).
+    Refused(String),
+}
+
+impl From<EngineError> for StartError {
+    fn from(error: EngineError) -> Self {
+        Self::Engine(error)
+    }
+}
+
+/// Why a job's end was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishError {
+    /// The run time is not one the job can have had (`400`).
+    Elapsed(String),
+    /// The job is not the named user's (`403`).
+    NotOwner(String),
+}
+
+/// Most a reported run time may exceed the time since the service saw the job start: the
+/// plugin starts its clock before it asks for the GPU, and the report travels after the end.
+pub const ELAPSED_SLACK: Duration = Duration::from_secs(30);
 
 /// What a starting job gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,9 +254,8 @@ pub struct App {
     table: Arc<Mutex<Table>>,
     /// Set when the view changed outside the engine thread (a job ended, nodes were re-read).
     dirty: Arc<AtomicBool>,
-    tokens: AtomicU64,
-    /// Distinguishes this run's tokens from an earlier run's.
-    nonce: String,
+    /// Who may call the verbs.
+    callers: Callers,
     ready: AtomicBool,
 }
 
@@ -260,19 +298,41 @@ fn view(gpus: &[NodeGpu], table: &Table, now: f64, ttl: Duration) -> Vec<Gpu> {
         .collect()
 }
 
+/// Bytes of a placement token.
+const TOKEN_BYTES: usize = 16;
+
+/// A new placement token: [`TOKEN_BYTES`] from the operating system's random source, in hex.
+pub fn new_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0_u8; TOKEN_BYTES];
+    getrandom::getrandom(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether `token` has the shape of a placement token (32 lower-case hex digits).
+pub fn is_token(token: &str) -> bool {
+    token.len() == 2 * TOKEN_BYTES
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 impl App {
-    /// The front-end over `core`.
-    pub fn new(core: Arc<Core>, settings: Settings) -> Self {
+    /// The front-end over `core`, answering the callers `callers` admits.
+    pub fn new(core: Arc<Core>, settings: Settings, callers: Callers) -> Self {
         Self {
             core,
             settings,
             gpus: RwLock::new(Arc::new(Vec::new())),
             table: Arc::new(Mutex::new(Table::default())),
             dirty: Arc::new(AtomicBool::new(true)),
-            tokens: AtomicU64::new(0),
-            nonce: format!("{:x}", now() as u64),
+            callers,
             ready: AtomicBool::new(false),
         }
+    }
+
+    /// Who may call the verbs.
+    pub fn callers(&self) -> &Callers {
+        &self.callers
     }
 
     /// Whether the GPU nodes were read at least once.
@@ -326,9 +386,11 @@ impl App {
         )
     }
 
-    /// Every placement remembered, oldest token first.
+    /// Every placement remembered, oldest first.
     pub fn placements(&self) -> Vec<Placement> {
-        lock(&self.table).placements.values().cloned().collect()
+        let mut all: Vec<Placement> = lock(&self.table).placements.values().cloned().collect();
+        all.sort_by(|a, b| a.placed_at.total_cmp(&b.placed_at));
+        all
     }
 
     /// Forgets placements that never started within the TTL and finished ones kept long enough.
@@ -351,14 +413,6 @@ impl App {
         if !stale.is_empty() {
             self.dirty.store(true, Ordering::Release);
         }
-    }
-
-    fn token(&self) -> String {
-        format!(
-            "{}-{}",
-            self.nonce,
-            self.tokens.fetch_add(1, Ordering::AcqRel)
-        )
     }
 
     /// What a submission declared, checked, with its model's summary (the inline one, or the
@@ -471,8 +525,13 @@ impl App {
                 return Ok(Verdict::Refuse(refusal.to_string()));
             }
         };
-        let token = self.token();
+        let Ok(token) = new_token() else {
+            return Ok(Verdict::Pass(
+                "the operating system's random source gave no placement token".into(),
+            ));
+        };
         let keyed = self.keyed(&submission, &token);
+        let uid = submission.uid;
         let objective = submission
             .objective
             .unwrap_or(self.settings.policy.objective);
@@ -530,6 +589,7 @@ impl App {
                 };
                 table.insert(Placement {
                     token: token.clone(),
+                    uid,
                     job: keyed,
                     node: node.clone(),
                     gpu: gpu.id.clone(),
@@ -596,7 +656,11 @@ impl App {
 
     /// The GPU a job starting on its node gets: the one placed at submission, or, for a job
     /// the hook did not place, the engine's choice on that node now.
-    pub async fn start(&self, start: Start) -> Result<Grant, EngineError> {
+    ///
+    /// The job's user is the uid Slurm gave the plugin (`start.submission.uid`): a placement
+    /// token made for another user's job is refused, and so is a job id another user's start
+    /// already claimed, each without touching that placement.
+    pub async fn start(&self, start: Start) -> Result<Grant, StartError> {
         let mps = self.settings.mps_percentage;
         let ttl = self.settings.pending_ttl;
         let grant = move |table: &Table, token: &str| {
@@ -612,90 +676,140 @@ impl App {
                 mps_percentage: mps.map(|m| (m / sharing).max(1)),
             }
         };
+        let uid = start.submission.uid;
+        let slurm_job = start.slurm_job;
         {
             let mut table = lock(&self.table);
             // Every step of a job asks; the first answer holds for all of them.
-            if let Some(token) = table.by_job.get(&start.slurm_job).cloned() {
+            if let Some(token) = table.by_job.get(&slurm_job).cloned() {
+                let owner = table.placements[&token].uid;
+                if owner != uid {
+                    return Err(StartError::Refused(format!(
+                        "job {slurm_job} was started for uid {owner}, not uid {uid}"
+                    )));
+                }
                 return Ok(grant(&table, &token));
             }
             if let Some(token) = &start.token
                 && let Some(p) = table.placements.get_mut(token)
-                && p.node == start.node
-                && p.slurm_job.is_none()
             {
-                p.slurm_job = Some(start.slurm_job);
-                p.start = Some(now());
-                let token = token.clone();
-                table.by_job.insert(start.slurm_job, token.clone());
-                return Ok(grant(&table, &token));
-            }
-            // Placed elsewhere than it runs (Slurm chose another node): give that GPU back.
-            if let Some(token) = &start.token
-                && table.placements.contains_key(token)
-            {
-                table.remove(token);
-                self.dirty.store(true, Ordering::Release);
+                if p.uid != uid {
+                    return Err(StartError::Refused(format!(
+                        "the placement token of job {slurm_job} (uid {uid}) was made for another \
+                         user's job: a placement is taken only by a job of the user it was made \
+                         for"
+                    )));
+                }
+                if p.node == start.node && p.slurm_job.is_none() {
+                    p.slurm_job = Some(slurm_job);
+                    p.start = Some(now());
+                    let token = token.clone();
+                    table.by_job.insert(slurm_job, token.clone());
+                    return Ok(grant(&table, &token));
+                }
+                // Placed elsewhere than it runs (Slurm chose another node): give that GPU
+                // back. A token another job of the user already took is left to that job.
+                if p.slurm_job.is_none() {
+                    table.remove(token);
+                    self.dirty.store(true, Ordering::Release);
+                }
             }
         }
-        let token = self.token();
+        let Ok(token) = new_token() else {
+            return Ok(Grant::None(
+                "the operating system's random source gave no placement token".into(),
+            ));
+        };
         let keyed = self.keyed(&start.submission, &token);
         let objective = start
             .submission
             .objective
             .unwrap_or(self.settings.policy.objective);
         let node = start.node.clone();
-        let slurm_job = start.slurm_job;
-        self.decide("start", objective, move |state, table, gpus| {
-            let job = Job::new(&keyed);
-            let placed = match state.place(&job, &node, 1)? {
-                EnginePlacement::Placed { gpus, .. } => gpus,
-                EnginePlacement::Refused(why) => return Ok(Grant::None(why)),
-            };
-            let Some(gpu) = placed
-                .first()
-                .and_then(|id| gpus.iter().find(|g| &g.id == id))
-            else {
-                return Ok(Grant::None("the engine chose no GPU".into()));
-            };
-            let started = now();
-            table.insert(Placement {
-                token: token.clone(),
-                job: keyed,
-                node,
-                gpu: gpu.id.clone(),
-                index: gpu.index,
-                model: gpu.spec.model.clone(),
-                placed_at: started,
-                slurm_job: Some(slurm_job),
-                start: Some(started),
-                end: None,
-                objective,
-                alternatives: Vec::new(),
-            });
-            Ok(grant(table, &token))
-        })
-        .await
+        let answer = self
+            .decide("start", objective, move |state, table, gpus| {
+                // Another step of the job may have been placed while this one waited.
+                if let Some(token) = table.by_job.get(&slurm_job).cloned() {
+                    return Ok(if table.placements[&token].uid == uid {
+                        Ok(grant(table, &token))
+                    } else {
+                        Err(format!(
+                            "job {slurm_job} was started for another uid than {uid}"
+                        ))
+                    });
+                }
+                let job = Job::new(&keyed);
+                let placed = match state.place(&job, &node, 1)? {
+                    EnginePlacement::Placed { gpus, .. } => gpus,
+                    EnginePlacement::Refused(why) => return Ok(Ok(Grant::None(why))),
+                };
+                let Some(gpu) = placed
+                    .first()
+                    .and_then(|id| gpus.iter().find(|g| &g.id == id))
+                else {
+                    return Ok(Ok(Grant::None("the engine chose no GPU".into())));
+                };
+                let started = now();
+                table.insert(Placement {
+                    token: token.clone(),
+                    uid,
+                    job: keyed,
+                    node,
+                    gpu: gpu.id.clone(),
+                    index: gpu.index,
+                    model: gpu.spec.model.clone(),
+                    placed_at: started,
+                    slurm_job: Some(slurm_job),
+                    start: Some(started),
+                    end: None,
+                    objective,
+                    alternatives: Vec::new(),
+                });
+                Ok(Ok(grant(table, &token)))
+            })
+            .await?;
+        answer.map_err(StartError::Refused)
     }
 
-    /// Records that a job ended after `elapsed` seconds of run time, frees its GPU and learns
-    /// from it (a solo run, or an outcome with the job that shared its GPU). Returns whether
-    /// the job was one Tandem placed.
-    pub async fn finish(&self, slurm_job: u32, elapsed: f64) -> bool {
+    /// Records that a job ended after `elapsed` seconds of run time (the service's own clock
+    /// when not given), frees its GPU and learns from it (a solo run, or an outcome with the job
+    /// that shared its GPU). Returns whether the job was one Tandem placed.
+    ///
+    /// `uid`, when given, is the job's user as Slurm knows it: the end of another user's job is
+    /// refused. A run time must be positive, finite and at most the time since the job started
+    /// here plus [`ELAPSED_SLACK`]; anything else is refused, so a report cannot make a job
+    /// look longer or shorter than it was beyond that.
+    pub async fn finish(
+        &self,
+        slurm_job: u32,
+        elapsed: Option<f64>,
+        uid: Option<u32>,
+    ) -> Result<bool, FinishError> {
         let end = now();
         let (run, others) = {
             let mut table = lock(&self.table);
             let Some(token) = table.by_job.get(&slurm_job).cloned() else {
-                return false;
+                return Ok(false);
             };
             let Some(p) = table.placements.get_mut(&token) else {
-                return false;
+                return Ok(false);
             };
+            if let Some(uid) = uid
+                && uid != p.uid
+            {
+                return Err(FinishError::NotOwner(format!(
+                    "job {slurm_job} is not uid {uid}'s: its end is not recorded"
+                )));
+            }
+            if let Some(elapsed) = elapsed {
+                check_elapsed(slurm_job, elapsed, p.start.map(|start| end - start))?;
+            }
             if p.end.is_some() {
                 // Another step of the job reported first.
-                return true;
+                return Ok(true);
             }
             p.end = Some(end);
-            if elapsed.is_finite() && elapsed > 0.0 {
+            if let Some(elapsed) = elapsed {
                 p.start = Some(end - elapsed);
             }
             let (gpu, run) = (p.gpu.clone(), p.run());
@@ -711,8 +825,25 @@ impl App {
         if let Some(run) = run {
             self.core.run_finished(run, others, end).await;
         }
-        true
+        Ok(true)
     }
+}
+
+/// Checks a reported run time against the time `since` the job started here (if it did).
+fn check_elapsed(slurm_job: u32, elapsed: f64, since: Option<f64>) -> Result<(), FinishError> {
+    if !elapsed.is_finite() || elapsed <= 0.0 {
+        return Err(FinishError::Elapsed(format!(
+            "`elapsed` of job {slurm_job} is {elapsed}: a run time is a positive number of seconds"
+        )));
+    }
+    let most = since.unwrap_or(0.0).max(0.0) + ELAPSED_SLACK.as_secs_f64();
+    if elapsed > most {
+        return Err(FinishError::Elapsed(format!(
+            "`elapsed` of job {slurm_job} is {elapsed} s, and it started {:.1} s ago",
+            since.unwrap_or(0.0).max(0.0)
+        )));
+    }
+    Ok(())
 }
 
 /// No GPU can take the job now: refused if its memory fits no GPU of the cluster even empty,

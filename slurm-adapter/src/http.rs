@@ -2,33 +2,45 @@
 //!
 //! | path | method | caller | what |
 //! |---|---|---|---|
-//! | `/v1/slurm/submit` | POST | job_submit.lua | where a job should run |
-//! | `/v1/slurm/start` | POST | SPANK plugin | which GPU of its node a starting job gets |
-//! | `/v1/slurm/finish` | POST | SPANK plugin | a job's run time, at its end |
-//! | `/v1/slurm/placements` | GET | operators, tests | the placements, keyed ids only |
+//! | `/v1/slurm/submit` | POST | job_submit.lua (SlurmUser) | where a job should run |
+//! | `/v1/slurm/start` | POST | SPANK plugin (root, in slurmstepd) | which GPU of its node a starting job gets |
+//! | `/v1/slurm/finish` | POST | SPANK plugin (root, in slurmstepd) | a job's run time, at its end |
+//! | `/v1/slurm/placements` | GET | operators (root, SlurmUser) | the placements, keyed ids only, no tokens |
+//!
+//! Every verb is Slurm's own ([`crate::auth`]): a request is authenticated before its body is
+//! read as fields (`401` without a credential, with a replayed one, or with one made for
+//! another request; `503` when munged cannot be asked), and a caller that is not Slurm itself
+//! gets `403` naming its uid. Each refusal is counted in `tandem_unauthorized_total{verb}`.
 //!
 //! The hook and the plugin speak the simplest format both can write without a library: the
-//! body is `key=value` lines, the answer one line of words (`place NODE INDEX TOKEN`,
-//! `refuse REASON`, `pass REASON`; `gpu INDEX [MPS_PERCENT]`, `none REASON`). A body that
-//! does not parse is answered `400` naming the line; a caller that gets anything but `200`
-//! leaves the job as it is (fail-open).
+//! body is `key=value` lines (at most [`MAX_BODY`] bytes), the answer one line of words
+//! (`place NODE INDEX TOKEN`, `refuse REASON`, `pass REASON`; `gpu INDEX [MPS_PERCENT]`,
+//! `none REASON`). A body that does not parse is answered `400` naming the line; a caller that
+//! gets anything but `200` leaves the job as it is (fail-open).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use tandem_adapter_core::declaration::{Carrier, Raw};
 use tandem_adapter_core::http::{Failure, timed};
+use tandem_adapter_core::serve::ClientCertificate;
 use tandem_adapter_core::{EngineError, Frontend, ObserveError};
 use tandem_api::Objective;
 
-use crate::app::{App, Grant, Start, Submission, Verdict};
+use crate::app::{App, FinishError, Grant, Start, StartError, Submission, Verdict};
+use crate::auth::{self, Caller, CredentialError, Method, Who};
 use crate::identity::check_name;
+
+/// Largest body of a Slurm verb: a submission's declaration (an inline model summary is a few
+/// hundred bytes) with room to spare.
+pub const MAX_BODY: usize = 64 << 10;
 
 impl Frontend for App {
     const TYPE: &'static str = "Slurm job_submit hook and SPANK plugin";
@@ -46,12 +58,129 @@ impl Frontend for App {
             .route("/v1/slurm/start", post(start))
             .route("/v1/slurm/finish", post(finish))
             .route("/v1/slurm/placements", get(placements))
+            .route_layer(middleware::from_fn_with_state(
+                Arc::clone(&self),
+                authenticate,
+            ))
             .with_state(self)
     }
 
     fn is_ready(&self) -> bool {
         App::is_ready(self)
     }
+}
+
+/// A refusal of `verb` to a caller who is not who the verb needs: counted, logged (without
+/// anything the request said) and answered.
+fn unauthorized(app: &App, verb: &str, status: StatusCode, message: String) -> Failure {
+    app.core
+        .metrics
+        .unauthorized
+        .get_or_create(&tandem_adapter_core::metrics::Verb {
+            verb: verb.to_owned(),
+        })
+        .inc();
+    tracing::warn!(verb, %status, "refused a Slurm verb: {message}");
+    Failure::new(status, message)
+}
+
+/// Finds who made the request (see [`crate::auth`]) and hands it on with its [`Caller`], the
+/// body read (at most [`MAX_BODY`] bytes) so that a MUNGE credential is checked against it.
+async fn authenticate(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let verb = parts.uri.path().trim_start_matches('/').to_owned();
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => body,
+        Err(_) => {
+            return Failure::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a Slurm verb's body is at most {MAX_BODY} bytes"),
+            )
+            .into_response();
+        }
+    };
+    let callers = app.callers();
+    let who = match &callers.method {
+        Method::Open => Ok(Who::Anyone),
+        Method::ClientCertificate => {
+            let certified = parts
+                .extensions
+                .get::<ClientCertificate>()
+                .is_some_and(|c| c.0);
+            if certified {
+                Ok(Who::Certificate)
+            } else {
+                Err((
+                    StatusCode::UNAUTHORIZED,
+                    "the Slurm verbs need a client certificate signed by the service's \
+                     --client-ca (the SPANK plugin's tls_cert, job_submit.lua's TANDEM_TLS_CERT)"
+                        .to_owned(),
+                ))
+            }
+        }
+        Method::Munge(unmunge) => {
+            let given = parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix(auth::SCHEME))
+                .and_then(|v| v.strip_prefix(' '));
+            match given {
+                None => Err((
+                    StatusCode::UNAUTHORIZED,
+                    format!(
+                        "the Slurm verbs need a MUNGE credential made for the request \
+                         (`Authorization: {} <credential>`, the payload `<METHOD> <PATH>\\n<body>`)",
+                        auth::SCHEME
+                    ),
+                )),
+                Some(credential) => match unmunge.decode(credential).await {
+                    Ok(decoded) => {
+                        let expected =
+                            auth::payload(parts.method.as_str(), parts.uri.path(), &body);
+                        if decoded.payload == expected {
+                            Ok(Who::Munge {
+                                uid: decoded.uid,
+                                gid: decoded.gid,
+                                host: decoded.host,
+                            })
+                        } else {
+                            Err((
+                                StatusCode::UNAUTHORIZED,
+                                format!(
+                                    "the MUNGE credential (uid {}) was made for another request \
+                                     than {} {}",
+                                    decoded.uid,
+                                    parts.method,
+                                    parts.uri.path()
+                                ),
+                            ))
+                        }
+                    }
+                    Err(error @ CredentialError::Unavailable(_)) => {
+                        Err((StatusCode::SERVICE_UNAVAILABLE, error.to_string()))
+                    }
+                    Err(error) => Err((StatusCode::UNAUTHORIZED, error.to_string())),
+                },
+            }
+        }
+    };
+    let caller = match who {
+        Ok(who) => Caller::new(who, callers),
+        Err((status, message)) => {
+            return unauthorized(&app, &verb, status, message).into_response();
+        }
+    };
+    let mut request = Request::from_parts(parts, Body::from(body));
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// `403` unless `caller` is Slurm itself.
+fn only_slurm(app: &App, caller: &Caller, verb: &str, whose: &str) -> Result<(), Failure> {
+    caller
+        .require_slurm(verb, whose)
+        .map_err(|m| unauthorized(app, &format!("v1/slurm/{verb}"), StatusCode::FORBIDDEN, m))
 }
 
 /// A `key=value` body.
@@ -160,9 +289,14 @@ fn engine_error(app: &App, verb: &'static str, error: EngineError) -> Failure {
     Failure::from(ObserveError::from(error))
 }
 
-async fn submit(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn submit(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Response {
     let core = Arc::clone(&app.core);
     timed(&core, "submit", async move {
+        only_slurm(&app, &caller, "submit", "job_submit.lua's")?;
         let submission = Fields::parse("submit", &body)?.submission("submit")?;
         let verdict = app
             .submit(submission)
@@ -183,9 +317,14 @@ async fn submit(State(app): State<Arc<App>>, body: Bytes) -> Response {
     .await
 }
 
-async fn start(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn start(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Response {
     let core = Arc::clone(&app.core);
     timed(&core, "start", async move {
+        only_slurm(&app, &caller, "start", "the SPANK plugin's (slurmstepd's)")?;
         let fields = Fields::parse("start", &body)?;
         let bad = |m: &str| {
             Failure::new(
@@ -193,6 +332,12 @@ async fn start(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 format!("invalid start request: {m}"),
             )
         };
+        let token = fields.get("token").map(str::to_owned);
+        if let Some(token) = &token
+            && !crate::app::is_token(token)
+        {
+            return Err(bad("`token` is not a placement token"));
+        }
         let start = Start {
             slurm_job: fields
                 .number("start", "job")?
@@ -201,13 +346,15 @@ async fn start(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 .get("node")
                 .ok_or_else(|| bad("`node` is missing"))?
                 .to_owned(),
-            token: fields.get("token").map(str::to_owned),
+            token,
             submission: fields.submission("start")?,
         };
-        let grant = app
-            .start(start)
-            .await
-            .map_err(|e| engine_error(&app, "start", e))?;
+        let grant = app.start(start).await.map_err(|e| match e {
+            StartError::Engine(e) => engine_error(&app, "start", e),
+            StartError::Refused(message) => {
+                unauthorized(&app, "v1/slurm/start", StatusCode::FORBIDDEN, message)
+            }
+        })?;
         Ok(match grant {
             Grant::Gpu {
                 index,
@@ -220,9 +367,14 @@ async fn start(State(app): State<Arc<App>>, body: Bytes) -> Response {
     .await
 }
 
-async fn finish(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn finish(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Response {
     let core = Arc::clone(&app.core);
     timed(&core, "finish", async move {
+        only_slurm(&app, &caller, "finish", "the SPANK plugin's (slurmstepd's)")?;
         let fields = Fields::parse("finish", &body)?;
         let job: u32 = fields.number("finish", "job")?.ok_or_else(|| {
             Failure::new(
@@ -230,19 +382,35 @@ async fn finish(State(app): State<Arc<App>>, body: Bytes) -> Response {
                 "invalid finish request: `job` is missing",
             )
         })?;
-        let elapsed: f64 = fields.number("finish", "elapsed")?.unwrap_or(f64::NAN);
-        Ok(if app.finish(job, elapsed).await {
-            "recorded\n"
-        } else {
-            "unknown\n"
-        })
+        let elapsed: Option<f64> = fields.number("finish", "elapsed")?;
+        let uid: Option<u32> = fields.number("finish", "uid")?;
+        match app.finish(job, elapsed, uid).await {
+            Ok(true) => Ok("recorded\n"),
+            Ok(false) => Ok("unknown\n"),
+            Err(FinishError::Elapsed(message)) => Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid finish request: {message}"),
+            )),
+            Err(FinishError::NotOwner(message)) => Err(unauthorized(
+                &app,
+                "v1/slurm/finish",
+                StatusCode::FORBIDDEN,
+                message,
+            )),
+        }
     })
     .await
 }
 
-async fn placements(State(app): State<Arc<App>>) -> Response {
+async fn placements(State(app): State<Arc<App>>, Extension(caller): Extension<Caller>) -> Response {
     let core = Arc::clone(&app.core);
     timed(&core, "placements", async move {
+        only_slurm(
+            &app,
+            &caller,
+            "placements",
+            "the operators' (root's, SlurmUser's)",
+        )?;
         Ok(axum::Json(serde_json::json!({
             "gpus": *app.gpus(),
             "placements": app.placements(),

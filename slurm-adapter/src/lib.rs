@@ -14,11 +14,16 @@
 //!   from which the core estimates co-location outcomes.
 //! - **The cluster**: GPU nodes are read from Slurm itself, `scontrol show node -o` ([`nodes`]).
 //!
+//! Every verb is Slurm's own: job_submit.lua and the plugin prove it with a MUNGE credential
+//! bound to each request, or a client certificate ([`auth`]); a placement's token is random
+//! and taken only by a job of the user it was made for.
+//!
 //! Identities are keyed before they reach the engine ([`identity`]): the engine and the stored
 //! knowledge base see HMACs of `slurm-uid-<uid>/<name>`, where the name is what the user chose
 //! with `--tandem-name`, never a job name, script or command.
 
 pub mod app;
+pub mod auth;
 pub mod http;
 pub mod identity;
 pub mod models;

@@ -81,6 +81,58 @@ pub struct Options {
     /// Largest model file read from --model-dir, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = crate::models::DEFAULT_LIMIT)]
     pub model_file_limit: u64,
+
+    /// How job_submit.lua and the SPANK plugin prove they are Slurm: `munge` (a MUNGE
+    /// credential bound to each request, decoded by the local munged) or `client-certificate`
+    /// (mutual TLS: --tls-cert, --tls-key and --client-ca). Required unless
+    /// --insecure-open-verbs.
+    #[arg(long, value_enum, required_unless_present = "insecure_open_verbs")]
+    pub auth: Option<Auth>,
+
+    /// Serve the Slurm verbs to anyone who reaches the port, unauthenticated: any user could
+    /// then take other users' placements and end their jobs in Tandem's view. For a test bed
+    /// only; logged as a warning at start.
+    #[arg(long, conflicts_with = "auth")]
+    pub insecure_open_verbs: bool,
+
+    /// munged's socket (munge's default, /run/munge/munge.socket.2, without it).
+    #[arg(long, value_name = "PATH")]
+    pub munge_socket: Option<PathBuf>,
+
+    /// munge's `unmunge`, which decodes the callers' credentials.
+    #[arg(long, value_name = "PATH", default_value = "unmunge")]
+    pub unmunge: PathBuf,
+
+    /// munge's `munge`, with which the service checks at start that munged answers.
+    #[arg(long, value_name = "PATH", default_value = "munge")]
+    pub munge: PathBuf,
+
+    /// SlurmUser's uid (slurm.conf's SlurmUser, as whom slurmctld runs job_submit.lua), if it
+    /// is not root; repeat for several. Root is always Slurm.
+    #[arg(long = "slurm-uid", value_name = "UID")]
+    pub slurm_uids: Vec<u32>,
+
+    /// Serve HTTPS with this certificate (PEM; with --tls-key), read again when it changes.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// CA certificates (PEM) whose client certificates prove a caller is Slurm
+    /// (`--auth client-certificate`).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+}
+
+/// How callers of the Slurm verbs prove who they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Auth {
+    /// A MUNGE credential bound to each request.
+    Munge,
+    /// A TLS client certificate signed by --client-ca.
+    ClientCertificate,
 }
 
 fn parse_type_memory(text: &str) -> Result<(String, u32), String> {
@@ -109,6 +161,31 @@ mod tests {
         );
         assert!(parse_type_memory("x").unwrap_err().contains("TYPE=MiB"));
         assert!(parse_type_memory("x=big").unwrap_err().contains("`big`"));
+    }
+
+    #[test]
+    fn the_service_does_not_start_without_a_way_to_tell_who_calls() {
+        let base = [
+            "tandem-slurm-adapter",
+            "--knowledge",
+            "k",
+            "--id-secret-file",
+            "s",
+        ];
+        let error = Options::try_parse_from(base).unwrap_err().to_string();
+        assert!(error.contains("--auth"), "{error}");
+        let open = Options::try_parse_from(base.into_iter().chain(["--insecure-open-verbs"]));
+        assert!(open.unwrap().auth.is_none());
+        let munge = Options::try_parse_from(base.into_iter().chain(["--auth", "munge"])).unwrap();
+        assert_eq!(munge.auth, Some(Auth::Munge));
+        let both = base
+            .into_iter()
+            .chain(["--auth", "munge", "--insecure-open-verbs"]);
+        assert!(Options::try_parse_from(both).is_err());
+        let error = Options::try_parse_from(base.into_iter().chain(["--client-ca", "ca.pem"]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--tls-cert"), "{error}");
     }
 
     #[test]

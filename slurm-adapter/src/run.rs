@@ -1,20 +1,38 @@
 //! Starting the service: engine, knowledge-base file, node reader, server; and stopping it.
 
+use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tandem_adapter_core::serve::{serve, wait_for_signal};
+use anyhow::Context as _;
+use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
 use tandem_adapter_core::store::FileStore;
 use tandem_adapter_core::{Core, CoreConfig, Leadership, Limits, Shutdown, resume_or_bootstrap};
 
 use crate::Options;
 use crate::app::{App, Settings};
+use crate::auth::{Callers, Method, Unmunge};
 use crate::nodes;
+use crate::options::Auth;
 
 /// Engine calls that may wait before more are refused (and the hook fails open).
 const ENGINE_QUEUE: usize = 256;
 
 /// Runs the service until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> anyhow::Result<()> {
+    let callers = callers(&options).await?;
+    let tls = options
+        .tls_cert
+        .clone()
+        .zip(options.tls_key.clone())
+        .map(|(cert, key)| Tls {
+            cert,
+            key,
+            client_ca: options.client_ca.clone(),
+        });
+    if tls.is_some() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     let keys = options.core.keys()?;
     let intake_token = options.core.intake_token()?;
     let runtime = options.core.runtime(options.engine_deadline)?;
@@ -47,6 +65,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             model_dir: options.model_dir.clone(),
             model_file_limit: options.model_file_limit,
         },
+        callers,
     ));
 
     let (trigger, shutdown) = Shutdown::new();
@@ -87,5 +106,80 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     });
 
     let router = tandem_adapter_core::http::router(core, app);
-    serve(router, options.listen, None, shutdown).await
+    serve(router, options.listen, tls, shutdown).await
+}
+
+/// Who may call the verbs, from the options; refuses to start without a way to tell, unless
+/// --insecure-open-verbs says so, and checks that munged answers before serving.
+async fn callers(options: &Options) -> anyhow::Result<Callers> {
+    let mut slurm_uids = vec![0];
+    slurm_uids.extend(&options.slurm_uids);
+    let method = match options.auth {
+        None => {
+            anyhow::ensure!(
+                options.insecure_open_verbs,
+                "say how job_submit.lua and the SPANK plugin prove they are Slurm: --auth munge \
+                 or --auth client-certificate (or --insecure-open-verbs for a test bed)"
+            );
+            tracing::warn!(
+                "--insecure-open-verbs: the Slurm verbs are open to anyone who reaches this port; \
+                 any user can take other users' placements, end their jobs in Tandem's view and \
+                 poison what it learns. Use --auth munge or --auth client-certificate"
+            );
+            Method::Open
+        }
+        Some(Auth::ClientCertificate) => {
+            anyhow::ensure!(
+                options.client_ca.is_some(),
+                "--auth client-certificate needs --tls-cert, --tls-key and --client-ca"
+            );
+            Method::ClientCertificate
+        }
+        Some(Auth::Munge) => {
+            let unmunge = Unmunge::new(options.unmunge.clone(), options.munge_socket.clone());
+            check_munge(options, &unmunge).await?;
+            Method::Munge(unmunge)
+        }
+    };
+    Ok(Callers { method, slurm_uids })
+}
+
+/// Encodes a credential with `munge` and decodes it: munged answers, and this service can
+/// tell who callers are.
+async fn check_munge(options: &Options, unmunge: &Unmunge) -> anyhow::Result<()> {
+    let mut munge = tokio::process::Command::new(&options.munge);
+    munge.arg("--no-input");
+    if let Some(socket) = &options.munge_socket {
+        munge.arg("--socket").arg(socket);
+    }
+    let output = tokio::time::timeout(
+        Duration::from_secs(5),
+        munge
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .with_context(|| format!("{} did not answer within 5 s", options.munge.display()))?
+    .with_context(|| format!("cannot run {} (munge)", options.munge.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "--auth munge: {} cannot encode a credential (is munged running?): {}",
+        options.munge.display(),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    let credential = String::from_utf8_lossy(&output.stdout);
+    let decoded = unmunge
+        .decode(&credential)
+        .await
+        .context("--auth munge: the service cannot decode its own credential")?;
+    tracing::info!(
+        uid = decoded.uid,
+        host = decoded.host,
+        slurm_uids = ?options.slurm_uids,
+        "callers authenticated with MUNGE"
+    );
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! What the Slurm adapter needs from the machine: Debian's Slurm (munged, slurmctld, slurmd,
 //! the clients and `job_submit_lua.so`), Slurm's headers and libclang (the SPANK plugin's
-//! bindings are generated from `<slurm/spank.h>` at build time) and LuaSocket (the placement
-//! hook's HTTP). Installed with apt-get once, when missing.
+//! bindings are generated from `<slurm/spank.h>` at build time), LuaSocket (the placement
+//! hook's HTTP) and LuaSec (its HTTPS, where callers are authenticated by client certificate).
+//! Installed with apt-get once, when missing.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,6 +16,7 @@ pub const PACKAGES: &[&str] = &[
     "libslurm-dev",
     "libclang-dev",
     "lua-socket",
+    "lua-sec",
 ];
 
 /// Files whose presence shows each package is installed.
@@ -23,6 +25,7 @@ const MARKERS: &[&str] = &[
     "/usr/sbin/munged",
     "/usr/include/slurm/spank.h",
     "/usr/share/lua/5.1/socket.lua",
+    "/usr/share/lua/5.1/ssl.lua",
 ];
 
 fn libclang_present() -> bool {

@@ -223,6 +223,12 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
         return -1;
     }
     let ctx = context();
+    if ctx == spank_sys::spank_context_S_CTX_REMOTE {
+        // Here slurmstepd still runs as root (user_init runs with the job's user's
+        // privileges): the credential the service gets is root's, which is Slurm's.
+        claim_gpu(spank, &objective, name.as_deref());
+        return 0;
+    }
     if ctx == spank_sys::spank_context_S_CTX_LOCAL
         || ctx == spank_sys::spank_context_S_CTX_ALLOCATOR
     {
@@ -249,24 +255,9 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
     0
 }
 
-/// Asks the service for the GPU of this node the job gets.
-///
-/// # Safety
-/// Called by Slurm with a valid handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn slurm_spank_user_init(
-    spank: spank_sys::spank_t,
-    _ac: c_int,
-    _argv: *const *const c_char,
-) -> c_int {
-    if context() != spank_sys::spank_context_S_CTX_REMOTE {
-        return 0;
-    }
-    let (config, tandem, name) =
-        with_state(|s| (s.config.clone(), s.tandem.clone(), s.name.clone()));
-    let Some(objective) = tandem else {
-        return 0;
-    };
+/// Asks the service for the GPU of this node the job gets (remote context, as root).
+fn claim_gpu(spank: spank_sys::spank_t, objective: &str, name: Option<&str>) {
+    let config = with_state(|s| s.config.clone());
     let (Some(job), Some(step), Some(uid)) = (
         item_u32(spank, spank_sys::spank_item_S_JOB_ID),
         item_u32(spank, spank_sys::spank_item_S_JOB_STEPID),
@@ -276,7 +267,7 @@ pub unsafe extern "C" fn slurm_spank_user_init(
             true,
             "tandem: cannot read the job's id; it keeps the GPU Slurm gave it",
         );
-        return 0;
+        return;
     };
     // Slurm's name for the node; the host name where slurmstepd does not set it (the usual
     // NodeName).
@@ -290,17 +281,20 @@ pub unsafe extern "C" fn slurm_spank_user_init(
     if !objective.is_empty() {
         body.push_str(&format!("objective={objective}\n"));
     }
-    if let Some(name) = &name {
+    if let Some(name) = name {
         body.push_str(&format!("name={name}\n"));
     }
+    // The job's environment is its user's to set: the token is only a claim, which the
+    // service grants only to a job of the user it was made for.
     if let Some(token) = getenv(spank, c"TANDEM_PLACEMENT") {
         body.push_str(&format!("token={token}\n"));
     }
+    let asked = Instant::now();
     let grant = post(&config, "/v1/slurm/start", &body).and_then(|a| parse_grant(&a));
     match grant {
         Ok(Grant::Gpu(index, mps)) => {
             with_state(|s| {
-                s.started = Some((job, step, Instant::now()));
+                s.started = Some((job, step, uid, asked));
                 s.grant = Some((index, mps));
             });
             set_gpu(spank, index, mps);
@@ -310,7 +304,7 @@ pub unsafe extern "C" fn slurm_spank_user_init(
             );
         }
         Ok(Grant::None(why)) => {
-            with_state(|s| s.started = Some((job, step, Instant::now())));
+            with_state(|s| s.started = Some((job, step, uid, asked)));
             log(
                 false,
                 &format!("tandem: no GPU for job {job} ({why}); it keeps the GPU Slurm gave it"),
@@ -323,7 +317,6 @@ pub unsafe extern "C" fn slurm_spank_user_init(
             ),
         ),
     }
-    0
 }
 
 fn set_gpu(spank: spank_sys::spank_t, index: u32, mps: Option<u32>) {
@@ -372,7 +365,7 @@ pub unsafe extern "C" fn slurm_spank_exit(
         return 0;
     }
     let (config, started) = with_state(|s| (s.config.clone(), s.started));
-    let Some((job, step, at)) = started else {
+    let Some((job, step, uid, at)) = started else {
         return 0;
     };
     // Steps a batch script starts with srun end before the script: only the script's end is
@@ -382,7 +375,7 @@ pub unsafe extern "C" fn slurm_spank_exit(
         return 0;
     }
     let elapsed = at.elapsed().as_secs_f64();
-    let body = format!("job={job}\nelapsed={elapsed:.3}\n");
+    let body = format!("job={job}\nuid={uid}\nelapsed={elapsed:.3}\n");
     if let Err(error) = post(&config, "/v1/slurm/finish", &body) {
         log(
             true,

@@ -6,6 +6,12 @@
 //! required /usr/lib/tandem/libtandem_slurm.so service=127.0.0.1:8889 timeout_ms=1000
 //! ```
 //!
+//! Its arguments: `service=HOST:PORT`, `timeout_ms=N` (the whole of one call to the service,
+//! the credential included), and how it proves to the service that it is Slurm:
+//! `auth=munge` (the default: a fresh MUNGE credential bound to each request, made by
+//! `munge=PATH`, `munge_socket=PATH`) or `auth=none` (for a service started with
+//! `--insecure-open-verbs`).
+//!
 //! - **Options**: `--tandem[=OBJECTIVE]` (share a GPU the way Tandem recommends; `balanced`,
 //!   `min-slowdown` or `max-packing`, the service's default when left out) and
 //!   `--tandem-name=NAME` (the name of a recurring job, so its earlier runs inform this one).
@@ -17,12 +23,18 @@
 //!   `job_submit.lua` in the job-control environment (`SPANK_TANDEM`, `SPANK_TANDEM_NAME`,
 //!   `SPANK_TANDEM_PRIORITY`, ...), which is where the node is chosen: SPANK itself cannot
 //!   choose nodes.
-//! - **On the node** (remote context, once per job step): asks the service which of the node's
-//!   GPUs the job gets, with the placement token the hook left in the job's environment
-//!   (`TANDEM_PLACEMENT`), and sets `CUDA_VISIBLE_DEVICES` (and
+//! - **On the node** (remote context, once per job step, in slurmstepd as root, before the
+//!   step's privileges are dropped): asks the service which of the node's GPUs the job gets,
+//!   with the job's user as Slurm knows it (`S_JOB_UID`) and the placement token the hook left
+//!   in the job's environment (`TANDEM_PLACEMENT`; the service gives a token's GPU only to a job
+//!   of the user it was made for), and sets `CUDA_VISIBLE_DEVICES` (and
 //!   `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` when the service is configured for MPS) for every task.
+//!   Its MUNGE credential is root's: only Slurm may ask.
 //! - **At exit** of the job's main step: reports its run time, from which the service learns
 //!   solo times and co-location outcomes.
+//!
+//! The service's answer is read within one deadline for the whole call (not per read) and at
+//! most [`MAX_ANSWER`] bytes of it.
 //!
 //! Everything the plugin does on the node fails open: the service down or slow leaves the job
 //! with what Slurm gave it, and a line in slurmd's log. The plugin is built for the Slurm
@@ -30,8 +42,7 @@
 //! every Slurm upgrade.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint};
-use std::io::{Read as _, Write as _};
-use std::net::{TcpStream, ToSocketAddrs as _};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -61,13 +72,49 @@ pub const OBJECTIVES: [&str; 3] = ["balanced", "min-slowdown", "max-packing"];
 /// Step id of a batch script (`SLURM_BATCH_SCRIPT` in <slurm/slurm.h>).
 const BATCH_STEP: u32 = 0xffff_fffb;
 
-/// Where the service is, from the plugin's arguments in `plugstack.conf`.
+/// How the plugin proves to the service that it is Slurm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// A MUNGE credential bound to each request, made by `munge` at this socket.
+    Munge {
+        /// munge's `munge`.
+        program: PathBuf,
+        /// munged's socket, if not munge's default.
+        socket: Option<PathBuf>,
+    },
+    /// The client certificate of [`Config::tls`] (a service run with `--auth
+    /// client-certificate`).
+    Certificate,
+    /// Nothing (a service started with `--insecure-open-verbs`).
+    None,
+}
+
+/// HTTPS to the service: the CA its certificate is checked against, and the plugin's own
+/// certificate and key when it presents one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CA certificates (PEM) of the service's certificate (`tls_ca=`).
+    pub ca: PathBuf,
+    /// The plugin's client certificate (PEM, `tls_cert=`).
+    pub cert: Option<PathBuf>,
+    /// Its key (PEM, `tls_key=`).
+    pub key: Option<PathBuf>,
+    /// The name the service's certificate must carry (`tls_name=`; the host of `service=`
+    /// without it).
+    pub name: Option<String>,
+}
+
+/// Where the service is and how to call it, from the plugin's arguments in `plugstack.conf`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `HOST:PORT` of tandem-slurm-adapter.
     pub service: String,
-    /// Longest a call to it may take.
+    /// Longest a call to it may take, all of it.
     pub timeout: Duration,
+    /// How the plugin proves it is Slurm.
+    pub auth: Auth,
+    /// HTTPS, if `tls_ca=` is given.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for Config {
@@ -75,14 +122,25 @@ impl Default for Config {
         Self {
             service: "127.0.0.1:8889".into(),
             timeout: Duration::from_millis(1000),
+            auth: Auth::Munge {
+                program: "munge".into(),
+                socket: None,
+            },
+            tls: None,
         }
     }
 }
 
 impl Config {
-    /// Reads `service=HOST:PORT` and `timeout_ms=N`; names anything else.
+    /// Reads `service=HOST:PORT`, `timeout_ms=N`, `auth=munge|certificate|none`,
+    /// `munge=PATH`, `munge_socket=PATH`, `tls_ca=PEM`, `tls_cert=PEM`, `tls_key=PEM` and
+    /// `tls_name=NAME`; names anything else.
     pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
         let mut config = Self::default();
+        let mut auth = "munge".to_owned();
+        let mut program = PathBuf::from("munge");
+        let mut socket = None;
+        let (mut ca, mut cert, mut key, mut name) = (None, None, None, None);
         for arg in args {
             match arg.split_once('=') {
                 Some(("service", v)) if !v.is_empty() => config.service = v.to_owned(),
@@ -92,13 +150,60 @@ impl Config {
                         .map_err(|_| format!("tandem: timeout_ms={v} is not a number"))?;
                     config.timeout = Duration::from_millis(ms.max(1));
                 }
+                Some(("auth", v)) => auth = v.to_owned(),
+                Some(("munge", v)) if !v.is_empty() => program = v.into(),
+                Some(("munge_socket", v)) if !v.is_empty() => socket = Some(v.into()),
+                Some(("tls_ca", v)) if !v.is_empty() => ca = Some(PathBuf::from(v)),
+                Some(("tls_cert", v)) if !v.is_empty() => cert = Some(PathBuf::from(v)),
+                Some(("tls_key", v)) if !v.is_empty() => key = Some(PathBuf::from(v)),
+                Some(("tls_name", v)) if !v.is_empty() => name = Some(v.to_owned()),
                 _ => {
                     return Err(format!(
-                        "tandem: unknown argument `{arg}` in plugstack.conf (expected service=HOST:PORT or timeout_ms=N)"
+                        "tandem: unknown argument `{arg}` in plugstack.conf (expected \
+                         service=HOST:PORT, timeout_ms=N, auth=munge|certificate|none, \
+                         munge=PATH, munge_socket=PATH, tls_ca=PEM, tls_cert=PEM, tls_key=PEM \
+                         or tls_name=NAME)"
                     ));
                 }
             }
         }
+        if cert.is_some() != key.is_some() {
+            return Err("tandem: tls_cert= and tls_key= go together in plugstack.conf".into());
+        }
+        config.tls = match ca {
+            Some(ca) => Some(TlsFiles {
+                ca,
+                cert,
+                key,
+                name,
+            }),
+            None if cert.is_some() || name.is_some() => {
+                return Err(
+                    "tandem: tls_cert=, tls_key= and tls_name= need tls_ca= in plugstack.conf"
+                        .into(),
+                );
+            }
+            None => None,
+        };
+        config.auth = match auth.as_str() {
+            "munge" => Auth::Munge { program, socket },
+            "certificate" => {
+                if config.tls.as_ref().is_none_or(|t| t.cert.is_none()) {
+                    return Err(
+                        "tandem: auth=certificate needs tls_ca=, tls_cert= and tls_key= \
+                                in plugstack.conf"
+                            .into(),
+                    );
+                }
+                Auth::Certificate
+            }
+            "none" => Auth::None,
+            other => {
+                return Err(format!(
+                    "tandem: auth={other} in plugstack.conf (expected munge, certificate or none)"
+                ));
+            }
+        };
         Ok(config)
     }
 }
@@ -159,48 +264,6 @@ pub fn parse_grant(answer: &str) -> Result<Grant, String> {
     }
 }
 
-/// POSTs `body` to `path` on the service and returns the answer's body (HTTP/1.0, so the
-/// server closes the connection and no client library is needed inside slurmstepd).
-pub fn post(config: &Config, path: &str, body: &str) -> Result<String, String> {
-    let address = config
-        .service
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", config.service))?
-        .next()
-        .ok_or_else(|| format!("{} resolves to no address", config.service))?;
-    let started = Instant::now();
-    let mut stream = TcpStream::connect_timeout(&address, config.timeout)
-        .map_err(|e| format!("cannot connect to {address}: {e}"))?;
-    let left = config
-        .timeout
-        .saturating_sub(started.elapsed())
-        .max(Duration::from_millis(1));
-    let io = |e: std::io::Error| format!("{address}{path}: {e}");
-    stream.set_read_timeout(Some(left)).map_err(io)?;
-    stream.set_write_timeout(Some(left)).map_err(io)?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
-        config.service,
-        body.len()
-    )
-    .map_err(io)?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).map_err(io)?;
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{address}{path}: not an HTTP answer"))?;
-    let status = head.split_whitespace().nth(1).unwrap_or_default();
-    if status != "200" {
-        return Err(format!(
-            "{address}{path} answered {status}: {}",
-            body.trim()
-        ));
-    }
-    Ok(body.to_owned())
-}
-
 /// What the plugin keeps between the callbacks of one process.
 #[derive(Debug, Default)]
 struct State {
@@ -210,8 +273,8 @@ struct State {
     name: Option<String>,
     /// What the job declared, by option ([`DECLARATIONS`]), in the order given.
     declared: Vec<(c_int, String)>,
-    /// The job (and step) the service granted a GPU, when.
-    started: Option<(u32, u32, Instant)>,
+    /// The job, its step and its user, and when it asked for its GPU.
+    started: Option<(u32, u32, u32, Instant)>,
     grant: Option<(u32, Option<u32>)>,
 }
 
@@ -274,17 +337,50 @@ pub fn check_declared(option: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+mod client;
 mod ffi;
+
+pub use client::{MAX_ANSWER, munge, post, read_bounded};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::io::Write as _;
 
     #[test]
     fn arguments_objectives_names_and_answers_are_checked() {
         let config = Config::parse(["service=10.0.0.1:9000", "timeout_ms=250"]).unwrap();
         assert_eq!(config.service, "10.0.0.1:9000");
         assert_eq!(config.timeout, Duration::from_millis(250));
+        assert_eq!(config.auth, Config::default().auth);
+        let config = Config::parse(["munge_socket=/run/m.socket", "munge=/opt/munge"]).unwrap();
+        assert_eq!(
+            config.auth,
+            Auth::Munge {
+                program: "/opt/munge".into(),
+                socket: Some("/run/m.socket".into())
+            }
+        );
+        assert_eq!(Config::parse(["auth=none"]).unwrap().auth, Auth::None);
+        let tls = Config::parse([
+            "auth=certificate",
+            "tls_ca=/etc/tandem/ca.crt",
+            "tls_cert=/etc/tandem/node.crt",
+            "tls_key=/etc/tandem/node.key",
+        ])
+        .unwrap();
+        assert_eq!(tls.auth, Auth::Certificate);
+        assert_eq!(tls.tls.unwrap().ca, PathBuf::from("/etc/tandem/ca.crt"));
+        let error = Config::parse(["auth=certificate", "tls_ca=/ca.crt"]).unwrap_err();
+        assert!(error.contains("auth=certificate needs"), "{error}");
+        let error = Config::parse(["tls_cert=/c", "tls_key=/k"]).unwrap_err();
+        assert!(error.contains("need tls_ca="), "{error}");
+        assert!(
+            Config::parse(["auth=token"])
+                .unwrap_err()
+                .contains("auth=token")
+        );
         assert!(Config::parse(["url=x"]).unwrap_err().contains("url=x"));
         assert!(check_objective(None).is_ok());
         assert!(check_objective(Some("max-packing")).is_ok());
@@ -316,8 +412,48 @@ mod tests {
         let config = Config {
             service: format!("127.0.0.1:{port}"),
             timeout: Duration::from_millis(200),
+            auth: Auth::None,
+            tls: None,
         };
         let error = post(&config, "/v1/slurm/start", "job=1").unwrap_err();
         assert!(error.contains("cannot connect"), "{error}");
+    }
+
+    /// A service that answers a byte at a time, or without end, is given up on at the call's
+    /// deadline or at the size cap: neither holds slurmstepd past its time limit.
+    #[test]
+    fn a_slow_or_endless_answer_is_cut_off() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let service = listener.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            // The first caller gets a byte every 50 ms (each read returns well within any
+            // per-read timeout); the second an endless answer at full speed.
+            let (mut slow, _) = listener.accept().unwrap();
+            for _ in 0..100 {
+                if slow.write_all(b"H").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let (mut endless, _) = listener.accept().unwrap();
+            let chunk = [b'x'; 4096];
+            while endless.write_all(&chunk).is_ok() {}
+        });
+        let config = Config {
+            service,
+            timeout: Duration::from_millis(300),
+            auth: Auth::None,
+            tls: None,
+        };
+        // Per-read timeouts would have read all hundred bytes and found no HTTP answer.
+        let error = post(&config, "/v1/slurm/start", "job=1").unwrap_err();
+        assert!(error.contains("no whole answer in time"), "{error}");
+        let config = Config {
+            timeout: Duration::from_secs(30),
+            ..config
+        };
+        let error = post(&config, "/v1/slurm/start", "job=1").unwrap_err();
+        assert!(error.contains("longer than 16384 bytes"), "{error}");
+        server.join().unwrap();
     }
 }

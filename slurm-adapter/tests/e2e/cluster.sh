@@ -2,9 +2,19 @@
 # Starts (or stops) a one-node Slurm from Debian's packages for the end-to-end suite: munged,
 # slurmctld and slurmd under $DIR, two fake V100 GPUs (plain files) with 8 gres shards,
 # Tandem's SPANK plugin in plugstack.conf and its job_submit.lua.
-# Usage: cluster.sh start DIR PLUGIN_SO LUA SERVICE | cluster.sh stop DIR
+# Usage: cluster.sh start DIR PLUGIN_SO LUA SERVICE | cluster.sh stop DIR |
+#        cluster.sh restart-ctld DIR (slurmctld again, in the caller's environment: what
+#        job_submit.lua reads from it)
 set -eu
 cmd=$1 dir=$2
+if [ "$cmd" = restart-ctld ]; then
+  p=$(cat "$dir/slurmctld.pid")
+  kill "$p"
+  i=0
+  while [ $i -lt 40 ] && kill -0 "$p" 2>/dev/null; do sleep 0.25; i=$((i + 1)); done
+  SLURM_CONF="$dir/etc/slurm.conf" /usr/sbin/slurmctld
+  exit 0
+fi
 if [ "$cmd" = stop ]; then
   # Jobs first, so that no slurmstepd or job outlives the daemons.
   if [ -f "$dir/slurmctld.pid" ]; then
@@ -74,10 +84,13 @@ NodeName=$host Name=gpu Type=v100 File=$dir/fake-nvidia0
 NodeName=$host Name=gpu Type=v100 File=$dir/fake-nvidia1
 NodeName=$host Name=shard Count=8
 CONF
-echo "required $plugin service=$service timeout_ms=1000" > "$dir/etc/plugstack.conf"
+# The plugin and the hook make their MUNGE credentials with this cluster's munged.
+echo "required $plugin service=$service timeout_ms=1000 munge_socket=$dir/munge/munge.socket" \
+  > "$dir/etc/plugstack.conf"
 cp "$lua" "$dir/etc/job_submit.lua"
 export SLURM_CONF="$dir/etc/slurm.conf"
-# job_submit.lua reads the service address from slurmctld's environment.
+# job_submit.lua reads the service's address and munged's socket from slurmctld's environment.
 export TANDEM_SERVICE="$service"
+export TANDEM_MUNGE_SOCKET="$dir/munge/munge.socket"
 /usr/sbin/slurmctld -i
 /usr/sbin/slurmd

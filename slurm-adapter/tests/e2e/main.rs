@@ -4,8 +4,15 @@
 //! when the test ends, passed or not.
 //!
 //! Run: `cargo xtask e2e slurm` (root: Slurm's daemons run as root here).
+//!
+//! The service authenticates its callers with MUNGE (`--auth munge`): job_submit.lua and the
+//! plugin send a credential with every request, and so does this suite when it reads the
+//! placements (as root, Slurm's own). [`attacks`] is what a user of the cluster may try.
 
-use std::io::{Read as _, Write as _};
+mod attacks;
+mod mtls;
+
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -20,6 +27,8 @@ struct Cluster {
     dir: PathBuf,
     port: u16,
     service: Option<Child>,
+    /// The SPANK plugin plugstack.conf loads.
+    plugin: PathBuf,
 }
 
 impl Drop for Cluster {
@@ -49,7 +58,22 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
     }
 
+    /// Starts the service with callers authenticated by MUNGE, and waits until it is ready.
     fn start_service(&mut self) -> anyhow::Result<()> {
+        let auth: Vec<OsString> = vec![
+            "--auth".into(),
+            "munge".into(),
+            "--munge-socket".into(),
+            self.munge_socket().into(),
+        ];
+        self.spawn_service(&auth)?;
+        wait_for("the service to be ready", Duration::from_secs(60), || {
+            Ok(http(self.port, "GET", "/readyz", "")?.0 == 200)
+        })
+    }
+
+    /// Starts the service with callers authenticated as `auth` says.
+    fn spawn_service(&mut self, auth: &[OsString]) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -65,6 +89,8 @@ impl Cluster {
             .args(["--node-refresh", "2s"])
             .arg("--model-dir")
             .arg(self.dir.join("models"))
+            .args(["--model-file-limit", "1048576"])
+            .args(auth)
             // A debug build on a loaded two-core machine: `describe` takes more than the
             // production deadline.
             .args(["--engine-deadline", "3s", "--decision-timeout", "5s"])
@@ -73,9 +99,7 @@ impl Cluster {
             .stderr(log)
             .spawn()?;
         self.service = Some(child);
-        wait_for("the service to be ready", Duration::from_secs(60), || {
-            Ok(http(self.port, "GET", "/readyz", "")?.0 == 200)
-        })
+        Ok(())
     }
 
     fn stop_service(&mut self) {
@@ -117,8 +141,61 @@ impl Cluster {
         }
     }
 
+    fn munge_socket(&self) -> PathBuf {
+        self.dir.join("munge/munge.socket")
+    }
+
+    /// A fresh MUNGE credential for `method path` with `body`, made as `user` (root when
+    /// `None`): what job_submit.lua and the plugin send.
+    fn credential(
+        &self,
+        user: Option<&str>,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> anyhow::Result<String> {
+        let payload = format!("{method} {path}\n{body}");
+        let mut command = match user {
+            None => Command::new("munge"),
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--", "munge"]);
+                c
+            }
+        };
+        let output = command
+            .arg("--socket")
+            .arg(self.munge_socket())
+            .args(["-s", &payload])
+            .output()?;
+        ensure!(
+            output.status.success(),
+            "munge as {user:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+    }
+
+    /// A Slurm verb as `user` would send it (with a credential made for it); (status, body).
+    fn verb_as(
+        &self,
+        user: Option<&str>,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> anyhow::Result<(u16, String)> {
+        let credential = self.credential(user, method, path, body)?;
+        request(
+            self.port,
+            method,
+            path,
+            body,
+            &[&format!("MUNGE {credential}")],
+        )
+    }
+
     fn placements(&self) -> anyhow::Result<serde_json::Value> {
-        let (status, body) = http(self.port, "GET", "/v1/slurm/placements", "")?;
+        let (status, body) = self.verb_as(None, "GET", "/v1/slurm/placements", "")?;
         ensure!(status == 200, "placements: {status} {body}");
         Ok(serde_json::from_str(&body)?)
     }
@@ -135,17 +212,56 @@ impl Cluster {
     }
 }
 
-/// One HTTP/1.0 request to the service; (status, body).
+/// One HTTP/1.0 request to the service with the intake's token; (status, body).
 fn http(port: u16, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, String)> {
+    request(port, method, path, body, &[&format!("Bearer {TOKEN}")])
+}
+
+/// One HTTP/1.0 request to the service with these `Authorization` values (none for an
+/// empty list); (status, body).
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &str,
+    authorization: &[&str],
+) -> anyhow::Result<(u16, String)> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    exchange(&mut stream, method, path, body, authorization)
+}
+
+/// Writes one HTTP/1.0 request on `stream` and reads its answer; (status, body).
+fn exchange(
+    stream: &mut (impl std::io::Read + std::io::Write),
+    method: &str,
+    path: &str,
+    body: &str,
+    authorization: &[&str],
+) -> anyhow::Result<(u16, String)> {
+    // The Slurm verbs take `key=value` lines, the intake JSON.
+    let content = if path.starts_with("/v1/slurm/") {
+        "text/plain"
+    } else {
+        "application/json"
+    };
+    let headers: String = authorization
+        .iter()
+        .map(|value| format!("Authorization: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "{method} {path} HTTP/1.0\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.0\r\n{headers}Content-Type: {content}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => {}
+        // A TLS server that closes without close_notify, after its whole answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !answer.is_empty() => {}
+        Err(e) => return Err(e.into()),
+    }
+    let answer = String::from_utf8(answer)?;
     let (head, body) = answer.split_once("\r\n\r\n").context("not HTTP")?;
     let status = head
         .split_whitespace()
@@ -201,12 +317,25 @@ fn start() -> anyhow::Result<Cluster> {
     let dir = std::env::temp_dir().join(format!("tandem-slurm-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("log"))?;
-    std::fs::write(dir.join("secret"), SECRET)?;
-    std::fs::write(dir.join("token"), TOKEN)?;
+    // The suite's users must not read the service's secrets.
+    use std::os::unix::fs::PermissionsExt as _;
+    for (name, text) in [("secret", SECRET), ("token", TOKEN)] {
+        std::fs::write(dir.join(name), text)?;
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600))?;
+    }
+    // The clients load the plugin as the user who runs them: a copy where every user can read
+    // it (the build's directory may be a home of root's).
+    let plugin = {
+        let copy = dir.join("libtandem_slurm.so");
+        std::fs::copy(&plugin, &copy)?;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))?;
+        copy
+    };
     let mut cluster = Cluster {
         dir: dir.clone(),
         port: free_port(),
         service: None,
+        plugin: plugin.clone(),
     };
     let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/job_submit.lua");
     let status = Command::new(script())
@@ -226,9 +355,14 @@ fn start() -> anyhow::Result<Cluster> {
 }
 
 fn key(name: &str) -> String {
+    key_of(0, name)
+}
+
+/// The keyed id of `name` of the user `uid`.
+fn key_of(uid: u32, name: &str) -> String {
     JobKeys::new((0..32).map(|i| ((i % 16) * 17) as u8).collect())
         .unwrap()
-        .key("slurm-uid-0", name)
+        .key(&format!("slurm-uid-{uid}"), name)
 }
 
 fn post_profiles(cluster: &Cluster) -> anyhow::Result<()> {
@@ -502,8 +636,13 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     );
     println!("(c) restarted: /v1/knowledge is what it was before the stop");
 
+    // What a user of the cluster may try against other users' jobs.
+    attacks::run(&cluster)?;
+
     // The placement hook's time per submission, as it measures itself (held jobs never run).
-    let before = log.lines().count();
+    let before = std::fs::read_to_string(cluster.dir.join("log/slurmctld.log"))?
+        .lines()
+        .count();
     let mut held = Vec::new();
     for i in 0..40 {
         held.push(Cluster::job_id(&cluster.sbatch(
@@ -538,5 +677,9 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     let ids: Vec<String> = held.iter().map(u32::to_string).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     cluster.slurm("scancel", &ids);
+    attacks::credential_cost(&cluster)?;
+
+    // (h) A cluster without MUNGE: the hook and the plugin present client certificates.
+    mtls::run(&mut cluster)?;
     Ok(())
 }
