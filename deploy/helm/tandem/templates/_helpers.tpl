@@ -53,6 +53,48 @@ tandem-scheduler
 {{- .Values.ids.existingSecret | default (include "tandem.name" (dict "root" . "component" "ids")) -}}
 {{- end -}}
 
+{{/* The Secret holding the placement private key (placement.key). */}}
+{{- define "tandem.placementSecret" -}}
+{{- .Values.placement.existingSecret | default (include "tandem.name" (dict "root" . "component" "placement-key")) -}}
+{{- end -}}
+
+{{/* The ConfigMap holding the public keys nodes verify placements with (placement-keys.pem). */}}
+{{- define "tandem.placementKeys" -}}
+{{- include "tandem.name" (dict "root" . "component" "placement-keys") -}}
+{{- end -}}
+
+{{/* The service account of the release's scheduler path: the one account that writes placements. */}}
+{{- define "tandem.placementWriter" -}}
+{{- if eq .Values.mode "volcano" -}}
+{{- include "tandem.name" (dict "root" . "component" "volcano-adapter") -}}
+{{- else if eq .Values.mode "plugin" -}}
+{{- include "tandem.name" (dict "root" . "component" "plugin-scheduler") -}}
+{{- else -}}
+{{- include "tandem.name" (dict "root" . "component" "kube-adapter") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Whether the chart is rendered against a cluster: `lookup` answers from the API server under
+helm install/upgrade, and nothing under helm template (GitOps tools such as Argo CD render that
+way). A Secret the chart would generate is then generated anew at every render, so it is refused
+(see tandem.generated) unless secrets.renderWithoutCluster says a fresh one is wanted.
+*/}}
+{{- define "tandem.clusterAccess" -}}
+{{- $namespaces := lookup "v1" "Namespace" "" "" -}}
+{{- if and $namespaces $namespaces.items -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Fails the render when the Secret `.what` would be generated without cluster access (a new one at
+every render), saying how to create it once and name it (`.how`).
+*/}}
+{{- define "tandem.generated" -}}
+{{- if and (not (include "tandem.clusterAccess" .root)) (not .root.Values.secrets.renderWithoutCluster) -}}
+{{- fail (printf "rendered without cluster access (helm template, GitOps): %s would be generated anew at every render, so every render would change it. Create it once and name it: %s. Or set secrets.renderWithoutCluster=true where a fresh one is wanted (previews, tests)." .what .how) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The intake every profiler posts to: the extender (extender mode), Volcano's, or the plugin's scheduler. */}}
 {{- define "tandem.adapter" -}}
 {{- if eq .Values.mode "volcano" -}}
