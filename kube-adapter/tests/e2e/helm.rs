@@ -36,7 +36,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
-use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use serde_json::Value;
 use tandem_xtask::helm::{self, CHART_DIR, MODES};
@@ -48,13 +48,24 @@ use crate::extender::{NAMESPACE, annotation};
 const RELEASE: &str = "tandem";
 const RELEASE_NAMESPACE: &str = "tandem-system";
 
-/// What each mode's checks also turn on: every optional part the mode takes.
+/// The value that lets a render without a cluster generate the chart's secrets.
+const FRESH_SECRETS: &str = "secrets.renderWithoutCluster=true";
+
+/// Where the chart puts vc-scheduler's configuration (Volcano's namespace).
+const VOLCANO_NAMESPACE: &str = "volcano-system";
+
+/// What the admission policy says when it refuses a placement annotation.
+const REFUSED: &str = "Tandem's placement annotations are written by Tandem's schedulers only";
+
+/// What each mode's checks also turn on: every optional part the mode takes. Rendered without
+/// a cluster, fresh secrets are asked for (`secrets.renderWithoutCluster`).
 fn everything(mode: &str) -> Vec<String> {
     let mut values = vec![
         format!("mode={mode}"),
         "node.enabled=true".to_owned(),
         "metrics.serviceMonitor.enabled=true".to_owned(),
         "metrics.prometheusRule.enabled=true".to_owned(),
+        FRESH_SECRETS.to_owned(),
     ];
     if mode != "plugin" {
         values.push("profiler.enabled=true".to_owned());
@@ -127,7 +138,13 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
         ("mode=yarn", "at '/mode'"),
         ("engine.maxJobPerGpu=3", "'maxJobPerGpu' not allowed"),
     ] {
-        let refused = helm::template(&helm, &root, RELEASE, RELEASE_NAMESPACE, &[wrong]);
+        let refused = helm::template(
+            &helm,
+            &root,
+            RELEASE,
+            RELEASE_NAMESPACE,
+            &[wrong, FRESH_SECRETS],
+        );
         let message = format!(
             "{:#}",
             refused.err().with_context(|| format!("{wrong} rendered"))?
@@ -172,7 +189,11 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
     }
     let opened = render(
         &helm,
-        &["mode=extender".into(), "extender.openVerbs=true".into()],
+        &[
+            "mode=extender".into(),
+            "extender.openVerbs=true".into(),
+            FRESH_SECRETS.into(),
+        ],
     )?;
     let args = args_of(named(&opened, "Deployment", "tandem-kube-adapter")?);
     ensure!(
@@ -206,6 +227,7 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
             "mode=plugin".into(),
             "engine.objective=max-packing".into(),
             "engine.modelCaps.K80=1".into(),
+            FRESH_SECRETS.into(),
         ],
     )?;
     let config =
@@ -238,6 +260,234 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
             && endpoint["bearerTokenFile"].is_string(),
         "{monitor}"
     );
+
+    for mode in MODES {
+        placement_keys_render(&helm, mode).with_context(|| format!("mode {mode}"))?;
+    }
+    secrets_render_only_with_a_cluster_or_when_named(&helm)?;
+    Ok(())
+}
+
+/// `mode`'s placement key pair as rendered: the private key mounted by the scheduler path alone,
+/// which signs with it; the ConfigMap's certificate, mounted by tandem-node with its flags, which
+/// verifies those signatures; the admission policy naming the path's account; the extender's
+/// ClusterRole without `patch` on pods (it binds, it never patches).
+fn placement_keys_render(helm: &Path, mode: &str) -> Result<()> {
+    use tandem_kube_common::placement::{Placement, Signer, Verifier};
+
+    let objects = render(helm, &everything(mode))?;
+    let secret: Secret =
+        serde_json::from_value(named(&objects, "Secret", "tandem-placement-key")?.clone())?;
+    let key = secret
+        .data
+        .unwrap_or_default()
+        .remove("placement.key")
+        .context("no placement.key")?
+        .0;
+    let signer = Signer::from_pem(&key).context("the chart's placement key does not load")?;
+    let certificate =
+        named(&objects, "ConfigMap", "tandem-placement-keys")?["data"]["placement-keys.pem"]
+            .as_str()
+            .context("no placement-keys.pem")?;
+    let verifier = Verifier::from_pem(certificate.as_bytes())
+        .context("the chart's certificate does not load as a placement key")?;
+    let placement = Placement::decided(&["gpu-a/0".to_owned()], Some(4096))?;
+    let signed = signer.signed("uid-1", placement);
+    ensure!(
+        verifier.verify("uid-1", &signed) == Ok(signer.key_id()),
+        "the ConfigMap's certificate does not verify what the Secret's key signs"
+    );
+    println!(
+        "(placement) mode {mode}: key {} generated, its certificate verifies its signatures",
+        signer.key_id()
+    );
+
+    let writer = match mode {
+        "plugin" => "tandem-plugin-scheduler",
+        "extender" => "tandem-kube-adapter",
+        _ => "tandem-volcano-adapter",
+    };
+    for workload in objects.iter().filter(|o| {
+        matches!(
+            o["kind"].as_str(),
+            Some("Deployment" | "DaemonSet" | "StatefulSet")
+        )
+    }) {
+        let name = workload["metadata"]["name"].as_str().unwrap_or_default();
+        let mounts_key = workload["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["secret"]["secretName"] == "tandem-placement-key");
+        ensure!(
+            mounts_key == (name == writer),
+            "{name} {} the placement key",
+            if mounts_key {
+                "mounts"
+            } else {
+                "does not mount"
+            }
+        );
+    }
+    let signs = args_of(named(&objects, "Deployment", writer)?)
+        .iter()
+        .any(|a| a == "--placement-key=/etc/tandem/placement/placement.key");
+    let config = objects
+        .iter()
+        .filter(|o| o["kind"] == "ConfigMap")
+        .filter_map(|o| o["data"]["config.yaml"].as_str())
+        .any(|c| c.contains("placementKeyFile: /etc/tandem/placement/placement.key"));
+    ensure!(
+        signs || (mode == "plugin" && config),
+        "{writer} is not given its placement key"
+    );
+
+    let node = named(&objects, "DaemonSet", "tandem-node")?;
+    let args = args_of(node);
+    for wanted in [
+        "--placement-keys=/etc/tandem/placement/placement-keys.pem",
+        "--unsigned=refuse",
+        "--all-gpus-namespace=tandem-system",
+        "--all-gpus-namespace=gpu-operator",
+        "--all-gpus-namespace=nvidia-device-plugin",
+    ] {
+        ensure!(
+            args.iter().any(|a| a == wanted),
+            "tandem-node: no {wanted} in {args:?}"
+        );
+    }
+    ensure!(
+        node["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["configMap"]["name"] == "tandem-placement-keys"),
+        "tandem-node does not mount the placement keys"
+    );
+
+    let policy = named(&objects, "ValidatingAdmissionPolicy", "tandem-placements")?;
+    ensure!(
+        policy["spec"]["failurePolicy"] == "Fail"
+            && policy
+                .to_string()
+                .contains(&format!("system:serviceaccount:tandem-system:{writer}")),
+        "the admission policy does not let {writer} alone write placements: {policy}"
+    );
+    named(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "tandem-placements",
+    )?;
+    named(
+        &objects,
+        "ValidatingAdmissionPolicy",
+        "tandem-bound-gpu-pods",
+    )?;
+    if mode == "extender" {
+        let role = named(&objects, "ClusterRole", "tandem-kube-adapter")?;
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let verbs = rule["verbs"].to_string();
+            ensure!(
+                !(rule["resources"].to_string().contains("\"pods\"") && verbs.contains("patch")),
+                "the extender may patch pods: {rule}"
+            );
+        }
+    }
+    if mode == "volcano" {
+        let conf = named(&objects, "Secret", "tandem-volcano-adapter-scheduler-conf")?;
+        ensure!(
+            conf["metadata"]["namespace"] == VOLCANO_NAMESPACE,
+            "vc-scheduler's conf is not in its namespace: {}",
+            conf["metadata"]
+        );
+        ensure!(
+            !objects
+                .iter()
+                .any(|o| o["kind"] == "ConfigMap" && o.to_string().contains("extender.urlPrefix")),
+            "vc-scheduler's conf, which carries the token, is in a ConfigMap"
+        );
+        let policy = named(&objects, "NetworkPolicy", "tandem-volcano-adapter")?;
+        let from = policy["spec"]["ingress"][0]["from"].to_string();
+        ensure!(
+            from.contains("volcano-scheduler") && from.contains("tandem-profiler"),
+            "the NetworkPolicy does not admit vc-scheduler and the profilers: {from}"
+        );
+    }
+    Ok(())
+}
+
+/// Rendered without a cluster (GitOps), each Secret the chart would generate fails the render,
+/// saying how to create it once; named, they render with none generated.
+fn secrets_render_only_with_a_cluster_or_when_named(helm: &Path) -> Result<()> {
+    let root = repository_root();
+    for (mode, secret) in [
+        ("plugin", "tandem-ids"),
+        ("plugin", "tandem-placement-key"),
+        ("extender", "tandem-kube-adapter-tls"),
+        ("volcano", "tandem-volcano-adapter-scheduler-token"),
+    ] {
+        // Every other Secret named, so that the render reaches this one.
+        let mut values = vec![format!("mode={mode}")];
+        let named_all = [
+            "ids.existingSecret=mine-ids",
+            "placement.existingSecret=mine-placement",
+            "placement.publicKeys=-----BEGIN PUBLIC KEY-----",
+            "extender.tls.existingSecrets=true",
+            "volcano.existingTokenSecret=mine-token",
+        ];
+        values.extend(
+            named_all
+                .iter()
+                .filter(|v| match secret {
+                    "tandem-ids" => !v.starts_with("ids."),
+                    "tandem-placement-key" => !v.starts_with("placement."),
+                    "tandem-kube-adapter-tls" => !v.starts_with("extender."),
+                    _ => !v.starts_with("volcano."),
+                })
+                .map(|v| (*v).to_owned()),
+        );
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let refused = helm::template(helm, &root, RELEASE, RELEASE_NAMESPACE, &values);
+        let message = format!(
+            "{:#}",
+            refused
+                .err()
+                .with_context(|| format!("mode {mode} rendered {secret} without a cluster"))?
+        );
+        ensure!(
+            message.contains("rendered without cluster access")
+                && message.contains(secret)
+                && message.contains("Create it once and name it"),
+            "{secret}: {message}"
+        );
+        let said = message
+            .lines()
+            .find(|line| line.contains("rendered without cluster access"))
+            .unwrap_or_default();
+        println!("(gitops) {secret}: {said}");
+    }
+    for mode in MODES {
+        let objects = render(
+            helm,
+            &[
+                format!("mode={mode}"),
+                "ids.existingSecret=mine-ids".into(),
+                "placement.existingSecret=mine-placement".into(),
+                "placement.publicKeys=-----BEGIN PUBLIC KEY-----".into(),
+                "extender.tls.existingSecrets=true".into(),
+                "volcano.existingTokenSecret=mine-token".into(),
+            ],
+        )?;
+        let generated: Vec<&str> = objects
+            .iter()
+            .filter(|o| o["kind"] == "Secret")
+            .filter_map(|o| o["metadata"]["name"].as_str())
+            .collect();
+        ensure!(
+            generated.is_empty(),
+            "mode {mode}: Secrets generated though named: {generated:?}"
+        );
+    }
     Ok(())
 }
 
@@ -291,6 +541,26 @@ async fn may(
     resource: &str,
     namespace: Option<&str>,
 ) -> Result<bool> {
+    may_account(
+        client,
+        RELEASE_NAMESPACE,
+        account,
+        verb,
+        resource,
+        namespace,
+    )
+    .await
+}
+
+/// [`may`] for service account `account` of namespace `home`.
+async fn may_account(
+    client: &kube::Client,
+    home: &str,
+    account: &str,
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> Result<bool> {
     let (group, resource) = resource.split_once(':').unwrap_or(("", resource));
     let (resource, subresource) = match resource.split_once('/') {
         Some((resource, sub)) => (resource, Some(sub.to_owned())),
@@ -298,12 +568,10 @@ async fn may(
     };
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(format!(
-                "system:serviceaccount:{RELEASE_NAMESPACE}:{account}"
-            )),
+            user: Some(format!("system:serviceaccount:{home}:{account}")),
             groups: Some(vec![
                 "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{RELEASE_NAMESPACE}"),
+                format!("system:serviceaccounts:{home}"),
                 "system:authenticated".into(),
             ]),
             resource_attributes: Some(ResourceAttributes {
@@ -329,6 +597,7 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
     let cluster = Cluster::start_control_plane_with_rbac().await?;
     let client = cluster.client().await?;
     ensure_namespace(&client, RELEASE_NAMESPACE).await?;
+    ensure_namespace(&client, VOLCANO_NAMESPACE).await?;
     let discovery = Discovery::new(client.clone()).run().await?;
 
     let mut rbac = BTreeMap::new();
@@ -373,10 +642,11 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
     // (account, verb, resource, namespace, allowed)
     #[rustfmt::skip]
     let cases: &[(&str, &str, &str, Option<&str>, bool)] = &[
-        // The extender: reads nodes and pods, annotates and binds pods, keeps the knowledge
-        // base and its Lease at home.
+        // The extender: reads nodes and pods, binds pods (their placement on the Binding),
+        // keeps the knowledge base and its Lease at home; it patches no pod.
         ("tandem-kube-adapter", "watch", "pods", None, true),
-        ("tandem-kube-adapter", "patch", "pods", elsewhere, true),
+        ("tandem-kube-adapter", "patch", "pods", elsewhere, false),
+        ("tandem-kube-adapter", "update", "pods", elsewhere, false),
         ("tandem-kube-adapter", "create", "pods/binding", elsewhere, true),
         ("tandem-kube-adapter", "update", "configmaps", system, true),
         (
@@ -421,10 +691,38 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
         ("tandem-profiler", "patch", "pods", elsewhere, false),
         ("tandem-profiler", "get", "secrets", system, false),
         ("tandem-profiler", "get", "nodes", None, false),
-        // The node component: gets a pod, nothing else.
+        // The node component: watches its node's pods (and gets one), nothing else: not the
+        // placement key, nor the public keys it is given (mounted, not read through the API).
         ("tandem-node", "get", "pods", elsewhere, true),
-        ("tandem-node", "list", "pods", None, false),
+        ("tandem-node", "list", "pods", None, true),
+        ("tandem-node", "watch", "pods", None, true),
+        ("tandem-node", "patch", "pods", elsewhere, false),
+        ("tandem-node", "get", "secrets", system, false),
         ("tandem-node", "get", "configmaps", system, false),
+        ("tandem-node", "update", "configmaps", system, false),
+        ("tandem-profiler", "update", "configmaps", system, false),
+        // No account of Tandem's may change the admission policy that guards placements.
+        (
+            "tandem-kube-adapter",
+            "update",
+            "admissionregistration.k8s.io:validatingadmissionpolicies",
+            None,
+            false,
+        ),
+        (
+            "tandem-plugin-scheduler",
+            "delete",
+            "admissionregistration.k8s.io:validatingadmissionpolicybindings",
+            None,
+            false,
+        ),
+        (
+            "tandem-volcano-adapter",
+            "update",
+            "admissionregistration.k8s.io:validatingadmissionpolicies",
+            None,
+            false,
+        ),
     ];
     let mut wrong = Vec::new();
     for &(account, verb, resource, namespace, allowed) in cases {
@@ -437,12 +735,148 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
             ));
         }
     }
+    // A tenant, admin of its own namespace: it cannot read the placement key, change the public
+    // keys, or touch the policy (its own namespace's Secrets it may read).
+    tenant_admin(&client, TENANT_NAMESPACE, "tenant").await?;
+    let tenant = |verb, resource, namespace| {
+        may_account(
+            &client,
+            TENANT_NAMESPACE,
+            "tenant",
+            verb,
+            resource,
+            namespace,
+        )
+    };
+    #[rustfmt::skip]
+    let tenant_cases: &[(&str, &str, Option<&str>, bool)] = &[
+        ("get", "secrets", Some(TENANT_NAMESPACE), true),
+        ("create", "pods", Some(TENANT_NAMESPACE), true),
+        ("get", "secrets", system, false),
+        ("list", "secrets", None, false),
+        ("update", "configmaps", system, false),
+        ("patch", "configmaps", system, false),
+        ("delete", "admissionregistration.k8s.io:validatingadmissionpolicies", None, false),
+        ("update", "admissionregistration.k8s.io:validatingadmissionpolicybindings", None, false),
+    ];
+    for &(verb, resource, namespace, allowed) in tenant_cases {
+        let answer = tenant(verb, resource, namespace).await?;
+        if answer != allowed {
+            wrong.push(format!(
+                "the tenant {} {verb} {resource} in {}",
+                if answer { "may" } else { "may not" },
+                namespace.unwrap_or("every namespace")
+            ));
+        }
+    }
     ensure!(
         wrong.is_empty(),
         "RBAC is not what the programs need:\n{}",
         wrong.join("\n")
     );
     Ok(())
+}
+
+/// The namespace of the tests' tenant.
+const TENANT_NAMESPACE: &str = "team-a";
+
+/// Makes service account `account` of `namespace` (created with it) a tenant there: it may do
+/// anything to pods, read Secrets and write ConfigMaps of that namespace alone, as a namespace
+/// admin may (the apiserver runs no controller to aggregate Kubernetes' own `admin` role).
+async fn tenant_admin(client: &kube::Client, namespace: &str, account: &str) -> Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+
+    ensure_namespace(client, namespace).await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    if accounts.get_opt(account).await?.is_none() {
+        let created: ServiceAccount =
+            serde_json::from_value(serde_json::json!({ "metadata": { "name": account } }))?;
+        accounts.create(&PostParams::default(), &created).await?;
+    }
+    let name = format!("{account}-tenant");
+    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+    if roles.get_opt(&name).await?.is_none() {
+        let role: Role = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name },
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["*"] },
+                { "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"] },
+                { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"] },
+            ],
+        }))?;
+        roles.create(&PostParams::default(), &role).await?;
+    }
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    if bindings.get_opt(&name).await?.is_none() {
+        let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": namespace }],
+        }))?;
+        bindings.create(&PostParams::default(), &binding).await?;
+    }
+    Ok(())
+}
+
+/// A client of `cluster` authenticated as service account `account` of `namespace` (its token,
+/// from a TokenRequest), as a pod of that account would be.
+async fn client_of_account(
+    cluster: &Cluster,
+    client: &kube::Client,
+    namespace: &str,
+    account: &str,
+) -> Result<kube::Client> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let token = accounts
+        .create_token_request(
+            account,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec!["https://kubernetes.default.svc.cluster.local".into()],
+                    expiration_seconds: Some(3600),
+                    ..TokenRequestSpec::default()
+                },
+                ..TokenRequest::default()
+            },
+        )
+        .await?
+        .status
+        .context("TokenRequest answered no token")?
+        .token;
+    client_with(cluster, |auth| {
+        auth.token = Some(token.into());
+    })
+    .await
+}
+
+/// A client of `cluster` as the tests' user impersonating `user` (in `groups`).
+async fn client_impersonating(
+    cluster: &Cluster,
+    user: &str,
+    groups: &[&str],
+) -> Result<kube::Client> {
+    client_with(cluster, |auth| {
+        auth.impersonate = Some(user.to_owned());
+        auth.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+    })
+    .await
+}
+
+/// A client of `cluster` from its kubeconfig, its credentials changed by `change`.
+async fn client_with(
+    cluster: &Cluster,
+    change: impl FnOnce(&mut kube::config::AuthInfo),
+) -> Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path())?;
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    config.accept_invalid_certs = true;
+    change(&mut config.auth_info);
+    Ok(kube::Client::try_from(config)?)
 }
 
 /// The data of the Secret or ConfigMap a volume names, restricted to its `items`.
@@ -590,29 +1024,12 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
         create_gpu_node(&client, node, 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
     }
 
-    let mut install = Command::new(&helm);
-    install
-        .current_dir(repository_root())
-        .args([
-            "install",
-            RELEASE,
-            CHART_DIR,
-            "--namespace",
-            RELEASE_NAMESPACE,
-        ])
-        .args(["--create-namespace", "--kubeconfig"])
-        .arg(cluster.kubeconfig_path())
-        // One replica, no election: the scheduler starts scheduling at once.
-        .args(["--set", "mode=plugin", "--set", "replicas=1"])
-        .args(["--set", "leaderElection=false"]);
-    let installed = install.output()?;
-    ensure!(
-        installed.status.success(),
-        "helm install failed: {}{}",
-        String::from_utf8_lossy(&installed.stdout),
-        String::from_utf8_lossy(&installed.stderr)
-    );
-    let notes = String::from_utf8_lossy(&installed.stdout);
+    // One replica, no election: the scheduler starts scheduling at once.
+    let notes = install(
+        &helm,
+        &cluster,
+        &["mode=plugin", "replicas=1", "leaderElection=false"],
+    )?;
     ensure!(
         notes.contains("spec.schedulerName: tandem-plugin-scheduler"),
         "{notes}"
@@ -688,6 +1105,242 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
         process.log_tail(60)
     );
     process.terminate(Duration::from_secs(5));
+    Ok(())
+}
+
+/// `helm install` of the chart into `cluster` with `values` (it reads the cluster, `lookup`
+/// answers); returns the NOTES it printed.
+fn install(helm: &Path, cluster: &Cluster, values: &[&str]) -> Result<String> {
+    let mut install = Command::new(helm);
+    install
+        .current_dir(repository_root())
+        .args([
+            "install",
+            RELEASE,
+            CHART_DIR,
+            "--namespace",
+            RELEASE_NAMESPACE,
+        ])
+        .args(["--create-namespace", "--kubeconfig"])
+        .arg(cluster.kubeconfig_path());
+    for value in values {
+        install.args(["--set", value]);
+    }
+    let installed = install.output()?;
+    ensure!(
+        installed.status.success(),
+        "helm install failed: {}{}",
+        String::from_utf8_lossy(&installed.stdout),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    Ok(String::from_utf8_lossy(&installed.stdout).into_owned())
+}
+
+/// The message of an API server's refusal, or why `result` is none.
+fn refusal<T>(what: &str, result: kube::Result<T>) -> Result<String> {
+    match result {
+        Ok(_) => bail!("{what} went through: the API server refused nothing"),
+        Err(kube::Error::Api(status)) => Ok(format!("{} {}", status.code, status.message)),
+        Err(error) => Err(error).with_context(|| format!("{what} failed, not as a refusal")),
+    }
+}
+
+#[tokio::test]
+async fn once_installed_no_tenant_can_forge_or_change_a_placement() -> Result<()> {
+    use tandem_kube_common::placement::{Placement, Signer, Verifier};
+
+    let helm = helm_binary().await?;
+    let cluster = Cluster::start_control_plane_with_rbac().await?;
+    let client = cluster.client().await?;
+    create_gpu_node(&client, "gpu-node-7", 4, "Tesla-V100-SXM2-16GB", 16_384).await?;
+    install(
+        &helm,
+        &cluster,
+        &["mode=plugin", "replicas=1", "leaderElection=false"],
+    )?;
+    tenant_admin(&client, TENANT_NAMESPACE, "tenant").await?;
+    let tenant = client_of_account(&cluster, &client, TENANT_NAMESPACE, "tenant").await?;
+    let pods: Api<Pod> = Api::namespaced(tenant.clone(), TENANT_NAMESPACE);
+    // The policy is compiled and enforced a moment after it is created.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The tenant's forged pod: bound to gpu-node-7 by itself, one GPU requested, all four GPUs
+    // named.
+    let forged: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "forger", "annotations": {
+            "tandem.dev/gpu": "gpu-node-7/0,gpu-node-7/1,gpu-node-7/2,gpu-node-7/3",
+            "tandem.dev/gpu-memory-mib": "16384",
+        } },
+        "spec": {
+            "nodeName": "gpu-node-7",
+            "containers": [{ "name": "main", "image": "registry.invalid/none",
+                "resources": { "limits": { "nvidia.com/gpu": "1" } } }],
+        },
+    }))?;
+    let refused = refusal(
+        "the tenant's forged pod",
+        pods.create(&PostParams::default(), &forged).await,
+    )?;
+    println!("(admission) the tenant creating the forged pod: {refused}");
+    ensure!(
+        refused.contains(REFUSED) && refused.contains("tandem.dev/gpu"),
+        "{refused}"
+    );
+
+    // Tandem's own account places a pod: the tenant creates it plain, the plugin's scheduler
+    // binds it with a placement signed by the installed key, and the pod carries it.
+    let mut plain = forged.clone();
+    plain.metadata.name = Some("placed".into());
+    plain.metadata.annotations = None;
+    plain.spec.as_mut().context("a spec")?.node_name = None;
+    plain.spec.as_mut().context("a spec")?.scheduler_name = Some("tandem-e2e-placed".into());
+    let created = pods.create(&PostParams::default(), &plain).await?;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+    let key = secrets
+        .get("tandem-placement-key")
+        .await?
+        .data
+        .unwrap_or_default()
+        .remove("placement.key")
+        .context("the installed Secret has no placement.key")?;
+    let signer = Signer::from_pem(&key.0)?;
+    let signed = signer.signed(
+        &uid,
+        Placement::decided(&["gpu-node-7/2".into()], Some(4096))?,
+    );
+    let scheduler = client_impersonating(
+        &cluster,
+        "system:serviceaccount:tandem-system:tandem-plugin-scheduler",
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:tandem-system",
+            "system:authenticated",
+        ],
+    )
+    .await?;
+    let binding = |annotations| -> Result<k8s_openapi::api::core::v1::Binding> {
+        Ok(serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "placed", "uid": uid, "annotations": annotations },
+            "target": { "apiVersion": "v1", "kind": "Node", "name": "gpu-node-7" },
+        }))?)
+    };
+    // Another scheduler (kube-scheduler's own identity) may bind, but not with a placement.
+    let other: Api<Pod> = Api::namespaced(
+        client_impersonating(&cluster, "system:kube-scheduler", &["system:authenticated"]).await?,
+        TENANT_NAMESPACE,
+    );
+    let refused = refusal(
+        "kube-scheduler binding with a placement",
+        other
+            .create_subresource::<_, Value>(
+                "binding",
+                "placed",
+                &PostParams::default(),
+                &binding(signed.annotations())?,
+            )
+            .await,
+    )?;
+    println!("(admission) another scheduler binding with a placement: {refused}");
+    ensure!(refused.contains(REFUSED), "{refused}");
+    Api::<Pod>::namespaced(scheduler, TENANT_NAMESPACE)
+        .create_subresource::<_, Value>(
+            "binding",
+            "placed",
+            &PostParams::default(),
+            &binding(signed.annotations())?,
+        )
+        .await
+        .context("Tandem's scheduler account could not bind with its placement")?;
+    let placed = pods.get("placed").await?;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+    let keys = maps.get("tandem-placement-keys").await?;
+    let verifier = Verifier::from_pem(
+        keys.data
+            .unwrap_or_default()
+            .get("placement-keys.pem")
+            .context("the installed ConfigMap has no placement-keys.pem")?
+            .as_bytes(),
+    )?;
+    let annotations = placed.metadata.annotations.clone().unwrap_or_default();
+    let carried = Placement::read(|key| annotations.get(key).map(String::as_str))?
+        .context("the placed pod carries no placement")?;
+    ensure!(
+        verifier.verify(&uid, &carried) == Ok(signer.key_id()),
+        "the placement Tandem's account bound does not verify with the installed public keys"
+    );
+    println!(
+        "(admission) Tandem's scheduler account bound the pod on {}; it verifies with the \
+         installed ConfigMap (key {})",
+        carried.gpu_list(),
+        signer.key_id()
+    );
+
+    // The tenant may annotate its running pod, but not change, add or remove the placement.
+    let patch = |annotations: Value| {
+        Patch::Merge(serde_json::json!({ "metadata": { "annotations": annotations } }))
+    };
+    pods.patch(
+        "placed",
+        &PatchParams::default(),
+        &patch(serde_json::json!({ "team": "a" })),
+    )
+    .await
+    .context("the tenant could not annotate its own pod")?;
+    for (what, annotations) in [
+        (
+            "claiming every GPU",
+            serde_json::json!({ "tandem.dev/gpu": "gpu-node-7/0,gpu-node-7/1,gpu-node-7/2,gpu-node-7/3" }),
+        ),
+        (
+            "raising the reservation",
+            serde_json::json!({ "tandem.dev/gpu-memory-mib": "16384" }),
+        ),
+        (
+            "removing the signature",
+            serde_json::json!({ "tandem.dev/placement-signature": null }),
+        ),
+    ] {
+        let refused = refusal(
+            what,
+            pods.patch("placed", &PatchParams::default(), &patch(annotations))
+                .await,
+        )?;
+        println!("(admission) the tenant patching its running pod, {what}: {refused}");
+        ensure!(refused.contains(REFUSED), "{what}: {refused}");
+    }
+
+    // In a namespace labelled for it, a GPU pod may not name its node at creation.
+    let guarded = "team-b";
+    tenant_admin(&client, guarded, "tenant").await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            guarded,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "metadata": { "labels": {
+                "tandem.dev/gpu-pods": "scheduled" } } })),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let guarded_pods: Api<Pod> = Api::namespaced(
+        client_of_account(&cluster, &client, guarded, "tenant").await?,
+        guarded,
+    );
+    let mut bound = forged.clone();
+    bound.metadata.annotations = None;
+    let refused = refusal(
+        "a GPU pod naming its node",
+        guarded_pods.create(&PostParams::default(), &bound).await,
+    )?;
+    println!("(admission) in {guarded}, a GPU pod naming its node: {refused}");
+    ensure!(refused.contains("may not set spec.nodeName"), "{refused}");
+    let mut cpu = bound.clone();
+    cpu.spec.as_mut().context("a spec")?.containers[0].resources = None;
+    guarded_pods
+        .create(&PostParams::default(), &cpu)
+        .await
+        .context("a pod requesting no GPU could not name its node")?;
     Ok(())
 }
 
