@@ -272,11 +272,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testing::pod;
+
+    /// A pod requesting one GPU, named `name`, bound to `node` (built here rather than with
+    /// the cluster's test helpers, which read placements through this module).
+    fn pod(name: &str, node: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "default", "uid": format!("uid-{name}") },
+            "spec": { "nodeName": node, "containers": [{ "name": "main",
+                "resources": { "limits": { "nvidia.com/gpu": "1" } } }] },
+        }))
+        .unwrap()
+    }
 
     fn placed(placements: &Placements, uid: &str, gpus: &[&str], node: &str) -> Pod {
         let gpus: Vec<String> = gpus.iter().map(|g| (*g).to_owned()).collect();
-        let mut pod = pod("p", 1, Some(node), None);
+        let mut pod = pod("p", node);
         pod.metadata.uid = Some(uid.to_owned());
         pod.metadata.annotations = Some(placements.annotations(uid, &gpus, Some(4096)).unwrap());
         pod
@@ -349,7 +359,7 @@ mod tests {
             .unwrap()
             .insert(GPU_ANNOTATION.into(), "n/0,n/0".into());
         assert!(matches!(open.read(&malformed), Read::Untrusted(_)));
-        assert_eq!(open.read(&pod("q", 1, Some("n"), None)), Read::Unplaced);
+        assert_eq!(open.read(&pod("q", "n")), Read::Unplaced);
     }
 
     #[test]

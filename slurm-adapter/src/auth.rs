@@ -34,9 +34,13 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 /// The scheme of the `Authorization` header that carries a MUNGE credential.
 pub const SCHEME: &str = "MUNGE";
 
+/// Largest body of a Slurm verb: a submission's declaration (an inline model summary is a few
+/// hundred bytes) with room to spare.
+pub const MAX_BODY: usize = 64 << 10;
+
 /// Longest credential accepted (base64 of the encrypted payload, which is at most the largest
-/// body of a Slurm verb: [`crate::http::MAX_BODY`]).
-pub const MAX_CREDENTIAL: usize = 2 * crate::http::MAX_BODY;
+/// body of a Slurm verb: [`MAX_BODY`]).
+pub const MAX_CREDENTIAL: usize = 2 * MAX_BODY;
 
 /// Longest `unmunge` may take to decode one credential (it takes a few milliseconds; munged
 /// itself answers or times out within this).
@@ -151,7 +155,7 @@ impl Unmunge {
         // The payload is at most a verb's body; metadata a few hundred bytes.
         let mut out = Vec::new();
         let mut err = Vec::new();
-        let mut stdout = stdout.take((crate::http::MAX_BODY + 4096) as u64);
+        let mut stdout = stdout.take((MAX_BODY + 4096) as u64);
         let mut stderr = stderr.take(4096);
         let (written, read, _) = tokio::join!(
             write,

@@ -38,9 +38,7 @@ use crate::app::{App, FinishError, Grant, Start, StartError, Submission, Verdict
 use crate::auth::{self, Caller, CredentialError, Method, Who};
 use crate::identity::check_name;
 
-/// Largest body of a Slurm verb: a submission's declaration (an inline model summary is a few
-/// hundred bytes) with room to spare.
-pub const MAX_BODY: usize = 64 << 10;
+pub use crate::auth::MAX_BODY;
 
 impl Frontend for App {
     const TYPE: &'static str = "Slurm job_submit hook and SPANK plugin";
