@@ -339,7 +339,8 @@ pub enum Placement {
         /// The GPU ids.
         gpus: Vec<String>,
         /// On a GPU the job may share, the memory the guard reserves for it, MiB (see
-        /// [`EngineState::reservation`]); `None` for GPUs taken alone.
+        /// [`EngineState::reservation`]); `None` for a job on several GPUs, which it takes
+        /// alone.
         reserved_mib: Option<u32>,
     },
     /// The node cannot take the job, in words for a person.
@@ -813,8 +814,10 @@ impl EngineState {
             .iter()
             .filter_map(|&h| cluster.get(h).map(|g| g.id.clone()))
             .collect();
+        // A job alone on one GPU still reserves its memory there: later jobs may join that
+        // GPU, and a node that enforces memory refuses a one-GPU placement without it.
         let reserved_mib = match gpus.as_slice() {
-            [gpu] if !alone => self.reservation(job, gpu)?,
+            [gpu] => self.reservation(job, gpu)?,
             _ => None,
         };
         Ok(Placement::Placed { gpus, reserved_mib })

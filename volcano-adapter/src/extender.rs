@@ -544,12 +544,16 @@ mod tests {
             predicate_alone(&engine, &first, "a"),
             PredicateResponse::pass()
         );
-        // A gang member has its GPU to itself: no shared reservation to write.
+        // A gang member takes an idle GPU, and reserves its memory there as any one-GPU task
+        // does: a node that enforces memory honours no one-GPU placement without it.
+        let placed = place(&mut engine, &first, "a").unwrap();
+        let reserved = engine.reservation(&first.job(), "a/1").unwrap();
+        assert!(reserved.is_some());
         assert_eq!(
-            place(&mut engine, &first, "a").unwrap(),
+            placed,
             Placement::Placed {
                 gpus: vec!["a/1".into()],
-                reserved_mib: None
+                reserved_mib: reserved
             }
         );
         // The GPU the first member took is no longer idle: the second fails here.
