@@ -1,7 +1,9 @@
 //! The knowledge base past one ConfigMap, against a real kube-apiserver and etcd: a
 //! 100,000-job knowledge base is written in shards and read back byte for byte (with what the
 //! save, the load and the load's memory cost printed), and of two writers of a sharded
-//! knowledge base one wins while the other gets a conflict and leaves no shard behind.
+//! knowledge base one wins while the other gets a conflict and leaves no shard behind; and a
+//! head corrupted in the cluster (an absurd length, garbage) makes the adapter load its last
+//! good copy at restart, say so (a metric, an Event on the head) and serve.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -9,13 +11,15 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::EMBEDDED_ENGINE;
 use tandem_adapter_core::store::{AdapterState, StoreError};
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_common::store::{ConfigMapStore, Head, read_head, shard_selector};
+use tandem_kube_common::store::{
+    ConfigMapStore, FALLBACK_REASON, Head, last_good_name, read_head, shard_selector,
+};
 
 use crate::cluster::{Cluster, ensure_namespace};
 
@@ -231,5 +235,142 @@ async fn of_two_writers_of_a_sharded_knowledge_base_one_wins_and_no_shard_is_lef
     );
     let stored = a.read().await?.context("nothing stored")?;
     ensure!(stored.version == won && stored.engine == theirs);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_corrupted_head_makes_the_adapter_load_its_last_good_copy_at_restart() -> Result<()> {
+    crate::cluster::install_crypto_provider();
+    let cluster = Cluster::start_control_plane().await?;
+    let result = corrupted_head(&cluster).await;
+    if result.is_err() {
+        eprintln!("{}", cluster.log_tails());
+        eprintln!(
+            "--- adapter ---\n{}",
+            crate::cluster::tail(&cluster.dir().join("adapter.log"), 60)
+        );
+    }
+    result
+}
+
+async fn corrupted_head(cluster: &Cluster) -> Result<()> {
+    use crate::extender::{knowledge, post, profile, start_with, wait_ready};
+    let client = crate::extender::prepare(cluster).await?;
+    let keys = tandem_adapter_core::JobKeys::from_file(&cluster.dir().join("id-secret"))?;
+    let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default())?;
+    // A sharded knowledge base, keyed with the adapter's secret.
+    let engine = knowledge_of(&runtime, 20_000)?;
+    let adapter_state = AdapterState {
+        key_fingerprint: Some(keys.fingerprint()),
+        ..AdapterState::default()
+    };
+    ConfigMapStore::new(client.clone(), NAMESPACE, HEAD)
+        .write(None, &engine, &adapter_state)
+        .await?;
+    let http = reqwest::Client::new();
+    let log = cluster.dir().join("adapter.log");
+    // Filing a profile into a knowledge base of 20,000 jobs takes longer than a decision may
+    // on a debug build and shared cores: the test is of the store, not of speed.
+    let slow = [
+        "--engine-deadline",
+        "10s",
+        "--decision-timeout",
+        "20s",
+        "--request-timeout",
+        "60s",
+    ];
+    let start = || -> Result<crate::extender::Adapter> {
+        start_with(
+            cluster,
+            crate::cluster::free_port()?,
+            &log,
+            "e2e-adapter",
+            &slow,
+        )
+    };
+    let mut adapter = start()?;
+    wait_ready(&http, &mut adapter).await?;
+    // One write through the adapter, which copies the head it writes.
+    post(
+        &http,
+        &format!("{}/v1/profiles", adapter.url),
+        json!({ "profiles": [{ "job": keys.key("e2e", "late"), "profile": profile(40.0, 10.0, 3_000) }] }),
+    )
+    .await?;
+    let mut known = knowledge(&http, &adapter.url).await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    ensure!(
+        api.get_opt(&last_good_name(HEAD)).await?.is_some(),
+        "no last good copy was written"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), NAMESPACE);
+    for (attempt, corruption) in ["18446744073709551615", "garbage"].into_iter().enumerate() {
+        adapter
+            .process
+            .terminate(std::time::Duration::from_secs(10));
+        let mut head = api.get(HEAD).await?;
+        head.data
+            .as_mut()
+            .context("the head has no data")?
+            .insert("engine-bytes".to_owned(), corruption.to_owned());
+        api.replace(HEAD, &PostParams::default(), &head).await?;
+        let started = Instant::now();
+        adapter = start()?;
+        wait_ready(&http, &mut adapter).await.with_context(|| {
+            format!("the adapter did not start over engine-bytes {corruption:?}")
+        })?;
+        let fallbacks =
+            crate::failover::metric(&http, &adapter, "tandem_knowledge_fallbacks_total").await?;
+        let now = knowledge(&http, &adapter.url).await?;
+        let warned: Vec<String> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(FALLBACK_REASON)
+                    && e.involved_object.name.as_deref() == Some(HEAD)
+            })
+            .filter_map(|e| e.message)
+            .collect();
+        println!(
+            "engine-bytes {corruption:?}: ready in {:.1?}, tandem_knowledge_fallbacks_total {fallbacks}, \
+             {} profiles known (before: {}); Events: {:?}",
+            started.elapsed(),
+            now["profiles"],
+            known["profiles"],
+            warned
+        );
+        ensure!(fallbacks == 1.0, "no fall-back counted");
+        ensure!(
+            now["profiles"] == known["profiles"],
+            "not the last good knowledge base"
+        );
+        ensure!(
+            warned.len() == attempt + 1 && warned.iter().all(|m| m.contains("engine-bytes")),
+            "the fall-back Events: {warned:?}"
+        );
+        // It serves, and its next write replaces the corrupted head.
+        post(
+            &http,
+            &format!("{}/v1/profiles", adapter.url),
+            json!({ "profiles": [{ "job": keys.key("e2e", &format!("after-{attempt}")),
+                                   "profile": profile(40.0, 10.0, 3_000) }] }),
+        )
+        .await?;
+        known = knowledge(&http, &adapter.url).await?;
+        ensure!(
+            matches!(read_head(api.get(HEAD).await?)?, Head::Sharded(_)),
+            "the head was not replaced"
+        );
+        let stored = ConfigMapStore::new(client.clone(), NAMESPACE, HEAD)
+            .read()
+            .await?
+            .context("nothing stored")?;
+        ensure!(
+            stored.engine.len() > engine.len(),
+            "the head holds less than before"
+        );
+    }
     Ok(())
 }

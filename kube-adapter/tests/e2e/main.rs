@@ -14,6 +14,7 @@ mod load;
 mod node;
 mod placement;
 mod plugin;
+mod poison;
 mod privacy;
 mod profiler;
 mod tls;
