@@ -37,7 +37,7 @@ use std::time::Duration;
 use tandem_adapter_core::JobKeys;
 use tokio::task::JoinSet;
 
-pub use options::{Format, Options};
+pub use options::{Format, IntakeAuth, Options};
 
 use crate::agent::{Agent, Finished, Settings};
 use crate::attribute::{Attributor, PodDirectory, kube::KubePods};
@@ -140,10 +140,6 @@ pub async fn run(options: Options) -> Result<Summary> {
         .adapter
         .as_deref()
         .ok_or(Error::Missing("--adapter"))?;
-    let token_file = options
-        .intake_token_file
-        .as_deref()
-        .ok_or(Error::Missing("--intake-token-file"))?;
     let ca = options
         .adapter_ca
         .as_deref()
@@ -155,16 +151,27 @@ pub async fn run(options: Options) -> Result<Summary> {
             })
         })
         .transpose()?;
-    // Read again for every post: a projected service-account token rotates.
-    let intake = Intake::with_token_file(
-        adapter,
-        token_file,
-        Backoff {
-            attempts: options.attempts,
-            ..Backoff::default()
-        },
-        ca.as_deref(),
-    )?;
+    let backoff = Backoff {
+        attempts: options.attempts,
+        ..Backoff::default()
+    };
+    let intake = match options.intake_auth {
+        IntakeAuth::Munge => Intake::with_munge(
+            adapter,
+            &options.munge,
+            options.munge_socket.as_deref(),
+            backoff,
+            ca.as_deref(),
+        )?,
+        IntakeAuth::Token => {
+            let token_file = options
+                .intake_token_file
+                .as_deref()
+                .ok_or(Error::Missing("--intake-token-file"))?;
+            // Read again for every post: a projected service-account token rotates.
+            Intake::with_token_file(adapter, token_file, backoff, ca.as_deref())?
+        }
+    };
     let agent = Agent::new(
         attributor,
         Settings {

@@ -37,9 +37,23 @@ pub struct Options {
     #[arg(long, env = "TANDEM_ADAPTER_CA_FILE", value_name = "PEM")]
     pub adapter_ca: Option<PathBuf>,
 
-    /// File with the intake's bearer token.
+    /// File with the intake's bearer token (`--intake-auth token`).
     #[arg(long, env = "TANDEM_INTAKE_TOKEN_FILE", value_name = "FILE")]
     pub intake_token_file: Option<PathBuf>,
+
+    /// How the profiler proves itself to the intake: `token` (--intake-token-file) or `munge`
+    /// (a fresh MUNGE credential for every post, as root on a Slurm node: the Slurm service
+    /// run with `--auth munge` admits it for the jobs of this node).
+    #[arg(long, value_enum, env = "TANDEM_INTAKE_AUTH", default_value_t = IntakeAuth::Token)]
+    pub intake_auth: IntakeAuth,
+
+    /// munge's `munge` (`--intake-auth munge`).
+    #[arg(long, value_name = "PATH", default_value = "munge")]
+    pub munge: PathBuf,
+
+    /// munged's socket, if not munge's default (`--intake-auth munge`).
+    #[arg(long, value_name = "PATH")]
+    pub munge_socket: Option<PathBuf>,
 
     /// File with the per-cluster secret that keys job ids (hex), the adapter's.
     #[arg(long, env = "TANDEM_ID_SECRET_FILE", value_name = "FILE")]
@@ -83,6 +97,15 @@ pub struct Options {
     /// Attempts to deliver each batch of profiles (with exponential back-off).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub attempts: u32,
+}
+
+/// How the profiler proves itself to the intake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IntakeAuth {
+    /// A bearer token from --intake-token-file.
+    Token,
+    /// A MUNGE credential (Slurm nodes).
+    Munge,
 }
 
 /// How `--once` prints.

@@ -3,7 +3,9 @@
 //! The token is read from its file again for every post ([`Intake::with_token_file`]): in
 //! Kubernetes it is the profiler pod's projected service-account token (audience
 //! `tandem-intake`), which the kubelet rotates in place, and the adapter admits the profiler for
-//! the pods of the node that token is bound to.
+//! the pods of the node that token is bound to. On a Slurm node it may instead present a fresh
+//! MUNGE credential for every post ([`Intake::with_munge`], `--intake-auth munge`): root's,
+//! encoded on the node, which the Slurm service takes for that node's profiler.
 //!
 //! The body is the intake's own type ([`ProfilesRequest`]): keyed job ids and the three
 //! features with the GPU model — nothing else leaves the node. Any adapter (kube extender,
@@ -67,6 +69,9 @@ pub enum PostError {
     /// The intake's answer is not a profiles answer.
     #[error("the intake's answer is not a profiles answer")]
     Answer(#[source] serde_json::Error),
+    /// `munge` made no credential.
+    #[error("no MUNGE credential: {0}")]
+    Munge(String),
     /// The token file could not be read, or is empty.
     #[error("cannot read the intake token {}", .path.display())]
     Token {
@@ -92,6 +97,8 @@ impl PostError {
         match self {
             // The kubelet replaces a projected token's file while it rotates it.
             Self::Transport(_) | Self::Token { .. } => true,
+            // munged restarting, or slow.
+            Self::Munge(_) => true,
             Self::Status { status, .. } => {
                 status.is_server_error()
                     || *status == StatusCode::TOO_MANY_REQUESTS
@@ -102,13 +109,20 @@ impl PostError {
     }
 }
 
-/// Where the bearer token comes from.
+/// What the profiler presents: a bearer token, or a MUNGE credential.
 #[derive(Clone)]
 enum Token {
     /// Given once.
     Fixed(String),
     /// Read from this file for every post.
     File(std::path::PathBuf),
+    /// A fresh MUNGE credential for every post, from `munge` at this socket.
+    Munge {
+        /// munge's `munge`.
+        program: std::path::PathBuf,
+        /// munged's socket, if not munge's default.
+        socket: Option<std::path::PathBuf>,
+    },
 }
 
 impl std::fmt::Debug for Token {
@@ -117,17 +131,61 @@ impl std::fmt::Debug for Token {
         match self {
             Self::Fixed(_) => f.write_str("Fixed(..)"),
             Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Munge { program, socket } => f
+                .debug_struct("Munge")
+                .field("program", program)
+                .field("socket", socket)
+                .finish(),
         }
     }
 }
 
+/// What a profiler's MUNGE credential is made for: the intake's method and path (the Slurm
+/// service checks it; the core's intake authenticates by headers, so the body is not bound).
+pub const MUNGE_PAYLOAD: &str = "POST /v1/profiles\n";
+
 impl Token {
-    fn read(&self) -> Result<String, PostError> {
+    /// The `Authorization` header's value for one post.
+    async fn authorization(&self) -> Result<String, PostError> {
         match self {
-            Self::Fixed(token) => Ok(token.clone()),
-            Self::File(path) => read_token(path),
+            Self::Fixed(token) => Ok(format!("Bearer {token}")),
+            Self::File(path) => Ok(format!("Bearer {}", read_token(path)?)),
+            Self::Munge { program, socket } => Ok(format!(
+                "MUNGE {}",
+                munge(program, socket.as_deref()).await?
+            )),
         }
     }
+}
+
+/// A fresh MUNGE credential for [`MUNGE_PAYLOAD`], from `program` at `socket`.
+pub async fn munge(
+    program: &std::path::Path,
+    socket: Option<&std::path::Path>,
+) -> Result<String, PostError> {
+    let mut command = tokio::process::Command::new(program);
+    command.args(["-s", MUNGE_PAYLOAD]);
+    if let Some(socket) = socket {
+        command.arg("--socket").arg(socket);
+    }
+    let run = command
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .map_err(|_| PostError::Munge(format!("{} did not answer in 5 s", program.display())))?
+        .map_err(|e| PostError::Munge(format!("cannot run {}: {e}", program.display())))?;
+    let credential = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if !output.status.success() || !credential.starts_with("MUNGE:") {
+        return Err(PostError::Munge(format!(
+            "{} failed ({}): {}",
+            program.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(credential)
 }
 
 /// The token in `path`, trimmed; an empty file is an error (a token being written).
@@ -188,6 +246,23 @@ impl Intake {
         Self::build(adapter, Token::File(token_file.to_owned()), backoff, ca_pem)
     }
 
+    /// [`Intake::with_ca`] presenting a fresh MUNGE credential for every post, made by
+    /// `program` (munge's `munge`) with munged at `socket`: on a Slurm node, as root, for the
+    /// Slurm service.
+    pub fn with_munge(
+        adapter: &str,
+        program: &std::path::Path,
+        socket: Option<&std::path::Path>,
+        backoff: Backoff,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, PostError> {
+        let token = Token::Munge {
+            program: program.to_owned(),
+            socket: socket.map(std::path::Path::to_owned),
+        };
+        Self::build(adapter, token, backoff, ca_pem)
+    }
+
     fn build(
         adapter: &str,
         token: Token,
@@ -237,11 +312,11 @@ impl Intake {
     }
 
     async fn post_once(&self, request: &ProfilesRequest) -> Result<ProfilesAnswer, PostError> {
-        let token = self.token.read()?;
+        let authorization = self.token.authorization().await?;
         let response = self
             .http
             .post(&self.url)
-            .bearer_auth(&token)
+            .header(reqwest::header::AUTHORIZATION, authorization)
             .json(request)
             .send()
             .await

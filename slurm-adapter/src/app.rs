@@ -27,6 +27,9 @@ use crate::identity;
 use crate::models;
 use crate::nodes::{self, SlurmNode};
 
+/// The namespace under which a node profiler keys a Slurm job (by its job id).
+const SLURM_PROFILER_NAMESPACE: &str = "slurm";
+
 /// How long a finished placement is remembered, for the outcome of its GPU partner.
 const KEEP_FINISHED: Duration = Duration::from_secs(3600);
 
@@ -391,6 +394,26 @@ impl App {
         let mut all: Vec<Placement> = lock(&self.table).placements.values().cloned().collect();
         all.sort_by(|a, b| a.placed_at.total_cmp(&b.placed_at));
         all
+    }
+
+    /// Whether the job keyed `job` holds a placement on `node` now: the keyed id Tandem placed
+    /// it under, or the one a node profiler keys a Slurm job with (`slurm/<job id>`,
+    /// docs/PROFILER.md), for a node profiler's intake.
+    pub fn runs_on(&self, job: &str, node: &str) -> bool {
+        let table = lock(&self.table);
+        let ttl = self.settings.pending_ttl;
+        let now = now();
+        table.placements.values().any(|p| {
+            p.node == node
+                && Table::holds(p, now, ttl)
+                && (p.job == job
+                    || p.slurm_job.is_some_and(|id| {
+                        self.core
+                            .keys
+                            .key(SLURM_PROFILER_NAMESPACE, &id.to_string())
+                            == job
+                    }))
+        })
     }
 
     /// Forgets placements that never started within the TTL and finished ones kept long enough.

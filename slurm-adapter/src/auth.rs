@@ -285,7 +285,7 @@ pub fn parse_unmunge(out: &[u8]) -> Result<Credential, CredentialError> {
 #[derive(Debug)]
 pub enum Method {
     /// A MUNGE credential bound to each request.
-    Munge(Unmunge),
+    Munge(std::sync::Arc<Unmunge>),
     /// A TLS client certificate signed by `--client-ca`.
     ClientCertificate,
     /// Nobody is authenticated: `--insecure-open-verbs`.

@@ -28,6 +28,7 @@ pub mod http;
 pub mod identity;
 pub mod models;
 pub mod nodes;
+pub mod profilers;
 
 mod options;
 mod run;

@@ -8,6 +8,9 @@
 //! GPU model (`v100` is the engine's `V100`, see [`tandem_adapter_core::gpu_models`]); nodes
 //! that cannot take jobs (down, drained, failing) are left out.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
+
 use tandem_api::GpuSpec;
 
 /// One GPU node as Slurm reports it.
@@ -19,6 +22,9 @@ pub struct SlurmNode {
     pub gpus: Vec<(String, u32)>,
     /// Whether the node can take jobs now.
     pub usable: bool,
+    /// Its `NodeAddr` and `NodeHostName` (where they differ from its name), by which a
+    /// MUNGE credential's encoding host is known for this node.
+    pub addresses: Vec<String>,
 }
 
 /// Why the node list could not be read.
@@ -102,10 +108,18 @@ pub fn parse(text: &str) -> Result<Vec<SlurmNode>, NodesError> {
             .map(|gres| gpu_groups(name, gres))
             .transpose()?
             .unwrap_or_default();
+        let mut addresses: Vec<String> = ["NodeAddr", "NodeHostName"]
+            .iter()
+            .filter_map(|key| field(key))
+            .filter(|a| *a != name && *a != "(null)")
+            .map(str::to_owned)
+            .collect();
+        addresses.dedup();
         nodes.push(SlurmNode {
             name: name.to_owned(),
             gpus,
             usable,
+            addresses,
         });
     }
     Ok(nodes)
@@ -154,6 +168,39 @@ fn gpu_groups(node: &str, gres: &str) -> Result<Vec<(String, u32)>, NodesError> 
     Ok(groups)
 }
 
+/// Which node each address of `nodes` is (their names, `NodeAddr` and `NodeHostName`, as the
+/// resolver answers for them; an address two nodes share is left out, it names neither).
+pub async fn hosts(nodes: &[SlurmNode]) -> HashMap<IpAddr, String> {
+    let mut found: HashMap<IpAddr, Option<String>> = HashMap::new();
+    for node in nodes {
+        let mut mine = std::collections::BTreeSet::new();
+        for name in std::iter::once(&node.name).chain(&node.addresses) {
+            let resolved = match name.parse::<IpAddr>() {
+                Ok(ip) => vec![ip],
+                Err(_) => tokio::net::lookup_host((name.as_str(), 0))
+                    .await
+                    .map(|all| all.map(|a| a.ip()).collect())
+                    .unwrap_or_default(),
+            };
+            mine.extend(resolved);
+        }
+        for ip in mine {
+            found
+                .entry(ip)
+                .and_modify(|owner| {
+                    if owner.as_deref() != Some(node.name.as_str()) {
+                        *owner = None;
+                    }
+                })
+                .or_insert_with(|| Some(node.name.clone()));
+        }
+    }
+    found
+        .into_iter()
+        .filter_map(|(ip, owner)| Some((ip, owner?)))
+        .collect()
+}
+
 /// The GPU of a TYPE: the engine's model name and its memory (`--gpu-memory` first, then the
 /// known models, then `default_mib`).
 pub fn spec(kind: &str, memory: &[(String, u32)], default_mib: u32) -> GpuSpec {
@@ -195,6 +242,31 @@ NodeName=gpu4 Gres=gpu:t4:1 State=DOWN*
         );
         assert!(!nodes[3].usable);
         assert!(!nodes[4].usable);
+        assert!(nodes[0].addresses.is_empty());
+        let named =
+            parse("NodeName=n1 NodeAddr=10.0.0.7 NodeHostName=n1.cluster State=IDLE\n").unwrap();
+        assert_eq!(named[0].addresses, ["10.0.0.7", "n1.cluster"]);
+    }
+
+    #[tokio::test]
+    async fn addresses_name_their_node_unless_two_nodes_share_one() {
+        let node = |name: &str, addr: &str| SlurmNode {
+            name: name.into(),
+            gpus: Vec::new(),
+            usable: true,
+            addresses: vec![addr.into()],
+        };
+        let hosts = hosts(&[
+            node("a", "10.0.0.1"),
+            node("b", "10.0.0.2"),
+            node("c", "10.0.0.2"),
+        ])
+        .await;
+        assert_eq!(
+            hosts.get(&"10.0.0.1".parse().unwrap()).map(String::as_str),
+            Some("a")
+        );
+        assert!(!hosts.contains_key(&"10.0.0.2".parse().unwrap()));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::app::{App, Settings};
 use crate::auth::{Callers, Method, Unmunge};
 use crate::nodes;
 use crate::options::Auth;
+use crate::profilers::{Hosts, MungeProfilers};
 
 /// Engine calls that may wait before more are refused (and the hook fails open).
 const ENGINE_QUEUE: usize = 256;
@@ -39,7 +40,16 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let policy = options.core.policy(Vec::new());
     let store = FileStore::new(&options.knowledge);
     let (engine, stored) = resume_or_bootstrap(runtime, Some(&store), &policy).await?;
-    let core = Arc::new(Core::start(CoreConfig {
+    // With MUNGE, a node's profiler may post its own node's profiles with root's credential.
+    let hosts: Hosts = Arc::default();
+    let profilers = match &callers.method {
+        Method::Munge(unmunge) => Some(Arc::new(MungeProfilers::new(
+            Arc::clone(unmunge),
+            Arc::clone(&hosts),
+        ))),
+        _ => None,
+    };
+    let mut core = Core::start(CoreConfig {
         engine,
         keys,
         // Slurm has one controller, so the service is always alone.
@@ -53,7 +63,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         },
         queue: ENGINE_QUEUE,
         inline: false,
-    })?);
+    })?;
+    if let Some(profilers) = profilers {
+        core = core.with_intake_auth(profilers);
+    }
+    let core = Arc::new(core);
     let app = Arc::new(App::new(
         Arc::clone(&core),
         Settings {
@@ -80,12 +94,21 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let reader = Arc::clone(&app);
     let scontrol = options.scontrol.clone();
     let refresh = options.node_refresh;
+    let located = Arc::clone(&app);
+    core.locate_jobs_with(Arc::new(move |job: &str, node: &str| {
+        located.runs_on(job, node)
+    }));
     let read_nodes = move || {
         let app = Arc::clone(&reader);
         let scontrol = scontrol.clone();
+        let hosts = Arc::clone(&hosts);
         async move {
             match nodes::read(&scontrol).await {
                 Ok(nodes) => {
+                    let found = nodes::hosts(&nodes).await;
+                    *hosts
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = found;
                     let gpus = app.set_nodes(&nodes);
                     tracing::debug!(nodes = nodes.len(), gpus, "read the GPU nodes from Slurm");
                 }
@@ -138,7 +161,7 @@ async fn callers(options: &Options) -> anyhow::Result<Callers> {
         Some(Auth::Munge) => {
             let unmunge = Unmunge::new(options.unmunge.clone(), options.munge_socket.clone());
             check_munge(options, &unmunge).await?;
-            Method::Munge(unmunge)
+            Method::Munge(Arc::new(unmunge))
         }
     };
     Ok(Callers { method, slurm_uids })

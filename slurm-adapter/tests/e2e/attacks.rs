@@ -13,13 +13,13 @@ use anyhow::{Context as _, ensure};
 use super::{Cluster, key_of, request};
 
 const VICTIM: &str = "tandem-alice";
-const ATTACKER: &str = "tandem-mallory";
+pub const ATTACKER: &str = "tandem-mallory";
 
 /// A Slurm job id no job has (ids are far lower on the test's cluster).
 const NO_JOB: u64 = 4_000_000_000;
 
 /// `user`'s uid, creating the user if it does not exist.
-fn user(name: &str) -> anyhow::Result<u32> {
+pub fn user(name: &str) -> anyhow::Result<u32> {
     let id = |name: &str| {
         Command::new("id")
             .args(["-u", name])

@@ -11,6 +11,7 @@
 
 mod attacks;
 mod mtls;
+mod profilers;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -637,6 +638,8 @@ fn tandem_in_a_real_slurm() -> anyhow::Result<()> {
     println!("(c) restarted: /v1/knowledge is what it was before the stop");
 
     // What a user of the cluster may try against other users' jobs.
+    // (i) A node's profiler, with root's MUNGE credential, for its own node's jobs only.
+    profilers::run(&cluster)?;
     attacks::run(&cluster)?;
 
     // The placement hook's time per submission, as it measures itself (held jobs never run).
