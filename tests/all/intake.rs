@@ -1,8 +1,8 @@
 //! The intake through the adapter core, with the real engine and a store that keeps one
 //! ConfigMap's size rule (the sharded ConfigMap store's limit is 64 times larger; one
 //! ConfigMap's is reached in seconds): a batch is learned whole or not at all, a write that fails leaves no
-//! trace (so a retry counts once), and a knowledge base that no longer fits its store refuses
-//! what would overflow it and goes on acknowledging what fits — also after a restart; and a
+//! trace (so a retry counts once), and a knowledge base that no longer fits its store forgets
+//! its stalest jobs and goes on acknowledging — also after a restart; and a
 //! peak the memory model under-predicted protects its job before the refit is stored.
 //!
 //! Who may post: a node's profiler only profiles of its own node's jobs, never outcomes; each
