@@ -19,7 +19,9 @@
 //!    scheduler's fallback; the adapter is then started and must account for each of them
 //!    (`tandem_binds_without_tandem_total`);
 //! 6. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
-//!    (`deploy/helm/tandem/templates/plugin.yaml`'s profile), pods with its `schedulerName`.
+//!    (`deploy/helm/tandem/templates/plugin.yaml`'s profile), pods with its `schedulerName`;
+//! 7. the extender (as in 2) and the plugin (as in 6) writing their placements unsigned, as
+//!    binds were written before signatures: what signing costs the bind path, in the same run.
 //!
 //! It prints pods/s of each, the p99 of the scheduler's own scheduling-attempt latency
 //! (`scheduler_scheduling_attempt_duration_seconds`, read from its `/metrics` at the end, to
@@ -40,7 +42,7 @@
 //! `TANDEM_BENCH_GPUS` (per node), `TANDEM_BENCH_PODS`; scheduler_perf's scale is
 //! `TANDEM_BENCH_NODES=5000 TANDEM_BENCH_GPUS=8 TANDEM_BENCH_PODS=10000`. Configurations
 //! named after `--` (`default`, `extender`, `extender-http`, `extender-fitting`, `adapter-down`,
-//! `plugin`) run alone.
+//! `plugin`, `extender-unsigned`, `plugin-unsigned`) run alone.
 //! `TANDEM_BENCH_PPROF=<dir>` saves CPU profiles of the scheduler and of kube-apiserver in each
 //! run (see `cpu_profile`).
 //!
@@ -96,6 +98,11 @@ enum Mode {
     AdapterDown,
     /// `tandem-kube-scheduler`: the framework plugin, in-process.
     Plugin,
+    /// [`Mode::Tandem`] writing placements unsigned (`--unsigned-placements`), as binds were
+    /// written before signatures: what signing costs the bind path, in the same run.
+    TandemUnsigned,
+    /// [`Mode::Plugin`] with `unsignedPlacements: true`.
+    PluginUnsigned,
 }
 
 /// What one run measured.
@@ -161,6 +168,8 @@ impl Mode {
             Mode::TandemFitting => "extender-fitting",
             Mode::AdapterDown => "adapter-down",
             Mode::Plugin => "plugin",
+            Mode::TandemUnsigned => "extender-unsigned",
+            Mode::PluginUnsigned => "plugin-unsigned",
         }
     }
 
@@ -173,6 +182,8 @@ impl Mode {
             Mode::TandemFitting => "  ... --filter-passes fitting",
             Mode::AdapterDown => "  ... with the adapter down",
             Mode::Plugin => "tandem-kube-scheduler (plugin)",
+            Mode::TandemUnsigned => "  ... extender, placements unsigned",
+            Mode::PluginUnsigned => "  ... plugin, placements unsigned",
         }
     }
 }
@@ -197,6 +208,8 @@ async fn main() -> Result<()> {
         Mode::TandemFitting,
         Mode::AdapterDown,
         Mode::Plugin,
+        Mode::TandemUnsigned,
+        Mode::PluginUnsigned,
     ];
     if let Some(unknown) = only.iter().find(|n| modes.iter().all(|m| m.name() != *n)) {
         let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
@@ -303,6 +316,20 @@ async fn main() -> Result<()> {
             worst(Mode::Plugin, |r| r.unannotated),
             worst(Mode::Plugin, |r| r.misplaced)
         );
+    }
+    for (signed, unsigned, what) in [
+        (Mode::Tandem, Mode::TandemUnsigned, "extender"),
+        (Mode::Plugin, Mode::PluginUnsigned, "plugin"),
+    ] {
+        if let (Some(a), Some(b)) = (median(signed), median(unsigned)) {
+            println!(
+                "Tandem {what}, signed / unsigned placements: {:.2}x the pods/s ({a:.1} against {b:.1}); \
+                 pods without Tandem's annotation: {} and {}",
+                a / b,
+                worst(signed, |r| r.unannotated),
+                worst(unsigned, |r| r.unannotated)
+            );
+        }
     }
     Ok(())
 }
@@ -594,7 +621,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
                         "resources": { "limits": { "nvidia.com/gpu": "1" } },
                     }]},
                 });
-                if mode == Mode::Plugin {
+                if matches!(mode, Mode::Plugin | Mode::PluginUnsigned) {
                     pod["spec"]["schedulerName"] = json!(PLUGIN_SCHEDULER_NAME);
                 }
                 let pod: Pod = serde_json::from_value(pod)?;
@@ -621,11 +648,13 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     let port = free_port()?;
     // Certificates only where the scheduler is configured with the extender over TLS.
     let tls = match mode {
-        Mode::Tandem | Mode::TandemFitting | Mode::AdapterDown => Some(MutualTls::write(
+        Mode::Tandem | Mode::TandemFitting | Mode::AdapterDown | Mode::TandemUnsigned => {
+            Some(MutualTls::write(
             cluster.dir(),
-            &Authority::new("tandem-bench-ca")?,
-        )?),
-        Mode::Default | Mode::TandemHttp | Mode::Plugin => None,
+                &Authority::new("tandem-bench-ca")?,
+            )?)
+        }
+        Mode::Default | Mode::TandemHttp | Mode::Plugin | Mode::PluginUnsigned => None,
     };
     let endpoint = AdapterEndpoint::new(port, tls.as_ref())?;
     let extender = Some(Extender {
@@ -640,7 +669,7 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
             cluster.start_scheduler(&scheduler_config(None)).await?;
             None
         }
-        Mode::Tandem | Mode::TandemHttp | Mode::TandemFitting => {
+        Mode::Tandem | Mode::TandemHttp | Mode::TandemFitting | Mode::TandemUnsigned => {
             let adapter = start_adapter(&cluster, port, mode, tls.as_ref())?;
             endpoint.wait_ready().await?;
             starting = Instant::now();
@@ -655,14 +684,17 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
                 .await?;
             None
         }
-        Mode::Plugin => {
+        Mode::Plugin | Mode::PluginUnsigned => {
             let binary = plugin_scheduler().await?;
             let secret = cluster.dir().join("id-secret");
             std::fs::write(&secret, SECRET_HEX)?;
             // Building the binary, the first time, is not starting it.
             starting = Instant::now();
             cluster
-                .start_scheduler_binary(&binary, &plugin_config(&secret))
+                .start_scheduler_binary(
+                    &binary,
+                    &plugin_config(&secret, mode == Mode::Plugin),
+                )
                 .await?;
             None
         }
@@ -802,8 +834,16 @@ async fn plugin_scheduler() -> Result<std::path::PathBuf> {
 }
 
 /// The plugin's `KubeSchedulerConfiguration`: the deploy file's profile, the e2e harness's
-/// client limits, no leader election.
-fn plugin_config(secret: &std::path::Path) -> String {
+/// client limits, no leader election; placements signed with the cluster's key if `signed`.
+fn plugin_config(secret: &std::path::Path, signed: bool) -> String {
+    let placements = if signed {
+        format!(
+            "placementKeyFile: \"{}\"",
+            cluster::PLACEMENT_KEY_PLACEHOLDER
+        )
+    } else {
+        "unsignedPlacements: true".to_owned()
+    };
     format!(
         "\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -826,19 +866,19 @@ profiles:
       - name: Tandem
   pluginConfig:
   - name: Tandem
-    args: {{idSecretFile: {}, namespace: {SYSTEM}, placementKeyFile: \"{}\"}}
+    args: {{idSecretFile: {}, namespace: {SYSTEM}, {placements}}}
   - name: NodeResourcesFit
     args:
       ignoredResources: [\"nvidia.com/gpu\"]
 ",
         cluster::KUBECONFIG_PLACEHOLDER,
         secret.display(),
-        cluster::PLACEMENT_KEY_PLACEHOLDER,
     )
 }
 
 /// `tandem-kube-adapter` with its default options (`--filter-passes fitting` for
-/// [`Mode::TandemFitting`]), serving HTTPS with `tls`.
+/// [`Mode::TandemFitting`], `--unsigned-placements` for [`Mode::TandemUnsigned`]), serving
+/// HTTPS with `tls`.
 fn start_adapter(
     cluster: &Cluster,
     port: u16,
@@ -857,9 +897,13 @@ fn start_adapter(
         .arg("--id-secret-file")
         .arg(&secret)
         .args(tls.map(MutualTls::adapter_args).unwrap_or_default())
-        // Every bind signs its placement, as the chart deploys it.
-        .args(cluster.placement_args())
         .env("RUST_LOG", "warn");
+    if mode == Mode::TandemUnsigned {
+        command.arg("--unsigned-placements");
+    } else {
+        // Every bind signs its placement, as the chart deploys it.
+        command.args(cluster.placement_args());
+    }
     if mode == Mode::TandemFitting {
         command.args(["--filter-passes", "fitting"]);
     }
