@@ -106,6 +106,53 @@ every render), saying how to create it once and name it (`.how`).
 {{- end -}}
 {{- end -}}
 
+{{/* The profilers' service account as the scheduler path names it: "<namespace>/<name>". */}}
+{{- define "tandem.profilerAccount" -}}
+{{- printf "%s/%s" .Release.Namespace (include "tandem.name" (dict "root" . "component" "profiler")) -}}
+{{- end -}}
+
+{{/*
+The adapters' options for the profilers (profiler.enabled): each presents its pod's projected
+service-account token, which the adapter reviews with the API server (TokenReview, the audience
+profiler.tokenAudience); that profiler may then post profiles of its own node's pods only.
+*/}}
+{{- define "tandem.profilerArgs" -}}
+{{- if .Values.profiler.enabled }}
+- --profiler-service-account={{ include "tandem.profilerAccount" . }}
+- --profiler-token-audience={{ .Values.profiler.tokenAudience }}
+{{- end }}
+{{- end -}}
+
+{{/*
+With the profiler on, the scheduler path's account `.name` reviews the profilers' tokens: create
+on tokenreviews (cluster-scoped, so a ClusterRole), that account alone. Ends with "---".
+*/}}
+{{- define "tandem.tokenReviewRole" -}}
+{{- if .root.Values.profiler.enabled }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}-token-review
+  labels:
+    {{- include "tandem.labels" .root | nindent 4 }}
+rules:
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ .name }}-token-review
+  labels:
+    {{- include "tandem.labels" .root | nindent 4 }}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {{ .name }}-token-review}
+subjects:
+- {kind: ServiceAccount, name: {{ .name }}, namespace: {{ .root.Release.Namespace }}}
+---
+{{- end }}
+{{- end -}}
+
 {{/* The engine's options as the adapters take them on their command line. */}}
 {{- define "tandem.engineArgs" -}}
 - --objective={{ .Values.engine.objective }}
@@ -167,8 +214,5 @@ imagePullSecrets:
 {{- end -}}
 {{- if not (has .Values.engine.objective (list "balanced" "min-slowdown" "max-packing")) -}}
 {{- fail (printf "engine.objective: %q is not one of balanced, min-slowdown, max-packing" .Values.engine.objective) -}}
-{{- end -}}
-{{- if and .Values.profiler.enabled (eq .Values.mode "plugin") -}}
-{{- fail "profiler.enabled: the profiler posts to an adapter's intake, which mode plugin does not run; use mode extender or volcano" -}}
 {{- end -}}
 {{- end -}}
