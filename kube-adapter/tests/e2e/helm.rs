@@ -6,6 +6,10 @@
 //!   on) lints with `--strict` and renders secure by default: the extender's verbs ask for the
 //!   scheduler's client certificate, Volcano's for a token, both generated; `openVerbs` is the
 //!   only way to open them.
+//! - Each mode's profiler presents its pod's projected service-account token (audience
+//!   `tandem-intake`) as its intake token and mounts only `id-secret` of the ids Secret, never
+//!   the operator's intake token; the scheduler path names the profiler's account, and its
+//!   account alone may create `tokenreviews` (none without the profiler).
 //! - Each mode's objects pass a server-side dry run (the ServiceMonitor and PrometheusRule
 //!   excepted: this apiserver has no Prometheus operator CRDs). Installed for real, each service
 //!   account may do what its program needs and is refused what it does not (asked of the
@@ -18,7 +22,9 @@
 //!   container's command and environment. There is no kubelet in this tier (the node tier has
 //!   kubelets; its scenarios run the adapters as processes): the test plays its part for that
 //!   one pod. The scheduler then places a GPU pod, which carries Tandem's annotation, with no
-//!   permission but those the chart granted.
+//!   permission but those the chart granted; its intake takes that pod's profile from the
+//!   profiler of the pod's node (a TokenRequest token of the profilers' account bound to a
+//!   profiler pod there, as the kubelet would mount it) and refuses it from the other node's.
 //! - Every metric the dashboard and the alerts query is one the extender's `/metrics` shows
 //!   ([`check_dashboard_queries`], called by the declaring scenario of the kube tier).
 
@@ -57,20 +63,26 @@ const VOLCANO_NAMESPACE: &str = "volcano-system";
 /// What the admission policy says when it refuses a placement annotation.
 const REFUSED: &str = "Tandem's placement annotations are written by Tandem's schedulers only";
 
+/// The profilers' service account, as the scheduler path names it (`NAMESPACE/NAME`).
+const PROFILER_ACCOUNT: &str = "tandem-system/tandem-profiler";
+
+/// Where the profiler's projected service-account token is mounted (docs/PROFILER.md).
+const PROFILER_TOKEN: &str = "/var/run/secrets/tandem/intake-token";
+
+/// The audience of the profilers' tokens, the adapters' default.
+const PROFILER_AUDIENCE: &str = "tandem-intake";
+
 /// What each mode's checks also turn on: every optional part the mode takes. Rendered without
 /// a cluster, fresh secrets are asked for (`secrets.renderWithoutCluster`).
 fn everything(mode: &str) -> Vec<String> {
-    let mut values = vec![
+    vec![
         format!("mode={mode}"),
         "node.enabled=true".to_owned(),
         "metrics.serviceMonitor.enabled=true".to_owned(),
         "metrics.prometheusRule.enabled=true".to_owned(),
+        "profiler.enabled=true".to_owned(),
         FRESH_SECRETS.to_owned(),
-    ];
-    if mode != "plugin" {
-        values.push("profiler.enabled=true".to_owned());
-    }
-    values
+    ]
 }
 
 fn repository_root() -> PathBuf {
@@ -263,6 +275,7 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
 
     for mode in MODES {
         placement_keys_render(&helm, mode).with_context(|| format!("mode {mode}"))?;
+        profiler_tokens_render(&helm, mode).with_context(|| format!("mode {mode}"))?;
     }
     secrets_render_only_with_a_cluster_or_when_named(&helm)?;
     Ok(())
@@ -413,6 +426,250 @@ fn placement_keys_render(helm: &Path, mode: &str) -> Result<()> {
             "the NetworkPolicy does not admit vc-scheduler and the profilers: {from}"
         );
     }
+    Ok(())
+}
+
+/// The service account of `mode`'s scheduler path, which serves the intake.
+fn scheduler_path(mode: &str) -> &'static str {
+    match mode {
+        "plugin" => "tandem-plugin-scheduler",
+        "extender" => "tandem-kube-adapter",
+        _ => "tandem-volcano-adapter",
+    }
+}
+
+/// The profiler accounts and the token audience `mode`'s scheduler path is given: the
+/// adapter's `--profiler-service-account` and `--profiler-token-audience`, the plugin's
+/// `profilerServiceAccounts` and `profilerTokenAudience` (its args in the scheduler's config).
+fn profiler_accounts_of(objects: &[Value], mode: &str) -> Result<(Vec<String>, Option<String>)> {
+    if mode != "plugin" {
+        let args = args_of(named(objects, "Deployment", scheduler_path(mode))?);
+        let after = |flag: &str| -> Vec<String> {
+            args.iter()
+                .filter_map(|a| a.strip_prefix(flag))
+                .map(str::to_owned)
+                .collect()
+        };
+        let audience = after("--profiler-token-audience=").pop();
+        return Ok((after("--profiler-service-account="), audience));
+    }
+    let config =
+        named(objects, "ConfigMap", "tandem-plugin-scheduler-config")?["data"]["config.yaml"]
+            .as_str()
+            .context("the plugin's scheduler has no config.yaml")?;
+    let config: Value =
+        serde_saphyr::from_str(config).context("the plugin's config.yaml is not YAML")?;
+    let args = config["profiles"][0]["pluginConfig"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "Tandem")
+        .map(|c| c["args"].clone())
+        .context("the plugin's config has no args for Tandem")?;
+    let accounts = args["profilerServiceAccounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    let audience = args["profilerTokenAudience"].as_str().map(str::to_owned);
+    Ok((accounts, audience))
+}
+
+/// What `mode`'s profiler DaemonSet presents to the intake: the file its
+/// `--intake-token-file` names, and the audience of the projected service-account token
+/// mounted there (none: that file is not such a token). Checks first that the profiler runs as
+/// its own account and holds `id-secret` alone of the ids Secret, never the operator's
+/// `intake-token`.
+fn profiler_token_of(objects: &[Value]) -> Result<(String, Option<String>)> {
+    let profiler = named(objects, "DaemonSet", "tandem-profiler")?;
+    let spec = &profiler["spec"]["template"]["spec"];
+    ensure!(
+        spec["serviceAccountName"] == "tandem-profiler",
+        "the profiler runs as {}, not its own account",
+        spec["serviceAccountName"]
+    );
+    let volumes = spec["volumes"]
+        .as_array()
+        .context("the profiler has no volumes")?;
+    // Every source of a Secret the pod mounts: plain secret volumes and projected ones.
+    let mut secrets = Vec::new();
+    for volume in volumes {
+        if volume["secret"].is_object() {
+            secrets.push((&volume["secret"]["secretName"], &volume["secret"]["items"]));
+        }
+        for source in volume["projected"]["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if source["secret"].is_object() {
+                secrets.push((&source["secret"]["name"], &source["secret"]["items"]));
+            }
+        }
+    }
+    for (name, items) in secrets {
+        if name != "tandem-ids" {
+            continue;
+        }
+        let keys: Vec<&str> = items
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["key"].as_str())
+            .collect();
+        ensure!(
+            keys == ["id-secret"],
+            "the profiler mounts {} of tandem-ids, not id-secret alone",
+            if items.is_array() {
+                format!("{keys:?}")
+            } else {
+                "every key (intake-token, the operator's token, included)".to_owned()
+            }
+        );
+    }
+    let container = &spec["containers"][0];
+    let file = args_of(profiler)
+        .iter()
+        .find_map(|a| a.strip_prefix("--intake-token-file=").map(str::to_owned))
+        .context("the profiler is given no --intake-token-file")?;
+    let mut audience = None;
+    for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+        let Some(dir) = mount["mountPath"].as_str() else {
+            continue;
+        };
+        let Some(volume) = volumes.iter().find(|v| v["name"] == mount["name"]) else {
+            continue;
+        };
+        for source in volume["projected"]["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let token = &source["serviceAccountToken"];
+            let Some(path) = token["path"].as_str() else {
+                continue;
+            };
+            if format!("{}/{path}", dir.trim_end_matches('/')) == file {
+                ensure!(
+                    mount["readOnly"] == true,
+                    "the profiler's token is mounted writable: {mount}"
+                );
+                ensure!(
+                    token["expirationSeconds"]
+                        .as_u64()
+                        .is_some_and(|s| (600..=86_400).contains(&s)),
+                    "the profiler's token lives {} s",
+                    token["expirationSeconds"]
+                );
+                audience = token["audience"].as_str().map(str::to_owned);
+            }
+        }
+    }
+    Ok((file, audience))
+}
+
+/// `mode` rendered with the profiler: the DaemonSet presents its pod's projected
+/// service-account token (audience `tandem-intake`, at [`PROFILER_TOKEN`]) as its
+/// `--intake-token-file` and mounts only `id-secret` of the ids Secret; the scheduler path names
+/// the profiler's account and that audience, and its account alone is granted `create` on
+/// `tokenreviews`. Another audience reaches both sides; without the profiler, no account is
+/// named and no TokenReview granted.
+fn profiler_tokens_render(helm: &Path, mode: &str) -> Result<()> {
+    let writer = scheduler_path(mode);
+    let objects = render(helm, &everything(mode))?;
+    let (file, audience) = profiler_token_of(&objects)?;
+    ensure!(
+        audience.as_deref() == Some(PROFILER_AUDIENCE),
+        "the profiler presents {file}, which is not its projected token of audience \
+         {PROFILER_AUDIENCE} (audience {audience:?})"
+    );
+    ensure!(
+        file == PROFILER_TOKEN,
+        "the profiler's token is at {file}, not {PROFILER_TOKEN} (docs/PROFILER.md)"
+    );
+    let (accounts, path_audience) = profiler_accounts_of(&objects, mode)?;
+    ensure!(
+        accounts == [PROFILER_ACCOUNT]
+            && path_audience.as_deref().unwrap_or(PROFILER_AUDIENCE) == PROFILER_AUDIENCE,
+        "{writer} does not admit the profiler's account: accounts {accounts:?}, audience \
+         {path_audience:?}"
+    );
+    // Who is granted TokenReview: the scheduler path's account, through a binding of a role
+    // whose rule names tokenreviews.
+    let reviewing: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole")
+        .filter(|role| {
+            role["rules"].as_array().into_iter().flatten().any(|rule| {
+                rule["resources"].to_string().contains("tokenreviews")
+                    && rule["apiGroups"]
+                        .to_string()
+                        .contains("authentication.k8s.io")
+            })
+        })
+        .filter_map(|role| role["metadata"]["name"].as_str())
+        .collect();
+    let granted: BTreeSet<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding")
+        .filter(|b| {
+            b["roleRef"]["name"]
+                .as_str()
+                .is_some_and(|r| reviewing.contains(&r))
+        })
+        .flat_map(|b| b["subjects"].as_array().into_iter().flatten())
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    ensure!(
+        granted == BTreeSet::from([writer]),
+        "TokenReview is granted to {granted:?}, not {writer} alone"
+    );
+    println!(
+        "(profiler) mode {mode}: the profiler presents its projected token (audience {}, {file}) \
+         and mounts only id-secret of tandem-ids; {writer} names {} and may create tokenreviews",
+        PROFILER_AUDIENCE,
+        accounts.join(", ")
+    );
+
+    // Another audience, on both sides.
+    let mut values = everything(mode);
+    values.push("profiler.tokenAudience=tandem-intake-b".into());
+    let objects = render(helm, &values)?;
+    let (_, audience) = profiler_token_of(&objects)?;
+    let (_, path_audience) = profiler_accounts_of(&objects, mode)?;
+    ensure!(
+        audience.as_deref() == Some("tandem-intake-b")
+            && path_audience.as_deref() == Some("tandem-intake-b"),
+        "profiler.tokenAudience=tandem-intake-b: the profiler's token has audience \
+         {audience:?}, {writer} asks for {path_audience:?}"
+    );
+    println!(
+        "(profiler) mode {mode}: profiler.tokenAudience=tandem-intake-b is the profiler's token's \
+         audience and the one {writer} reviews for"
+    );
+
+    // No profiler: no account named, no TokenReview for anyone.
+    let values: Vec<String> = everything(mode)
+        .into_iter()
+        .filter(|v| !v.starts_with("profiler."))
+        .collect();
+    let objects = render(helm, &values)?;
+    let (accounts, _) = profiler_accounts_of(&objects, mode)?;
+    ensure!(
+        accounts.is_empty(),
+        "without the profiler {writer} still admits {accounts:?}"
+    );
+    ensure!(
+        !objects
+            .iter()
+            .any(|o| o["kind"] == "ClusterRole" && o.to_string().contains("tokenreviews")),
+        "without the profiler a ClusterRole still grants tokenreviews"
+    );
+    println!(
+        "(profiler) mode {mode}: without the profiler, {writer} names no profiler account and no \
+         ClusterRole grants tokenreviews"
+    );
     Ok(())
 }
 
@@ -701,6 +958,18 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
         ("tandem-node", "get", "configmaps", system, false),
         ("tandem-node", "update", "configmaps", system, false),
         ("tandem-profiler", "update", "configmaps", system, false),
+        // The profilers' tokens: each scheduler path reviews them (TokenReview, cluster-scoped);
+        // no other account of Tandem's may, nor may a profiler mint a token or read a Secret
+        // (the operator's intake token among them).
+        ("tandem-kube-adapter", "create", "authentication.k8s.io:tokenreviews", None, true),
+        ("tandem-volcano-adapter", "create", "authentication.k8s.io:tokenreviews", None, true),
+        ("tandem-plugin-scheduler", "create", "authentication.k8s.io:tokenreviews", None, true),
+        ("tandem-profiler", "create", "authentication.k8s.io:tokenreviews", None, false),
+        ("tandem-node", "create", "authentication.k8s.io:tokenreviews", None, false),
+        ("tandem-profiler", "list", "secrets", None, false),
+        ("tandem-profiler", "watch", "secrets", system, false),
+        ("tandem-profiler", "create", "serviceaccounts/token", system, false),
+        ("tandem-profiler", "create", "pods", system, false),
         // No account of Tandem's may change the admission policy that guards placements.
         (
             "tandem-kube-adapter",
@@ -727,6 +996,13 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
     let mut wrong = Vec::new();
     for &(account, verb, resource, namespace, allowed) in cases {
         let answer = may(&client, account, verb, resource, namespace).await?;
+        if resource.contains("tokenreviews") || account == "tandem-profiler" {
+            println!(
+                "(rbac) {account} {} {verb} {resource} in {}",
+                if answer { "may" } else { "may not" },
+                namespace.unwrap_or("every namespace")
+            );
+        }
         if answer != allowed {
             wrong.push(format!(
                 "{account} {} {verb} {resource} in {}",
@@ -758,9 +1034,19 @@ async fn every_mode_passes_a_dry_run_and_its_accounts_get_only_what_they_need() 
         ("patch", "configmaps", system, false),
         ("delete", "admissionregistration.k8s.io:validatingadmissionpolicies", None, false),
         ("update", "admissionregistration.k8s.io:validatingadmissionpolicybindings", None, false),
+        // Nor review tokens, nor mint one for the profilers' account.
+        ("create", "authentication.k8s.io:tokenreviews", None, false),
+        ("create", "serviceaccounts/token", system, false),
     ];
     for &(verb, resource, namespace, allowed) in tenant_cases {
         let answer = tenant(verb, resource, namespace).await?;
+        if resource.contains("tokenreviews") || resource.contains("serviceaccounts") {
+            println!(
+                "(rbac) the tenant {} {verb} {resource} in {}",
+                if answer { "may" } else { "may not" },
+                namespace.unwrap_or("every namespace")
+            );
+        }
         if answer != allowed {
             wrong.push(format!(
                 "the tenant {} {verb} {resource} in {}",
@@ -1028,7 +1314,12 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
     let notes = install(
         &helm,
         &cluster,
-        &["mode=plugin", "replicas=1", "leaderElection=false"],
+        &[
+            "mode=plugin",
+            "replicas=1",
+            "leaderElection=false",
+            "profiler.enabled=true",
+        ],
     )?;
     ensure!(
         notes.contains("spec.schedulerName: tandem-plugin-scheduler"),
@@ -1075,7 +1366,7 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
         .scheduler_name = Some("tandem-plugin-scheduler".into());
     pods.create(&PostParams::default(), &pod).await?;
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
+    let node = loop {
         ensure!(
             process.is_running(),
             "the installed scheduler exited:\n{}",
@@ -1088,7 +1379,7 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
             })?;
             ensure!(gpu.starts_with(&format!("{node}/")), "{node} vs {gpu}");
             eprintln!("installed-0: {gpu}");
-            break;
+            break node;
         }
         ensure!(
             std::time::Instant::now() < deadline,
@@ -1096,7 +1387,10 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
             process.log_tail(60)
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    };
+    profilers_post_to_the_installed_intake(&client, &root, &node)
+        .await
+        .with_context(|| format!("the installed scheduler:\n{}", process.log_tail(40)))?;
     // It ran with the chart's permissions only: the log shows no refusal of its own requests.
     let log = fs::read_to_string(process.log_path())?;
     ensure!(
@@ -1105,6 +1399,72 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
         process.log_tail(60)
     );
     process.terminate(Duration::from_secs(5));
+    Ok(())
+}
+
+/// The installed intake (the plugin's scheduler, serving on port 8888 of this host) takes a
+/// profile of job-a's pod, bound to `node`, from that node's profiler presenting its pod's
+/// projected token (what the kubelet would mount from the chart's `serviceAccountToken`
+/// volume: a TokenRequest of the profilers' account, audience `tandem-intake`, bound to a
+/// profiler pod on `node`), reviewed with the chart's RBAC alone; the profiler of the other
+/// node is refused it.
+async fn profilers_post_to_the_installed_intake(
+    client: &kube::Client,
+    root: &Path,
+    node: &str,
+) -> Result<()> {
+    let other = if node == "gpu-a" { "gpu-b" } else { "gpu-a" };
+    let keys = tandem_adapter_core::JobKeys::from_file(&root.join("etc/tandem/ids/id-secret"))?;
+    let job = keys.key(NAMESPACE, "job-a");
+    let body = serde_json::json!({ "profiles": [
+        { "job": job, "profile": crate::extender::profile(40.0, 10.0, 3_000) },
+    ]});
+    let profilers: Api<Pod> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+    let http = reqwest::Client::new();
+    for (profiler, on, expected) in [("profiler-here", node, 200), ("profiler-there", other, 403)] {
+        let pod = profilers
+            .create(
+                &PostParams::default(),
+                &crate::poison::pod_on(profiler, on, None)?,
+            )
+            .await?;
+        let token = crate::poison::projected_token(client, &pod).await?;
+        // The scheduler's view may learn of the binding a moment after the API server has it:
+        // its own node's profiler refused meanwhile is asked again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let (status, text) = loop {
+            let response = http
+                .post("http://127.0.0.1:8888/v1/profiles")
+                .bearer_auth(&token)
+                .json(&body)
+                .send()
+                .await
+                .context("the installed intake (port 8888) did not answer")?;
+            let status = response.status().as_u16();
+            let text = response.text().await?;
+            let unseen = expected == 200 && status == 403;
+            if !unseen || std::time::Instant::now() > deadline {
+                break (status, text);
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        println!(
+            "(profiler) installed: {on}'s profiler, its projected token, a profile of installed-0 \
+             on {node} -> {status} {}",
+            text.trim()
+        );
+        ensure!(
+            status == expected,
+            "{on}'s profiler posting installed-0's profile was answered {status}, not \
+             {expected}: {text}"
+        );
+        if expected == 403 {
+            ensure!(
+                text.contains(&format!("job {job} has no pod on node {on}")),
+                "{text}"
+            );
+        }
+    }
     Ok(())
 }
 

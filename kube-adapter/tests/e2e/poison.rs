@@ -125,7 +125,7 @@ const PROFILER_ACCOUNT: &str = "tandem-profiler";
 
 /// A pod on `node`: a profiler pod running as [`PROFILER_ACCOUNT`], or (with `job`) a pod of
 /// that job asking for a GPU.
-fn pod_on(name: &str, node: &str, job: Option<&str>) -> Result<Pod> {
+pub(crate) fn pod_on(name: &str, node: &str, job: Option<&str>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -149,7 +149,7 @@ fn pod_on(name: &str, node: &str, job: Option<&str>) -> Result<Pod> {
 /// What the kubelet mounts in the profiler pod `pod` (a projected `serviceAccountToken` volume
 /// with audience `tandem-intake`): a token of [`PROFILER_ACCOUNT`] bound to the pod, from the
 /// TokenRequest API.
-async fn projected_token(client: &kube::Client, pod: &Pod) -> Result<String> {
+pub(crate) async fn projected_token(client: &kube::Client, pod: &Pod) -> Result<String> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), SYSTEM);
     let request = TokenRequest {
         spec: TokenRequestSpec {
