@@ -20,6 +20,11 @@
 //!   that ran alone and then together on one GPU, once finished, teach an outcome, counted in
 //!   kube-scheduler's `/metrics` and written to the knowledge base's ConfigMap.
 //!
+//! - what a tenant may try against it: the poison outcome posted to its intake is refused `400`
+//!   naming the field, and the scheduler restarts on what it stored; a pod its owner bound to a
+//!   four-GPU node, requesting one GPU and naming all four unsigned, is counted on one GPU, so
+//!   three tenants bind beside it (placements signed for their UIDs) and a fourth waits.
+//!
 //! The first scenario stores a knowledge base in the cluster, in the extender's ConfigMap
 //! format, as the extender (or `tandem kb`) would have, and the scheduler reads it at start.
 
@@ -643,6 +648,146 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
         ensure!(
             maps.get_opt(KNOWLEDGE).await?.is_some(),
             "the plugin stored no knowledge base"
+        );
+        Ok(())
+    };
+    let result = scenario.await;
+    logged(&cluster, result)
+}
+
+/// The node a tenant's forged placement claims, with four GPUs.
+const FORGED_NODE: &str = "gpu-node-7";
+
+#[tokio::test]
+async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_plugin() -> Result<()>
+{
+    crate::cluster::install_crypto_provider();
+    let binary = plugin_scheduler().await?;
+    let mut cluster = Cluster::start_control_plane().await?;
+    let dir = cluster.dir().to_path_buf();
+    std::fs::write(dir.join("id-secret"), SECRET_HEX)?;
+    std::fs::write(dir.join("intake-token"), TOKEN)?;
+    let keys = JobKeys::from_file(&dir.join("id-secret"))?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, NAMESPACE).await?;
+    ensure_namespace(&client, SYSTEM).await?;
+    create_gpu_node(&client, FORGED_NODE, 4, "Tesla-V100-SXM2-16GB", 16_384).await?;
+    let port = free_port()?;
+    let intake = format!("http://127.0.0.1:{port}");
+    let mut with_intake = args(&dir);
+    with_intake["intakeAddress"] = json!(format!("127.0.0.1:{port}"));
+    with_intake["intakeTokenFile"] = json!(dir.join("intake-token"));
+    // One pod per GPU: a GPU the forger is counted on takes no one else.
+    with_intake["maxJobsPerGpu"] = json!(1);
+    let config = plugin_config(&with_intake);
+    cluster.start_scheduler_binary(&binary, &config).await?;
+    let scenario = async {
+        let http = reqwest::Client::new();
+        // The poison outcome, with the intake token every node profiler of old held: alone
+        // 1e-300 s, beside its partner 1e300 s (statistics that overflow to what no snapshot
+        // can hold).
+        let (a, b) = (keys.key(NAMESPACE, "a"), keys.key(NAMESPACE, "b"));
+        crate::extender::post(
+            &http,
+            &format!("{intake}/v1/profiles"),
+            json!({ "profiles": [
+                { "job": a, "profile": profile(30.0, 10.0, 3_000) },
+                { "job": b, "profile": profile(50.0, 25.0, 3_000) },
+            ]}),
+        )
+        .await?;
+        let before = knowledge(&http, &intake).await?;
+        let poison = json!({ "outcomes": [{ "gpu_model": "V100", "jobs": [a, b],
+            "solo_s": [1e-300, 1e-300], "colocated_s": [1e300, 1e300] }] });
+        let answer = http
+            .post(format!("{intake}/v1/outcomes"))
+            .bearer_auth(TOKEN)
+            .json(&poison)
+            .send()
+            .await?;
+        let (status, text) = (answer.status().as_u16(), answer.text().await?);
+        println!("(poison) the plugin's intake answered the poison outcome {status} {text}");
+        ensure!(
+            status == 400 && text.contains("outcomes[0].solo_s[0]"),
+            "the poison outcome was answered {status}: {text}"
+        );
+        // Restarted, the scheduler loads what it stored and schedules again.
+        cluster.stop(Component::Scheduler);
+        cluster
+            .start_scheduler_binary(&binary, &config)
+            .await
+            .context("the plugin's scheduler did not come back after the poison outcome")?;
+        let after = knowledge(&http, &intake).await?;
+        println!(
+            "(poison) restarted: {} profiles, {} outcomes (before: {}, {})",
+            after["profiles"], after["outcomes"], before["profiles"], before["outcomes"]
+        );
+        ensure!(
+            after == before,
+            "the restarted plugin knows {after}, not {before}"
+        );
+
+        // The forger: bound by its owner, one GPU requested, all four named, no signature.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        let all = (0..4)
+            .map(|i| format!("{FORGED_NODE}/{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let forger: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": "forger",
+                "annotations": { "tandem.dev/gpu": all, "tandem.dev/gpu-memory-mib": "16384" },
+            },
+            "spec": {
+                "nodeName": FORGED_NODE,
+                "containers": [{ "name": "main", "image": "registry.invalid/none",
+                    "resources": { "limits": { "nvidia.com/gpu": "1" } } }],
+            },
+        }))?;
+        pods.create(&PostParams::default(), &forger).await?;
+        println!("(forged) the forger was bound by its owner to {FORGED_NODE}, naming {all}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Three tenants through the plugin: the view counts the forger on one GPU only.
+        let mut taken = Vec::new();
+        for i in 0..3 {
+            let name = format!("tenant-{i}");
+            pods.create(&PostParams::default(), &job_pod(&name, &name, None)?)
+                .await?;
+            let node = wait_for_binding(&client, NAMESPACE, &name, Duration::from_secs(30)).await;
+            if node.is_none() {
+                let why = tandem_event(&client, &name).await.unwrap_or_default();
+                anyhow::bail!(
+                    "{name} was not bound: the plugin's view counts the forger on every GPU it \
+                     names ({why})"
+                );
+            }
+            let bound = pods.get(&name).await?;
+            println!(
+                "(forged) {name} was bound to {node:?}: {}",
+                crate::extender::signed_placement(&cluster, &bound)?
+            );
+            taken.push(annotation(&bound));
+        }
+        let mut distinct = taken.clone();
+        distinct.sort();
+        distinct.dedup();
+        ensure!(
+            distinct.len() == 3,
+            "the tenants share GPUs under a cap of one: {taken:?}"
+        );
+        // The forger still holds one GPU: a fourth tenant finds none idle.
+        pods.create(
+            &PostParams::default(),
+            &job_pod("tenant-3", "tenant-3", None)?,
+        )
+        .await?;
+        let why = tandem_event(&client, "tenant-3").await?;
+        println!("(forged) tenant-3 stays pending: {why}");
+        ensure!(
+            wait_for_binding(&client, NAMESPACE, "tenant-3", Duration::from_secs(3))
+                .await
+                .is_none(),
+            "tenant-3 was bound: the forger was counted on no GPU at all"
         );
         Ok(())
     };
