@@ -51,10 +51,29 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
     )?;
     wait_ready(&http, &mut adapter).await?;
 
-    // The forger: bound by its owner, one GPU requested, all four named, no signature.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    create_forger(&pods, NODE).await?;
+    tenants_bind_beside_the_forger(
+        cluster,
+        &client,
+        |name| job_pod(name, name, None),
+        "extender",
+    )
+    .await?;
+    let logged = std::fs::read_to_string(log)?;
+    let warned = logged
+        .lines()
+        .find(|line| line.contains("does not vouch for"))
+        .context("the adapter did not warn about the forged placement")?;
+    println!("the adapter logged: {warned}");
+    Ok(())
+}
+
+/// Creates the forger in `pods`: a pod its owner bound to `node` (four GPUs) himself, one GPU
+/// requested, all four named with a GPU's whole memory reserved, no signature.
+pub(crate) async fn create_forger(pods: &Api<Pod>, node: &str) -> Result<()> {
     let all = (0..4)
-        .map(|i| format!("{NODE}/{i}"))
+        .map(|i| format!("{node}/{i}"))
         .collect::<Vec<_>>()
         .join(",");
     let forger: Pod = serde_json::from_value(json!({
@@ -65,7 +84,7 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
             "annotations": { GPU_ANNOTATION: all, "tandem.dev/gpu-memory-mib": "16384" },
         },
         "spec": {
-            "nodeName": NODE,
+            "nodeName": node,
             "containers": [{
                 "name": "main",
                 "image": "registry.invalid/none",
@@ -75,30 +94,40 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
     }))?;
     let forger = pods.create(&PostParams::default(), &forger).await?;
     println!(
-        "the forger was created, bound to {NODE} with {GPU_ANNOTATION}={:?}",
+        "the forger was created, bound to {node} with {GPU_ANNOTATION}={:?}",
         annotation(&forger)
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
 
-    // Three tenants, each asking for one GPU through Tandem.
+/// Three tenants (`tenant(name)`: a one-GPU pod for the scheduler under test, `what`) bind
+/// beside the forger, each on a GPU of its own with a placement signed for its UID that
+/// verifies with the cluster's public key; a fourth finds no idle GPU (the forger holds one).
+pub(crate) async fn tenants_bind_beside_the_forger(
+    cluster: &Cluster,
+    client: &kube::Client,
+    tenant: impl Fn(&str) -> Result<Pod>,
+    what: &str,
+) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let verifier = cluster.placement_verifier();
     let mut taken = Vec::new();
     for i in 0..3 {
         let name = format!("tenant-{i}");
-        pods.create(&PostParams::default(), &job_pod(&name, &name, None)?)
-            .await?;
-        let node = wait_for_binding(&client, NAMESPACE, &name, Duration::from_secs(30)).await;
+        pods.create(&PostParams::default(), &tenant(&name)?).await?;
+        let node = wait_for_binding(client, NAMESPACE, &name, Duration::from_secs(30)).await;
         if node.is_none() {
-            let why = tandem_event(&client, &name).await.unwrap_or_default();
+            let why = tandem_event(client, &name).await.unwrap_or_default();
             anyhow::bail!(
-                "{name} was not bound: the extender's view counts the forger on every GPU it \
+                "{name} was not bound: the {what}'s view counts the forger on every GPU it \
                  names ({why})"
             );
         }
         let bound = pods.get(&name).await?;
         let annotations = bound.metadata.annotations.clone().unwrap_or_default();
         let placement = Placement::read(|key| annotations.get(key).map(String::as_str))?
-            .context("a pod the extender bound carries Tandem's placement")?;
+            .with_context(|| format!("a pod the {what} bound carries Tandem's placement"))?;
         let uid = bound.metadata.uid.as_deref().unwrap_or_default();
         let key = verifier
             .verify(uid, &placement)
@@ -116,27 +145,16 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
         distinct.len() == 3,
         "the tenants share GPUs under a cap of one: {taken:?}"
     );
-
-    // The forger still holds one GPU: a fourth tenant finds none idle.
-    pods.create(
-        &PostParams::default(),
-        &job_pod("tenant-3", "tenant-3", None)?,
-    )
-    .await?;
-    let why = tandem_event(&client, "tenant-3").await?;
+    pods.create(&PostParams::default(), &tenant("tenant-3")?)
+        .await?;
+    let why = tandem_event(client, "tenant-3").await?;
     println!("tenant-3 stays pending: {why}");
     ensure!(
-        wait_for_binding(&client, NAMESPACE, "tenant-3", Duration::from_secs(3))
+        wait_for_binding(client, NAMESPACE, "tenant-3", Duration::from_secs(3))
             .await
             .is_none(),
         "tenant-3 was bound: the forger was counted on no GPU at all"
     );
-    let logged = std::fs::read_to_string(log)?;
-    let warned = logged
-        .lines()
-        .find(|line| line.contains("does not vouch for"))
-        .context("the adapter did not warn about the forged placement")?;
-    println!("the adapter logged: {warned}");
     Ok(())
 }
 

@@ -727,68 +727,16 @@ async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_p
             "the restarted plugin knows {after}, not {before}"
         );
 
-        // The forger: bound by its owner, one GPU requested, all four named, no signature.
+        // A pod its owner bound to a four-GPU node, naming all four unsigned: counted on one.
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-        let all = (0..4)
-            .map(|i| format!("{FORGED_NODE}/{i}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let forger: Pod = serde_json::from_value(json!({
-            "metadata": {
-                "name": "forger",
-                "annotations": { "tandem.dev/gpu": all, "tandem.dev/gpu-memory-mib": "16384" },
-            },
-            "spec": {
-                "nodeName": FORGED_NODE,
-                "containers": [{ "name": "main", "image": "registry.invalid/none",
-                    "resources": { "limits": { "nvidia.com/gpu": "1" } } }],
-            },
-        }))?;
-        pods.create(&PostParams::default(), &forger).await?;
-        println!("(forged) the forger was bound by its owner to {FORGED_NODE}, naming {all}");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        // Three tenants through the plugin: the view counts the forger on one GPU only.
-        let mut taken = Vec::new();
-        for i in 0..3 {
-            let name = format!("tenant-{i}");
-            pods.create(&PostParams::default(), &job_pod(&name, &name, None)?)
-                .await?;
-            let node = wait_for_binding(&client, NAMESPACE, &name, Duration::from_secs(30)).await;
-            if node.is_none() {
-                let why = tandem_event(&client, &name).await.unwrap_or_default();
-                anyhow::bail!(
-                    "{name} was not bound: the plugin's view counts the forger on every GPU it \
-                     names ({why})"
-                );
-            }
-            let bound = pods.get(&name).await?;
-            println!(
-                "(forged) {name} was bound to {node:?}: {}",
-                crate::extender::signed_placement(&cluster, &bound)?
-            );
-            taken.push(annotation(&bound));
-        }
-        let mut distinct = taken.clone();
-        distinct.sort();
-        distinct.dedup();
-        ensure!(
-            distinct.len() == 3,
-            "the tenants share GPUs under a cap of one: {taken:?}"
-        );
-        // The forger still holds one GPU: a fourth tenant finds none idle.
-        pods.create(
-            &PostParams::default(),
-            &job_pod("tenant-3", "tenant-3", None)?,
+        crate::placement::create_forger(&pods, FORGED_NODE).await?;
+        crate::placement::tenants_bind_beside_the_forger(
+            &cluster,
+            &client,
+            |name| job_pod(name, name, None),
+            "plugin",
         )
         .await?;
-        let why = tandem_event(&client, "tenant-3").await?;
-        println!("(forged) tenant-3 stays pending: {why}");
-        ensure!(
-            wait_for_binding(&client, NAMESPACE, "tenant-3", Duration::from_secs(3))
-                .await
-                .is_none(),
-            "tenant-3 was bound: the forger was counted on no GPU at all"
-        );
         Ok(())
     };
     let result = scenario.await;
