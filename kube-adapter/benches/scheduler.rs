@@ -21,7 +21,10 @@
 //! 6. `tandem-kube-scheduler`: Tandem as a framework plugin, the engine in-process
 //!    (`deploy/helm/tandem/templates/plugin.yaml`'s profile), pods with its `schedulerName`;
 //! 7. the extender (as in 2) and the plugin (as in 6) writing their placements unsigned, as
-//!    binds were written before signatures: what signing costs the bind path, in the same run.
+//!    binds were written before signatures: what signing costs the bind path, in the same run;
+//! 8. where `TANDEM_BENCH_BEFORE_ADAPTER` and `TANDEM_BENCH_BEFORE_PLUGIN` name an older
+//!    release's `tandem-kube-adapter` and `tandem-kube-scheduler`, those, as in 2 and 6 without
+//!    placement options: this release against the older one, in the same run.
 //!
 //! It prints pods/s of each, the p99 of the scheduler's own scheduling-attempt latency
 //! (`scheduler_scheduling_attempt_duration_seconds`, read from its `/metrics` at the end, to
@@ -42,7 +45,8 @@
 //! `TANDEM_BENCH_GPUS` (per node), `TANDEM_BENCH_PODS`; scheduler_perf's scale is
 //! `TANDEM_BENCH_NODES=5000 TANDEM_BENCH_GPUS=8 TANDEM_BENCH_PODS=10000`. Configurations
 //! named after `--` (`default`, `extender`, `extender-http`, `extender-fitting`, `adapter-down`,
-//! `plugin`, `extender-unsigned`, `plugin-unsigned`) run alone.
+//! `plugin`, `extender-unsigned`, `plugin-unsigned`, `extender-before`, `plugin-before`) run
+//! alone.
 //! `TANDEM_BENCH_PPROF=<dir>` saves CPU profiles of the scheduler and of kube-apiserver in each
 //! run (see `cpu_profile`).
 //!
@@ -103,6 +107,23 @@ enum Mode {
     TandemUnsigned,
     /// [`Mode::Plugin`] with `unsignedPlacements: true`.
     PluginUnsigned,
+    /// [`Mode::Tandem`] with an older `tandem-kube-adapter` ([`BEFORE_ADAPTER`]), given no
+    /// placement options: a release before this one, in the same run.
+    TandemBefore,
+    /// [`Mode::Plugin`] with an older `tandem-kube-scheduler` ([`BEFORE_PLUGIN`]).
+    PluginBefore,
+}
+
+/// The variable naming an older `tandem-kube-adapter` for `extender-before`.
+const BEFORE_ADAPTER: &str = "TANDEM_BENCH_BEFORE_ADAPTER";
+/// The variable naming an older `tandem-kube-scheduler` for `plugin-before`.
+const BEFORE_PLUGIN: &str = "TANDEM_BENCH_BEFORE_PLUGIN";
+
+/// The program `variable` names, if it is set.
+fn before(variable: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(variable)
+        .filter(|path| !path.is_empty())
+        .map(std::path::PathBuf::from)
 }
 
 /// What one run measured.
@@ -170,6 +191,8 @@ impl Mode {
             Mode::Plugin => "plugin",
             Mode::TandemUnsigned => "extender-unsigned",
             Mode::PluginUnsigned => "plugin-unsigned",
+            Mode::TandemBefore => "extender-before",
+            Mode::PluginBefore => "plugin-before",
         }
     }
 
@@ -184,6 +207,8 @@ impl Mode {
             Mode::Plugin => "tandem-kube-scheduler (plugin)",
             Mode::TandemUnsigned => "  ... extender, placements unsigned",
             Mode::PluginUnsigned => "  ... plugin, placements unsigned",
+            Mode::TandemBefore => "  ... extender, the older release",
+            Mode::PluginBefore => "  ... plugin, the older release",
         }
     }
 }
@@ -210,7 +235,27 @@ async fn main() -> Result<()> {
         Mode::Plugin,
         Mode::TandemUnsigned,
         Mode::PluginUnsigned,
+        Mode::TandemBefore,
+        Mode::PluginBefore,
     ];
+    // The older release's runs need its programs: named, they must be there; by default they
+    // run where they are.
+    let needs = |mode: Mode| match mode {
+        Mode::TandemBefore => Some(BEFORE_ADAPTER),
+        Mode::PluginBefore => Some(BEFORE_PLUGIN),
+        _ => None,
+    };
+    for mode in modes {
+        if let Some(variable) = needs(mode)
+            && before(variable).is_none()
+            && only.iter().any(|n| n == mode.name())
+        {
+            bail!(
+                "`{}` runs the program ${variable} names; set it",
+                mode.name()
+            );
+        }
+    }
     if let Some(unknown) = only.iter().find(|n| modes.iter().all(|m| m.name() != *n)) {
         let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
         bail!(
@@ -227,6 +272,9 @@ async fn main() -> Result<()> {
     for round in 1..=rounds {
         for mode in modes {
             if !only.is_empty() && !only.iter().any(|n| n == mode.name()) {
+                continue;
+            }
+            if needs(mode).is_some_and(|variable| before(variable).is_none()) {
                 continue;
             }
             let measured = run(nodes, gpus, pods, mode).await.context(mode.what())?;
@@ -317,17 +365,37 @@ async fn main() -> Result<()> {
             worst(Mode::Plugin, |r| r.misplaced)
         );
     }
-    for (signed, unsigned, what) in [
-        (Mode::Tandem, Mode::TandemUnsigned, "extender"),
-        (Mode::Plugin, Mode::PluginUnsigned, "plugin"),
+    for (now, then, what) in [
+        (
+            Mode::Tandem,
+            Mode::TandemUnsigned,
+            "extender, signed / unsigned placements",
+        ),
+        (
+            Mode::Plugin,
+            Mode::PluginUnsigned,
+            "plugin, signed / unsigned placements",
+        ),
+        (
+            Mode::Tandem,
+            Mode::TandemBefore,
+            "extender, this release / the older",
+        ),
+        (
+            Mode::Plugin,
+            Mode::PluginBefore,
+            "plugin, this release / the older",
+        ),
     ] {
-        if let (Some(a), Some(b)) = (median(signed), median(unsigned)) {
+        if let (Some(a), Some(b)) = (median(now), median(then)) {
             println!(
-                "Tandem {what}, signed / unsigned placements: {:.2}x the pods/s ({a:.1} against {b:.1}); \
-                 pods without Tandem's annotation: {} and {}",
+                "Tandem {what}: {:.2}x the pods/s ({a:.1} against {b:.1}); \
+                 pods without Tandem's annotation: {} and {}; annotations naming another node's GPU: {} and {}",
                 a / b,
-                worst(signed, |r| r.unannotated),
-                worst(unsigned, |r| r.unannotated)
+                worst(now, |r| r.unannotated),
+                worst(then, |r| r.unannotated),
+                worst(now, |r| r.misplaced),
+                worst(then, |r| r.misplaced)
             );
         }
     }
@@ -621,7 +689,10 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
                         "resources": { "limits": { "nvidia.com/gpu": "1" } },
                     }]},
                 });
-                if matches!(mode, Mode::Plugin | Mode::PluginUnsigned) {
+                if matches!(
+                    mode,
+                    Mode::Plugin | Mode::PluginUnsigned | Mode::PluginBefore
+                ) {
                     pod["spec"]["schedulerName"] = json!(PLUGIN_SCHEDULER_NAME);
                 }
                 let pod: Pod = serde_json::from_value(pod)?;
@@ -648,13 +719,19 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
     let port = free_port()?;
     // Certificates only where the scheduler is configured with the extender over TLS.
     let tls = match mode {
-        Mode::Tandem | Mode::TandemFitting | Mode::AdapterDown | Mode::TandemUnsigned => {
-            Some(MutualTls::write(
+        Mode::Tandem
+        | Mode::TandemFitting
+        | Mode::AdapterDown
+        | Mode::TandemUnsigned
+        | Mode::TandemBefore => Some(MutualTls::write(
             cluster.dir(),
-                &Authority::new("tandem-bench-ca")?,
-            )?)
-        }
-        Mode::Default | Mode::TandemHttp | Mode::Plugin | Mode::PluginUnsigned => None,
+            &Authority::new("tandem-bench-ca")?,
+        )?),
+        Mode::Default
+        | Mode::TandemHttp
+        | Mode::Plugin
+        | Mode::PluginUnsigned
+        | Mode::PluginBefore => None,
     };
     let endpoint = AdapterEndpoint::new(port, tls.as_ref())?;
     let extender = Some(Extender {
@@ -669,7 +746,11 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
             cluster.start_scheduler(&scheduler_config(None)).await?;
             None
         }
-        Mode::Tandem | Mode::TandemHttp | Mode::TandemFitting | Mode::TandemUnsigned => {
+        Mode::Tandem
+        | Mode::TandemHttp
+        | Mode::TandemFitting
+        | Mode::TandemUnsigned
+        | Mode::TandemBefore => {
             let adapter = start_adapter(&cluster, port, mode, tls.as_ref())?;
             endpoint.wait_ready().await?;
             starting = Instant::now();
@@ -684,17 +765,17 @@ async fn run(nodes: usize, gpus: usize, pods: usize, mode: Mode) -> Result<Run> 
                 .await?;
             None
         }
-        Mode::Plugin | Mode::PluginUnsigned => {
-            let binary = plugin_scheduler().await?;
+        Mode::Plugin | Mode::PluginUnsigned | Mode::PluginBefore => {
+            let binary = match before(BEFORE_PLUGIN).filter(|_| mode == Mode::PluginBefore) {
+                Some(older) => older,
+                None => plugin_scheduler().await?,
+            };
             let secret = cluster.dir().join("id-secret");
             std::fs::write(&secret, SECRET_HEX)?;
             // Building the binary, the first time, is not starting it.
             starting = Instant::now();
             cluster
-                .start_scheduler_binary(
-                    &binary,
-                    &plugin_config(&secret, mode == Mode::Plugin),
-                )
+                .start_scheduler_binary(&binary, &plugin_config(&secret, mode))
                 .await?;
             None
         }
@@ -834,15 +915,16 @@ async fn plugin_scheduler() -> Result<std::path::PathBuf> {
 }
 
 /// The plugin's `KubeSchedulerConfiguration`: the deploy file's profile, the e2e harness's
-/// client limits, no leader election; placements signed with the cluster's key if `signed`.
-fn plugin_config(secret: &std::path::Path, signed: bool) -> String {
-    let placements = if signed {
-        format!(
-            "placementKeyFile: \"{}\"",
+/// client limits, no leader election; placements signed with the cluster's key, except for
+/// [`Mode::PluginUnsigned`] and the older release (which has no such option).
+fn plugin_config(secret: &std::path::Path, mode: Mode) -> String {
+    let placements = match mode {
+        Mode::PluginUnsigned => ", unsignedPlacements: true".to_owned(),
+        Mode::PluginBefore => String::new(),
+        _ => format!(
+            ", placementKeyFile: \"{}\"",
             cluster::PLACEMENT_KEY_PLACEHOLDER
-        )
-    } else {
-        "unsignedPlacements: true".to_owned()
+        ),
     };
     format!(
         "\
@@ -866,7 +948,7 @@ profiles:
       - name: Tandem
   pluginConfig:
   - name: Tandem
-    args: {{idSecretFile: {}, namespace: {SYSTEM}, {placements}}}
+    args: {{idSecretFile: {}, namespace: {SYSTEM}{placements}}}
   - name: NodeResourcesFit
     args:
       ignoredResources: [\"nvidia.com/gpu\"]
@@ -888,7 +970,11 @@ fn start_adapter(
     let dir = cluster.dir();
     let secret = dir.join("id-secret");
     std::fs::write(&secret, SECRET_HEX)?;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
+    let program = match before(BEFORE_ADAPTER).filter(|_| mode == Mode::TandemBefore) {
+        Some(older) => older,
+        None => env!("CARGO_BIN_EXE_tandem-kube-adapter").into(),
+    };
+    let mut command = Command::new(program);
     command
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
@@ -898,11 +984,16 @@ fn start_adapter(
         .arg(&secret)
         .args(tls.map(MutualTls::adapter_args).unwrap_or_default())
         .env("RUST_LOG", "warn");
-    if mode == Mode::TandemUnsigned {
-        command.arg("--unsigned-placements");
-    } else {
+    match mode {
+        Mode::TandemUnsigned => {
+            command.arg("--unsigned-placements");
+        }
+        // The older release has no placement options.
+        Mode::TandemBefore => {}
         // Every bind signs its placement, as the chart deploys it.
-        command.args(cluster.placement_args());
+        _ => {
+            command.args(cluster.placement_args());
+        }
     }
     if mode == Mode::TandemFitting {
         command.args(["--filter-passes", "fitting"]);
