@@ -304,7 +304,7 @@ fn view(gpus: &[NodeGpu], table: &Table, now: f64, ttl: Duration) -> Vec<Gpu> {
 /// Bytes of a placement token.
 const TOKEN_BYTES: usize = 16;
 
-/// A new placement token: [`TOKEN_BYTES`] from the operating system's random source, in hex.
+/// A new placement token: 16 bytes (128 bits) from the operating system's random source, in hex.
 pub fn new_token() -> Result<String, getrandom::Error> {
     let mut bytes = [0_u8; TOKEN_BYTES];
     getrandom::getrandom(&mut bytes)?;
