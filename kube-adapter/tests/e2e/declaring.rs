@@ -454,7 +454,16 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         &PRICES,
     )?;
     wait_ready(&http, &mut adapter).await?;
-    let restarted = knowledge(&http, &adapter.url).await?;
+    // What the killed adapter had not written yet (a write waits for its load-back) it learns
+    // again from the finished pods at its first catch-up, a couple of seconds after start.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let restarted = loop {
+        let now = knowledge(&http, &adapter.url).await?;
+        if now["gpu_models"] == taught["gpu_models"] || Instant::now() >= deadline {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
     let again = estimate(&http, &adapter, None, Some(vgg19_b64()), None).await?;
     println!(
         "(restart) T4 peaks {} / speeds {}; VGG-19 b64 on T4 predicted {} MiB (before the restart {peak_after})",
@@ -464,7 +473,9 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     );
     ensure!(
         restarted["gpu_models"] == taught["gpu_models"],
-        "what was learned changed across the restart"
+        "what was learned changed across the restart: {} before, {} after",
+        taught["gpu_models"],
+        restarted["gpu_models"]
     );
     ensure!(again[0]["peak_mem_mib"].as_u64() == Some(peak_after));
     ensure!(adapter.process.is_running(), "the adapter exited");
