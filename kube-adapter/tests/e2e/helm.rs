@@ -1101,6 +1101,25 @@ async fn tenant_admin(client: &kube::Client, namespace: &str, account: &str) -> 
         }))?;
         bindings.create(&PostParams::default(), &binding).await?;
     }
+    // The API server's RBAC authorizer learns of a new binding from its own watch: wait until
+    // it answers for the tenant, or a review asked at once may still see none.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !may_account(
+        client,
+        namespace,
+        account,
+        "get",
+        "secrets",
+        Some(namespace),
+    )
+    .await?
+    {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the API server never granted {namespace}/{account} its tenant role"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     Ok(())
 }
 
