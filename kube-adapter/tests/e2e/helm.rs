@@ -1103,7 +1103,7 @@ async fn tenant_admin(client: &kube::Client, namespace: &str, account: &str) -> 
     }
     // The API server's RBAC authorizer learns of a new binding from its own watch: wait until
     // it answers for the tenant, or a review asked at once may still see none.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while !may_account(
         client,
         namespace,
@@ -1118,7 +1118,7 @@ async fn tenant_admin(client: &kube::Client, namespace: &str, account: &str) -> 
             std::time::Instant::now() < deadline,
             "the API server never granted {namespace}/{account} its tenant role"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
 }
