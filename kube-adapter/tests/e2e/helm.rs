@@ -1123,16 +1123,11 @@ async fn tenant_admin(client: &kube::Client, namespace: &str, account: &str) -> 
     Ok(())
 }
 
-/// A client of `cluster` authenticated as service account `account` of `namespace` (its token,
-/// from a TokenRequest), as a pod of that account would be.
-async fn client_of_account(
-    cluster: &Cluster,
-    client: &kube::Client,
-    namespace: &str,
-    account: &str,
-) -> Result<kube::Client> {
+/// A token of service account `account` of `namespace` for the API server, from a
+/// TokenRequest (what the kubelet mounts in a pod of that account).
+async fn api_token(client: &kube::Client, namespace: &str, account: &str) -> Result<String> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let token = accounts
+    Ok(accounts
         .create_token_request(
             account,
             &PostParams::default(),
@@ -1148,7 +1143,18 @@ async fn client_of_account(
         .await?
         .status
         .context("TokenRequest answered no token")?
-        .token;
+        .token)
+}
+
+/// A client of `cluster` authenticated as service account `account` of `namespace` (its token,
+/// from a TokenRequest), as a pod of that account would be.
+async fn client_of_account(
+    cluster: &Cluster,
+    client: &kube::Client,
+    namespace: &str,
+    account: &str,
+) -> Result<kube::Client> {
+    let token = api_token(client, namespace, account).await?;
     client_with(cluster, |auth| {
         auth.token = Some(token.into());
     })
@@ -1271,24 +1277,7 @@ async fn lay_out_pod(
     let account = spec["serviceAccountName"]
         .as_str()
         .context("no service account")?;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
-    let token = accounts
-        .create_token_request(
-            account,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: TokenRequestSpec {
-                    audiences: vec!["https://kubernetes.default.svc.cluster.local".into()],
-                    expiration_seconds: Some(3600),
-                    ..TokenRequestSpec::default()
-                },
-                ..TokenRequest::default()
-            },
-        )
-        .await?
-        .status
-        .context("TokenRequest answered no token")?
-        .token;
+    let token = api_token(client, RELEASE_NAMESPACE, account).await?;
     let secrets = root.join("var/run/secrets/kubernetes.io/serviceaccount");
     fs::create_dir_all(&secrets)?;
     fs::write(secrets.join("token"), token)?;
