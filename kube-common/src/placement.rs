@@ -11,11 +11,14 @@
 //! requested (not on every GPU it names).
 //!
 //! Verifying costs one Ed25519 check (tens of µs); the view reads every pod at each rebuild,
-//! so each pod's verdict is kept, keyed by its UID and the annotations it was given for.
+//! so each pod's verdict is kept, keyed by its UID and the annotations it was given for. A
+//! placement this front-end signed is kept as trusted when it is written: the pod coming back
+//! with exactly those annotations is its own signature, and is not checked again.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::Pod;
 use rustc_hash::FxHashMap;
@@ -38,6 +41,8 @@ pub struct Placements {
     keys: Option<(Signer, Verifier)>,
     /// Each pod's verdict, by UID, with the annotations it was reached for.
     verdicts: Mutex<FxHashMap<String, Verdict>>,
+    /// Signatures checked so far (each an Ed25519 verification).
+    verified: AtomicU64,
 }
 
 /// A pod's placement annotations as they were checked, and what was found.
@@ -118,6 +123,7 @@ impl Placements {
         Self {
             keys: Some((signer, verifier)),
             verdicts: Mutex::default(),
+            verified: AtomicU64::new(0),
         }
     }
 
@@ -127,6 +133,7 @@ impl Placements {
         Self {
             keys: None,
             verdicts: Mutex::default(),
+            verified: AtomicU64::new(0),
         }
     }
 
@@ -179,6 +186,9 @@ impl Placements {
     /// (the engine's `<node>/<index>`), with the memory the guard reserved on a shared GPU:
     /// signed, unless placements are unsigned. `Err` when the engine's GPUs are no placement
     /// (none, several nodes, one twice), which the front-end refuses to write.
+    ///
+    /// The pod's verdict is kept as these annotations: when the pod comes back carrying them,
+    /// it reads as placed without its signature being checked again.
     pub fn annotations(
         &self,
         pod_uid: &str,
@@ -186,10 +196,22 @@ impl Placements {
         reserved_mib: Option<u32>,
     ) -> Result<BTreeMap<String, String>, PlacementError> {
         let placement = Placement::decided(gpus, reserved_mib)?;
-        Ok(match &self.keys {
+        let placed = Read::Placed(placement.gpus().iter().map(ToString::to_string).collect());
+        let annotations = match &self.keys {
             Some((signer, _)) => signer.signed(pod_uid, placement).annotations(),
             None => placement.annotations(),
-        })
+        };
+        if !pod_uid.is_empty() {
+            let seen = ANNOTATIONS.map(|key| annotations.get(key).cloned());
+            self.keep(pod_uid, seen, placed);
+        }
+        Ok(annotations)
+    }
+
+    /// How many signatures this front-end has checked (each one Ed25519 verification): its own
+    /// placements are not among them.
+    pub fn verifications(&self) -> u64 {
+        self.verified.load(Ordering::Relaxed)
     }
 
     /// Where Tandem placed `pod`, as its annotations say and the key vouches for.
@@ -201,12 +223,17 @@ impl Placements {
         }
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        let seen = ANNOTATIONS.map(|key| get(key).cloned());
         let cached = (!uid.is_empty())
             .then(|| {
                 lock(&self.verdicts)
                     .get(uid)
-                    .filter(|verdict| verdict.seen == seen)
+                    .filter(|verdict| {
+                        verdict
+                            .seen
+                            .iter()
+                            .zip(ANNOTATIONS)
+                            .all(|(seen, key)| seen.as_ref() == get(key))
+                    })
                     .map(|verdict| verdict.read.clone())
             })
             .flatten();
@@ -215,17 +242,7 @@ impl Placements {
             None => {
                 let read = self.check(uid, |key| get(key).map(String::as_str));
                 if !uid.is_empty() {
-                    let mut verdicts = lock(&self.verdicts);
-                    if verdicts.len() >= KEPT_VERDICTS {
-                        verdicts.clear();
-                    }
-                    verdicts.insert(
-                        uid.to_owned(),
-                        Verdict {
-                            seen,
-                            read: read.clone(),
-                        },
-                    );
+                    self.keep(uid, ANNOTATIONS.map(|key| get(key).cloned()), read.clone());
                 }
                 read
             }
@@ -253,12 +270,22 @@ impl Placements {
             Ok(None) => return Read::Unplaced,
             Err(error) => return Read::Untrusted(error.to_string()),
         };
-        if let Some((_, verifier)) = &self.keys
-            && let Err(error) = verifier.verify(uid, &placement)
-        {
-            return Read::Untrusted(error.to_string());
+        if let Some((_, verifier)) = &self.keys {
+            self.verified.fetch_add(1, Ordering::Relaxed);
+            if let Err(error) = verifier.verify(uid, &placement) {
+                return Read::Untrusted(error.to_string());
+            }
         }
         Read::Placed(placement.gpus().iter().map(ToString::to_string).collect())
+    }
+
+    /// Keeps `read` as the verdict on the pod of UID `uid` while it carries `seen`.
+    fn keep(&self, uid: &str, seen: [Option<String>; 3], read: Read) {
+        let mut verdicts = lock(&self.verdicts);
+        if verdicts.len() >= KEPT_VERDICTS {
+            verdicts.clear();
+        }
+        verdicts.insert(uid.to_owned(), Verdict { seen, read });
     }
 }
 
@@ -327,6 +354,34 @@ mod tests {
             panic!("a placement on another node was trusted");
         };
         assert!(why.contains("another node"), "{why}");
+    }
+
+    #[test]
+    fn a_placement_signed_here_reads_without_a_check_and_one_signed_elsewhere_is_checked_once() {
+        let (signer, private) = Signer::generate().unwrap();
+        let placements = Placements::signed(signer);
+        let pod = placed(&placements, "uid-1", &["n/1"], "n");
+        assert_eq!(placements.read(&pod), Read::Placed(vec!["n/1".into()]));
+        assert_eq!(placements.verifications(), 0);
+
+        // The same key in another replica (or after a restart): checked on the first read,
+        // the verdict kept for the next.
+        let replica = Placements::signed(Signer::from_pem(private.as_bytes()).unwrap());
+        for _ in 0..3 {
+            assert_eq!(replica.read(&pod), Read::Placed(vec!["n/1".into()]));
+        }
+        assert_eq!(replica.verifications(), 1);
+
+        // What the pod carries is not what was signed here: checked, and refused.
+        let mut changed = pod;
+        changed
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(MEMORY_ANNOTATION.into(), "1".into());
+        assert!(matches!(placements.read(&changed), Read::Untrusted(_)));
+        assert_eq!(placements.verifications(), 1);
     }
 
     #[test]
