@@ -26,10 +26,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use tandem_api::{
-    Assignment, Estimate, GpuSpec, Job, ModelSummary, Outcome, Priority, Profile, bounds,
-};
+
+use tandem_api::{Estimate, Job, ModelSummary, Outcome, Profile, bounds};
 use tower_http::timeout::TimeoutLayer;
 
 use crate::engine::failed;
@@ -126,40 +124,10 @@ async fn admit(State(budget): State<Arc<BodyBudget>>, request: Request, next: Ne
     next.run(request).await
 }
 
-/// A list of at most [`MAX_BATCH_ITEMS`] items, refused while it is read
-/// once it has more: a batch of a million items costs the memory of the limit, not of the batch.
-pub fn bounded<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct Bounded<T>(std::marker::PhantomData<T>);
-    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Bounded<T> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "a list of at most {MAX_BATCH_ITEMS} items")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
-            while let Some(item) = seq.next_element()? {
-                if items.len() == MAX_BATCH_ITEMS {
-                    return Err(serde::de::Error::custom(format!(
-                        "more than {MAX_BATCH_ITEMS} {TOO_MANY_ITEMS}"
-                    )));
-                }
-                items.push(item);
-            }
-            Ok(items)
-        }
-    }
-    deserializer.deserialize_seq(Bounded(std::marker::PhantomData))
-}
-
-/// Most items one intake request may carry ([`bounded`]).
-pub const MAX_BATCH_ITEMS: usize = 10_000;
-
-/// How [`bounded`]'s refusal reads, so [`parse`] answers it `413`.
-const TOO_MANY_ITEMS: &str = "items in one request; send them in batches";
+pub use tandem_wire::intake::{
+    EstimateRequest, MAX_BATCH_ITEMS, OutcomesRequest, PredictRequest, ProfileRecord,
+    ProfilesAnswer, ProfilesRequest, TOO_MANY_ITEMS, bounded,
+};
 
 /// An answer that is not the verb's normal result.
 #[derive(Debug)]
@@ -464,36 +432,6 @@ fn admit_items(core: &Core, caller: &Caller, verb: &str, items: usize) -> Result
         })
 }
 
-/// One profile posted by a node profiler.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfileRecord {
-    /// Keyed job id (32 hex digits; see [`crate::identity`]).
-    pub job: String,
-    /// The measured profile.
-    pub profile: Profile,
-}
-
-/// Body of `POST /v1/profiles`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfilesRequest {
-    /// The profiles (at most [`MAX_BATCH_ITEMS`]).
-    #[serde(deserialize_with = "bounded")]
-    pub profiles: Vec<ProfileRecord>,
-}
-
-/// Answer of `POST /v1/profiles`: where each profile was filed, in order.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProfilesAnswer {
-    /// Cluster and uncertainty per profile.
-    pub assignments: Vec<Assignment>,
-    /// Peaks the memory model learned from these profiles (those of jobs that declared their
-    /// model, on GPUs whose characteristics the engine knows).
-    #[serde(default)]
-    pub peaks_learned: u32,
-}
-
 /// Refuses a GPU model that is neither one the engine knows nor one of the cluster's: the field
 /// is free text that would be stored, so it must not carry anything but a model's name.
 fn check_model(
@@ -718,15 +656,6 @@ async fn profiles(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
     .await
 }
 
-/// Body of `POST /v1/outcomes`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutcomesRequest {
-    /// The outcomes, with keyed job ids (at most [`MAX_BATCH_ITEMS`]).
-    #[serde(deserialize_with = "bounded")]
-    pub outcomes: Vec<Outcome>,
-}
-
 async fn outcomes(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "outcomes", async move {
@@ -769,16 +698,6 @@ async fn outcomes(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes
     .await
 }
 
-/// Body of `POST /v1/predict`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PredictRequest {
-    /// Keyed ids of the jobs sharing the GPU.
-    pub jobs: Vec<String>,
-    /// The GPU.
-    pub gpu: GpuSpec,
-}
-
 async fn predict(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
     let core2 = Arc::clone(&core);
     timed(&core, "predict", async move {
@@ -817,28 +736,6 @@ async fn knowledge(State(core): State<Arc<Core>>, headers: HeaderMap) -> Respons
         Ok(axum::Json(report))
     })
     .await
-}
-
-/// Body of `POST /v1/estimate`: one job, by its keyed id (what the engine knows of it) and/or
-/// what it declares, and the GPU models to estimate it on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EstimateRequest {
-    /// The job's keyed id; without it, a job the engine knows nothing of but what is declared.
-    #[serde(default)]
-    pub job: Option<String>,
-    /// Its declared model.
-    #[serde(default)]
-    pub declared: Option<ModelSummary>,
-    /// Its priority.
-    #[serde(default)]
-    pub priority: Option<Priority>,
-    /// Its work, in the unit of its speeds.
-    #[serde(default)]
-    pub work: Option<f64>,
-    /// The GPU models (at most [`MAX_BATCH_ITEMS`]).
-    #[serde(deserialize_with = "bounded")]
-    pub gpus: Vec<GpuSpec>,
 }
 
 async fn estimate(State(core): State<Arc<Core>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -886,6 +783,7 @@ async fn metrics(State(core): State<Arc<Core>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
 
     #[derive(Debug, Deserialize, PartialEq)]
     struct Request {

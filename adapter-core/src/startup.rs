@@ -67,7 +67,7 @@ pub struct CoreArgs {
 impl CoreArgs {
     /// The keys of job ids, from `--id-secret-file`.
     pub fn keys(&self) -> anyhow::Result<JobKeys> {
-        JobKeys::from_file(&self.id_secret_file)
+        Ok(JobKeys::from_file(&self.id_secret_file)?)
     }
 
     /// The intake's token, from `--intake-token-file`, if one is given.

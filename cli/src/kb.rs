@@ -26,7 +26,7 @@ use crate::observations;
 use crate::queue::InputError;
 
 const FORMAT: &str = "tandem-kb/1";
-const ID_SCHEME: &str = tandem_host::keys::SCHEME;
+const ID_SCHEME: &str = tandem_wire::identity::SCHEME;
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

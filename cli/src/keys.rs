@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use tandem_host::keys::{keyed_id, parse_secret};
+use tandem_wire::identity::keyed_id;
 
 /// Bytes of a generated secret.
 const SECRET_BYTES: usize = 32;
@@ -68,9 +68,7 @@ pub fn sidecar(kb: &Path) -> PathBuf {
 
 /// Reads a secret file (hex).
 pub fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the id secret {}", path.display()))?;
-    parse_secret(&text).with_context(|| format!("{}: cannot use the id secret", path.display()))
+    Ok(tandem_wire::identity::read_secret(path)?)
 }
 
 /// Writes a new secret file readable by its owner only; refuses to overwrite one.

@@ -21,7 +21,6 @@
 
 mod config;
 mod error;
-pub mod keys;
 mod limits;
 mod recommender;
 mod runtime;

@@ -13,7 +13,7 @@
 //! 3. **reduce** ([`window`], [`agent`]): per job, the window's maxima, measured while it ran
 //!    alone where it did (see [`window`] for what happens when it never does);
 //! 4. **key and post** ([`post`]): `HMAC-SHA256(cluster secret, "<namespace>/<job>")` by the
-//!    adapters' own [`tandem_adapter_core::JobKeys`], posted as the intake's own
+//!    adapters' own [`tandem_wire::JobKeys`], posted as the intake's own
 //!    [`post::ProfilesRequest`] to `POST /v1/profiles` with the bearer token, retried with
 //!    back-off. Any adapter serves that intake.
 //!
@@ -34,7 +34,7 @@ pub mod window;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tandem_adapter_core::JobKeys;
+use tandem_wire::JobKeys;
 use tokio::task::JoinSet;
 
 pub use options::{Format, IntakeAuth, Options};
@@ -67,9 +67,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The id secret is not usable.
-    #[error("cannot use the id secret")]
-    Secret(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The id secret cannot be read or used (the error names the file).
+    #[error(transparent)]
+    Secret(#[from] tandem_wire::identity::SecretFileError),
     /// No Kubernetes client could be configured.
     #[error("cannot configure the Kubernetes client")]
     Kube(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -119,7 +119,7 @@ pub async fn run(options: Options) -> Result<Summary> {
     let keys = options
         .id_secret_file
         .as_deref()
-        .map(|path| JobKeys::from_file(path).map_err(|e| Error::Secret(e.into())))
+        .map(JobKeys::from_file)
         .transpose()?;
     if options.once {
         let Some(snapshot) = source.sample()? else {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
-use tandem_adapter_core::JobKeys;
+use tandem_wire::JobKeys;
 
 use crate::attribute::{Attributor, Owner};
 use crate::sample::Snapshot;

@@ -9,7 +9,7 @@
 //!
 //! The body is the intake's own type ([`ProfilesRequest`]): keyed job ids and the three
 //! features with the GPU model — nothing else leaves the node. Any adapter (kube extender,
-//! kube plugin, Volcano, Slurm) serves the same intake from `tandem-adapter-core`.
+//! kube plugin, Volcano, Slurm) serves the same intake, whose bodies are the contract's (`tandem-wire`).
 //!
 //! Failures that may pass — no connection, `5xx` (an adapter starting or without a leader
 //! answers `503`), `408`, `429` — are retried with exponential back-off ([`Backoff`]); a
@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
-pub use tandem_adapter_core::http::{ProfileRecord, ProfilesAnswer, ProfilesRequest};
+pub use tandem_wire::intake::{ProfileRecord, ProfilesAnswer, ProfilesRequest};
 
 /// How often and how patiently to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,8 +24,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
-use tandem_adapter_core::gpu_models::gpu_model;
 use tandem_api::Profile;
+use tandem_wire::gpu_models::gpu_model;
 
 use crate::attribute::Owner;
 use crate::sample::{DeviceUtilization, Snapshot};

@@ -2,12 +2,12 @@
 //! ask it to group queues and to predict held-out pairs.
 //!
 //! The engine sees keyed ids only: each job type's name is keyed once (HMAC-SHA256, as the CLI
-//! keys job ids; see `tandem_host::keys`) and every job of that type carries the keyed id, so what the engine learns
+//! keys job ids; see `tandem_wire::identity`) and every job of that type carries the keyed id, so what the engine learns
 //! about a job type it learns per id, exactly as it would for a recurring workload.
 
 use tandem_api::{Gpu, GpuSpec, Job, Objective, Outcome, Policy, Prediction};
-use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
+use tandem_wire::identity::keyed_id;
 
 use super::bench::Bench;
 use super::methods::Pairs;

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use tandem_api::{GpuSpec, Job, Objective, Policy, Profile};
-use tandem_host::keys::keyed_id;
 use tandem_host::{Recommender, Runtime};
+use tandem_wire::identity::keyed_id;
 
 use super::bench::Bench;
 use super::draws::training_count;

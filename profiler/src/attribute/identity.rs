@@ -1,7 +1,7 @@
 //! A job's identity as the adapters key it, and why attribution failed: what the attribution
 //! sources ([`super::kube`], [`super::slurm`]) and the attributor share.
 
-use tandem_adapter_core::JobKeys;
+use tandem_wire::JobKeys;
 
 /// What identifies a job to the adapters: `<namespace>/<job>`, keyed before it leaves the node
 /// ([`Identity::key`]).

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use tandem_adapter_core::identity::JOB_LABEL;
+use tandem_wire::JOB_LABEL;
 
 use super::identity::{AttributeError, Identity};
 

@@ -95,7 +95,7 @@ impl Attributor {
 
 #[cfg(test)]
 mod tests {
-    use tandem_adapter_core::JobKeys;
+    use tandem_wire::JobKeys;
 
     use super::*;
 
@@ -109,7 +109,7 @@ mod tests {
         let keyed = pod.key(&keys);
         // The kube adapter keys a pod of job `resnet` in `team-a` with `key("team-a", "resnet")`.
         assert_eq!(keyed, keys.key("team-a", "resnet"));
-        assert!(tandem_adapter_core::identity::is_keyed(&keyed));
+        assert!(tandem_wire::identity::is_keyed(&keyed));
         assert!(!keyed.contains("resnet"));
         // Another secret, another id: unlinkable without the cluster's secret.
         assert_ne!(pod.key(&JobKeys::new(vec![8; 32]).unwrap()), keyed);

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tandem_adapter_core::JobKeys;
-use tandem_adapter_core::http::ProfilesRequest;
 use tandem_profiler::agent::{Agent, Settings};
 use tandem_profiler::attribute::{Attributor, Identity, PodDirectory};
 use tandem_profiler::post::{Backoff, Intake};
 use tandem_profiler::sample::replay::ReplaySource;
 use tandem_profiler::{Delivery, run_agent};
+use tandem_wire::JobKeys;
+use tandem_wire::intake::ProfilesRequest;
 
 use crate::{ALPHA_UID, BETA_UID, FakeIntake, two_jobs};
 
@@ -153,7 +153,7 @@ async fn nothing_identifying_leaves_the_node() {
                     "mem_used_mib"
                 ]
             );
-            assert!(tandem_adapter_core::identity::is_keyed(
+            assert!(tandem_wire::identity::is_keyed(
                 record["job"].as_str().unwrap()
             ));
         }

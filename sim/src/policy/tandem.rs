@@ -114,7 +114,7 @@ impl Tandem {
             workloads: known
                 .types
                 .iter()
-                .map(|t| tandem_host::keys::keyed_id(&secret, &t.name))
+                .map(|t| tandem_wire::identity::keyed_id(&secret, &t.name))
                 .collect(),
             models: known
                 .models
