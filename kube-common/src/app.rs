@@ -20,7 +20,7 @@ use tandem_adapter_core::{Core, EngineError, EngineFailure, EngineState};
 use tandem_api::ModelSummary;
 
 use crate::assumed::Assumptions;
-use crate::cluster::{ClusterView, GpuPod, gpu_pod};
+use crate::cluster::{ClusterView, DeclaredModel, GpuPod, gpu_pod};
 use crate::follow::CatchUp;
 use crate::placement::Placements;
 use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
@@ -91,12 +91,6 @@ pub struct App {
 
 /// A model read from a ConfigMap: when, and its summary or why it could not be used.
 type ModelRead = (Instant, Result<ModelSummary, String>);
-
-/// Why a model declared by reference is not known yet: the front-end has not read its
-/// ConfigMap (the extender reads it before judging the pod; the watcher, for every front-end,
-/// when it sees the pod). Not a refusal of the declaration: a later call may find it.
-pub const MODEL_NOT_READ: &str =
-    "not read yet: Tandem reads the ConfigMap when it sees the pod; retried shortly";
 
 /// How long a model read from a ConfigMap is used before it is read again.
 const MODEL_FRESH_FOR: Duration = Duration::from_secs(60);
@@ -242,9 +236,12 @@ impl App {
             && let Some(reference) = declaration.reference()
         {
             let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            // Not read yet: the extender reads it before judging the pod; the watcher, for
+            // every front-end, when it sees the pod.
             gp.model = match lock(&self.models).get(&(namespace, reference.clone())) {
-                Some((_, read)) => read.clone().map(Some),
-                None => Err(MODEL_NOT_READ.to_owned()),
+                Some((_, Ok(summary))) => DeclaredModel::Known(summary.clone()),
+                Some((_, Err(why))) => DeclaredModel::Unusable(why.clone()),
+                None => DeclaredModel::NotRead,
             };
         }
         Some(gp)

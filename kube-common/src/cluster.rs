@@ -115,15 +115,37 @@ pub struct GpuPod {
     /// What the pod declared in its annotations (`tandem.dev/priority`, `tandem.dev/work`,
     /// `tandem.dev/model`, `tandem.dev/batch-size`), or why Tandem refuses it.
     pub declared: Declared,
-    /// The summary of its declared model: the inline one, or the referenced one once read
-    /// (`Ok(None)`: no model declared; `Err`: a reference not read, and why).
-    pub model: Result<Option<ModelSummary>, String>,
+    /// The model it declared, as far as the front-end has it.
+    pub model: DeclaredModel,
+}
+
+/// The model a pod declares (`tandem.dev/model`), as far as the front-end has it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeclaredModel {
+    /// No model declared.
+    Undeclared,
+    /// Its summary: given inline, or read from the ConfigMap it references.
+    Known(ModelSummary),
+    /// Given by reference, its ConfigMap not read yet: not a refusal, a later call may find it.
+    NotRead,
+    /// Given by reference and not usable: why (the ConfigMap missing or not a model, or a
+    /// front-end that reads no references).
+    Unusable(String),
+}
+
+impl DeclaredModel {
+    /// What [`DeclaredModel::NotRead`] tells a person.
+    pub const NOT_READ: &str =
+        "not read yet: Tandem reads the ConfigMap when it sees the pod; retried shortly";
 }
 
 impl GpuPod {
     /// The summary of its declared model, once known.
     pub fn summary(&self) -> Option<&ModelSummary> {
-        self.model.as_ref().ok().and_then(Option::as_ref)
+        match &self.model {
+            DeclaredModel::Known(summary) => Some(summary),
+            _ => None,
+        }
     }
 
     /// The engine's record of the pod as a job to place: its keyed id and what it declared.
@@ -150,15 +172,18 @@ impl GpuPod {
             Err(refusal) => return Some(Refusal::clone(refusal)),
             Ok(declaration) => declaration,
         };
-        match (&self.model, declaration.reference()) {
-            (Err(why), Some(reference)) => Some(Refusal::new(
-                Field::Model,
-                Carrier::Annotations,
-                &reference.source.to_string(),
-                why.clone(),
-            )),
-            _ => None,
-        }
+        let why = match &self.model {
+            DeclaredModel::NotRead => DeclaredModel::NOT_READ.to_owned(),
+            DeclaredModel::Unusable(why) => why.clone(),
+            DeclaredModel::Undeclared | DeclaredModel::Known(_) => return None,
+        };
+        let reference = declaration.reference()?;
+        Some(Refusal::new(
+            Field::Model,
+            Carrier::Annotations,
+            &reference.source.to_string(),
+            why,
+        ))
     }
 }
 
@@ -175,17 +200,18 @@ pub fn declared(pod: &Pod) -> Declared {
 
 /// The model a declaration gives inline; a reference is left for the front-end that reads
 /// it (the extender and the Volcano adapter read ConfigMaps; the framework plugin does not).
-fn inline_model(declared: &Declared) -> Result<Option<ModelSummary>, String> {
+fn inline_model(declared: &Declared) -> DeclaredModel {
     let Ok(declaration) = declared else {
-        return Ok(None);
+        return DeclaredModel::Undeclared;
     };
     match (declaration.inline_model(), declaration.reference()) {
-        (Some(summary), _) => Ok(Some(summary.clone())),
-        (None, Some(_)) => Err("not read: a model given by reference is read by \
-                                tandem-kube-adapter and tandem-volcano-adapter; the framework \
-                                plugin reads inline summaries only"
-            .to_owned()),
-        (None, None) => Ok(None),
+        (Some(summary), _) => DeclaredModel::Known(summary.clone()),
+        (None, Some(_)) => DeclaredModel::Unusable(
+            "not read: a model given by reference is read by tandem-kube-adapter and \
+             tandem-volcano-adapter; the framework plugin reads inline summaries only"
+                .to_owned(),
+        ),
+        (None, None) => DeclaredModel::Undeclared,
     }
 }
 

@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::Pod;
 use tandem_adapter_core::declaration::Refusal;
 use tandem_adapter_core::{EngineError, EngineFailure, EngineState, Placement};
 use tandem_api::Job;
-use tandem_kube_common::app::{App, MODEL_NOT_READ};
-use tandem_kube_common::cluster::{ClusterView, GpuPod};
+use tandem_kube_common::app::App;
+use tandem_kube_common::cluster::{ClusterView, DeclaredModel, GpuPod};
 use tandem_kube_common::lean::LeanPod;
 
 use crate::wire::{PredicateResponse, TaskInfo, UNRESOLVABLE, UNSCHEDULABLE};
@@ -201,7 +201,7 @@ impl Volcano {
 
     /// Notes what `pod` declares through its PodGroup, which the pod watcher (reading the
     /// pod's own annotations) does not see: a model referenced there is read in the background
-    /// (until then the task fails for now, [`MODEL_NOT_READ`]; the next session parses it
+    /// (until then the task fails for now, [`DeclaredModel::NotRead`]; the next session parses it
     /// again), and a declared model is remembered for the peaks a profiler reports.
     fn note_group_declared(&self, pod: &Pod) {
         let Some(gpu_pod) = self.app.gpu_pod(pod) else {
@@ -210,7 +210,7 @@ impl Volcano {
         if let Some(model) = gpu_pod.summary() {
             self.app.core.remember_declared(&gpu_pod.job, model);
         }
-        if matches!(&gpu_pod.model, Err(why) if why == MODEL_NOT_READ)
+        if matches!(gpu_pod.model, DeclaredModel::NotRead)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let (app, pod) = (Arc::clone(&self.app), pod.clone());
@@ -318,8 +318,11 @@ pub fn score_all(
 /// (counted by the caller); a model reference whose ConfigMap was not read yet fails for now.
 pub fn declaration_check(task: &Task) -> Option<(PredicateResponse, Option<Refusal>)> {
     let refusal = task.pod.refusal()?;
-    if refusal.problem == MODEL_NOT_READ {
-        let why = format!("Tandem: the model of {}: {MODEL_NOT_READ}", refusal.value);
+    if matches!(task.pod.model, DeclaredModel::NotRead) {
+        let why = format!(
+            "Tandem: the model of {}: {}",
+            refusal.value, refusal.problem
+        );
         return Some((PredicateResponse::fail(UNSCHEDULABLE, why), None));
     }
     let why = format!("Tandem: refused: {refusal}");
