@@ -32,6 +32,15 @@
 //! collected shard either.
 
 mod format;
+
+/// A knowledge base read from a head (or its last good copy) and the shards it lists.
+enum Assembled {
+    /// All of it, with the `uid` of every shard.
+    Whole(Box<Stored>, BTreeMap<String, String>),
+    /// A shard it lists is gone (a writer replaced it since the head was read): its name.
+    ShardGone(String),
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -260,14 +269,14 @@ impl ConfigMapStore {
                 return Ok(None);
             };
             match self.assemble(map).await? {
-                Ok((stored, uids)) => {
+                Assembled::Whole(stored, uids) => {
                     self.remember(&stored.version, uids);
-                    return Ok(Some(stored));
+                    return Ok(Some(*stored));
                 }
-                Err(shard) if attempt < READ_ATTEMPTS => {
+                Assembled::ShardGone(shard) if attempt < READ_ATTEMPTS => {
                     tracing::debug!(%shard, attempt, "a shard of the knowledge base is gone; reading the head again");
                 }
-                Err(shard) => {
+                Assembled::ShardGone(shard) => {
                     return Err(StoreError::Malformed {
                         name: format!("ConfigMap {}", self.name),
                         why: format!(
@@ -292,12 +301,12 @@ impl ConfigMapStore {
             return Ok(None);
         };
         match self.assemble(copy).await? {
-            Ok((mut stored, uids)) => {
+            Assembled::Whole(mut stored, uids) => {
                 stored.version = version;
                 self.remember(&stored.version, uids);
-                Ok(Some(stored))
+                Ok(Some(*stored))
             }
-            Err(shard) => Err(StoreError::Malformed {
+            Assembled::ShardGone(shard) => Err(StoreError::Malformed {
                 name: format!("ConfigMap {copy_name}"),
                 why: format!("shard ConfigMap {shard} it lists is missing"),
             }),
@@ -305,13 +314,10 @@ impl ConfigMapStore {
     }
 
     /// The knowledge base `map` (a head, or its last good copy) holds, with the `uid` of every
-    /// shard it lists; `Err(shard)` when a shard it lists is gone.
-    async fn assemble(
-        &self,
-        map: ConfigMap,
-    ) -> Result<Result<(Stored, BTreeMap<String, String>), String>, StoreError> {
+    /// shard it lists, or the shard it lists that is gone.
+    async fn assemble(&self, map: ConfigMap) -> Result<Assembled, StoreError> {
         let head = match read_head(map)? {
-            Head::Inline(stored) => return Ok(Ok((stored, BTreeMap::new()))),
+            Head::Inline(stored) => return Ok(Assembled::Whole(Box::new(stored), BTreeMap::new())),
             Head::Sharded(head) => head,
         };
         let names = head.distinct_shards();
@@ -328,8 +334,8 @@ impl ConfigMapStore {
             .map(|(name, map)| (name.clone(), map.metadata.uid.clone().unwrap_or_default()))
             .collect();
         match head.assemble(&shards) {
-            Ok(stored) => Ok(Ok((stored, uids))),
-            Err(AssembleError::Missing(shard)) => Ok(Err(shard)),
+            Ok(stored) => Ok(Assembled::Whole(Box::new(stored), uids)),
+            Err(AssembleError::Missing(shard)) => Ok(Assembled::ShardGone(shard)),
             Err(AssembleError::Store(error)) => Err(error),
         }
     }
