@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use serde_json::{Value, json};
-use tandem_kube_capi::Config;
 use tandem_kube_capi::plugin::Plugin;
 use tandem_kube_capi::served::Served;
+use tandem_kube_capi::{Config, Reservation};
 use tandem_kube_common::decide::Verdict;
 use tandem_kube_common::placement::{Placements, Signer};
 
@@ -159,15 +159,16 @@ fn main() -> anyhow::Result<()> {
             anyhow::bail!("pod {i}: no node passed");
         };
         let at = Instant::now();
-        let reserved = plugin
-            .reserve(&uid, &best)?
-            .map_err(|why| anyhow::anyhow!("pod {i}: {why}"))?;
+        let reserved = match plugin.reserve(&uid, &best)? {
+            Reservation::Reserved(reserved) => reserved,
+            Reservation::Rejected(why) => anyhow::bail!("pod {i}: {why}"),
+        };
         let reserved_in = at.elapsed();
         reserved
             .annotations
             .get("tandem.dev/gpu")
             .with_context(|| format!("pod {i}: Reserve wrote no GPU"))?;
-        // The event carries the signed placement, which the plugin verifies once per pod.
+        // The event carries the placement Reserve signed, which the plugin trusts as it kept it.
         let event = pod(i, Some((&best, &reserved.annotations))).to_string();
         let at = Instant::now();
         plugin.set_pod(event.as_bytes())?;

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 pub use config::{Config, Connection, Settings};
 pub use error::Error;
 pub use plugin::Plugin;
-pub use prepared::{Prepared, Reserved};
+pub use prepared::{Prepared, Reservation, Reserved};
 use served::Served;
 
 /// What a call returned: [`TANDEM_OK`], [`TANDEM_REFUSED`], [`TANDEM_ERROR`] or
@@ -471,8 +471,8 @@ pub unsafe extern "C" fn tandem_plugin_reserve(
                 (Err(outcome), _) | (_, Err(outcome)) => return outcome,
             };
             match p.reserve(uid, node) {
-                Ok(Ok(reserved)) => ok_json(&reserved),
-                Ok(Err(reason)) => (TANDEM_REFUSED, reason.into_bytes()),
+                Ok(Reservation::Reserved(reserved)) => ok_json(&reserved),
+                Ok(Reservation::Rejected(reason)) => (TANDEM_REFUSED, reason.into_bytes()),
                 Err(e) => failed(&e),
             }
         })

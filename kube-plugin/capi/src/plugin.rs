@@ -33,7 +33,7 @@ use tandem_kube_common::runs::{finished_batch, is_finished, now_seconds, run_of}
 
 use crate::Error;
 use crate::config::Config;
-use crate::prepared::{Prepared, Reserved};
+use crate::prepared::{Prepared, Reservation, Reserved};
 
 /// A GPU choice made in Reserve, until a pod event shows the pod bound there.
 #[derive(Debug, Clone)]
@@ -600,14 +600,13 @@ impl Plugin {
     }
 
     /// Reserve: chooses the pod's GPUs on `node` and records them in the engine at once, so
-    /// the next pod's decision sees them. `Ok(Err(reason))` when the node cannot take it after
-    /// all, which is counted as `rejected`.
-    pub fn reserve(&mut self, uid: &str, node: &str) -> Result<Result<Reserved, String>, Error> {
+    /// the next pod's decision sees them, or rejects the node.
+    pub fn reserve(&mut self, uid: &str, node: &str) -> Result<Reservation, Error> {
         let started = Instant::now();
         let reserved = self.choose(uid, node);
         let label = match &reserved {
-            Ok(Ok(_)) => "ok",
-            Ok(Err(_)) => "rejected",
+            Ok(Reservation::Reserved(_)) => "ok",
+            Ok(Reservation::Rejected(_)) => "rejected",
             Err(error) => failure_result(error),
         };
         self.metrics
@@ -616,7 +615,7 @@ impl Plugin {
     }
 
     /// Reserve's choice, uncounted.
-    fn choose(&mut self, uid: &str, node: &str) -> Result<Result<Reserved, String>, Error> {
+    fn choose(&mut self, uid: &str, node: &str) -> Result<Reservation, Error> {
         let pod = match self.cycle.take() {
             Some(pod) if pod.uid == uid => pod,
             _ => return Err(Error::NotPrepared(uid.to_owned())),
@@ -637,7 +636,7 @@ impl Plugin {
         })?;
         self.told(told);
         match chosen {
-            Placement::Refused(reason) => Ok(Err(format!("Tandem: {reason}"))),
+            Placement::Refused(reason) => Ok(Reservation::Rejected(format!("Tandem: {reason}"))),
             Placement::Placed { gpus, reserved_mib } => {
                 // Signed over the pod's UID; Bind writes them on the Binding, whose UID
                 // precondition pins the pod.
@@ -646,7 +645,7 @@ impl Plugin {
                     Err(error) => {
                         let (job, undo) = (pod.job.clone(), gpus);
                         self.on_engine("unreserve", move |state| state.unplace(&job, &undo))?;
-                        return Ok(Err(format!(
+                        return Ok(Reservation::Rejected(format!(
                             "Tandem: the engine's GPUs are no placement: {error}"
                         )));
                     }
@@ -662,7 +661,7 @@ impl Plugin {
                 // The engine holds the choice already; the view catches up when a multi-GPU
                 // pod needs it.
                 self.residents_moved = true;
-                Ok(Ok(Reserved { annotations }))
+                Ok(Reservation::Reserved(Reserved { annotations }))
             }
         }
     }

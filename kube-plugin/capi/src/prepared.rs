@@ -104,3 +104,12 @@ pub struct Reserved {
     /// Annotation keys and values.
     pub annotations: BTreeMap<String, String>,
 }
+
+/// What Reserve made of the pod on the node the scheduler chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// Its GPUs are held, with the annotations Bind writes.
+    Reserved(Reserved),
+    /// The node cannot take it after all: why, for the pod's events (counted as `rejected`).
+    Rejected(String),
+}
