@@ -7,7 +7,7 @@ use tandem_catalog::{Cluster, DeclaredModels, Trace};
 use crate::error::Result;
 use crate::inputs::check_inputs;
 use crate::metrics::{Inputs, PolicyReport, PredictedUtilization, Report};
-use crate::policy::{Known, PolicyName};
+use crate::policy::{Built, Known, PolicyName};
 use crate::settings::Settings;
 use crate::truth::Truth;
 use crate::utilization;
@@ -57,7 +57,7 @@ pub fn compare(
     };
     let replay = |name: PolicyName| -> Result<PolicyReport> {
         match name.build(&known, runtime, settings.seed)? {
-            Ok(mut policy) => simulate(
+            Built::Ready(mut policy) => simulate(
                 scenario.truth,
                 scenario.cluster,
                 scenario.trace,
@@ -65,7 +65,7 @@ pub fn compare(
                 policy.as_mut(),
                 &mut |share| progress(name.as_str(), share),
             ),
-            Err(why) => Ok(PolicyReport::not_applicable(name.as_str(), why)),
+            Built::NotApplicable(why) => Ok(PolicyReport::not_applicable(name.as_str(), why)),
         }
     };
     // `collect` keeps the policies' order, and stops handing out policies at the first error.

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use tandem_host::{HostConfig, Runtime};
-use tandem_sim::policy::{Known, PolicyName};
+use tandem_sim::policy::{Built, Known, PolicyName};
 use tandem_sim::{Cluster, Settings, Truth, convert, demo, simulate};
 use tandem_tests::components;
 
@@ -65,7 +65,7 @@ fn main() -> anyhow::Result<()> {
         if !only.is_empty() && !only.iter().any(|o| o == name.as_str()) {
             continue;
         }
-        let Ok(mut policy) = name.build(&known, &runtime, settings.seed)? else {
+        let Built::Ready(mut policy) = name.build(&known, &runtime, settings.seed)? else {
             continue;
         };
         let report = simulate(

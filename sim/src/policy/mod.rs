@@ -95,42 +95,51 @@ impl PolicyName {
         Self::ALL.into_iter().find(|p| p.as_str() == name)
     }
 
-    /// Builds the policy: `Ok(Err(why))` when it cannot run on what is known (a baseline that
-    /// needs utilizations the catalogs lack). Tandem's policies need the engine `runtime`.
-    pub fn build(
-        self,
-        known: &Known,
-        runtime: &tandem_host::Runtime,
-        seed: u64,
-    ) -> Result<Result<Box<dyn Policy>, String>> {
+    /// Builds the policy, or says why it cannot run on what is known (a baseline that needs
+    /// utilizations the catalogs lack). Tandem's policies need the engine `runtime`.
+    pub fn build(self, known: &Known, runtime: &tandem_host::Runtime, seed: u64) -> Result<Built> {
         use tandem_api::Objective;
-        let tandem = |objective| -> Result<Result<Box<dyn Policy>, String>> {
-            Ok(Ok(Box::new(Tandem::new(runtime, objective, known, seed)?)))
+        let ready = |policy: Box<dyn Policy>| Ok(Built::Ready(policy));
+        let applicable = |built: Result<Box<dyn Policy>, String>| {
+            Ok(built.map_or_else(Built::NotApplicable, Built::Ready))
         };
-        Ok(match self {
-            PolicyName::ExclusiveFifo => Ok(Box::new(ExclusiveFifo)),
-            PolicyName::Random => Ok(Box::new(RandomColocation::new(seed))),
+        let tandem = |objective| ready(Box::new(Tandem::new(runtime, objective, known, seed)?));
+        match self {
+            PolicyName::ExclusiveFifo => ready(Box::new(ExclusiveFifo)),
+            PolicyName::Random => ready(Box::new(RandomColocation::new(seed))),
             PolicyName::FfdUtil => {
-                FfdUtilization::new(known).map(|p| Box::new(p) as Box<dyn Policy>)
+                applicable(FfdUtilization::new(known).map(|p| Box::new(p) as Box<dyn Policy>))
             }
-            PolicyName::SchedTuneMinJct => Ok(Box::new(SchedTuneMinJct)),
-            PolicyName::JrsRanking => Ok(Box::new(JrsRanking::default())),
+            PolicyName::SchedTuneMinJct => ready(Box::new(SchedTuneMinJct)),
+            PolicyName::JrsRanking => ready(Box::<JrsRanking>::default()),
             PolicyName::LucidStyle => {
-                LucidStyle::new(known).map(|p| Box::new(p) as Box<dyn Policy>)
+                applicable(LucidStyle::new(known).map(|p| Box::new(p) as Box<dyn Policy>))
             }
-            PolicyName::TandemBalanced => return tandem(Objective::Balanced),
-            PolicyName::TandemMinSlowdown => return tandem(Objective::MinSlowdown),
-            PolicyName::TandemMaxPacking => return tandem(Objective::MaxPacking),
-            PolicyName::TandemBalancedBlind => {
-                let blind = Tandem::blind(runtime, Objective::Balanced, known, seed)?;
-                Ok(Box::new(blind))
-            }
-            PolicyName::TandemBalancedUndeclared => {
-                let undeclared = Tandem::undeclared(runtime, Objective::Balanced, known, seed)?;
-                Ok(Box::new(undeclared))
-            }
-        })
+            PolicyName::TandemBalanced => tandem(Objective::Balanced),
+            PolicyName::TandemMinSlowdown => tandem(Objective::MinSlowdown),
+            PolicyName::TandemMaxPacking => tandem(Objective::MaxPacking),
+            PolicyName::TandemBalancedBlind => ready(Box::new(Tandem::blind(
+                runtime,
+                Objective::Balanced,
+                known,
+                seed,
+            )?)),
+            PolicyName::TandemBalancedUndeclared => ready(Box::new(Tandem::undeclared(
+                runtime,
+                Objective::Balanced,
+                known,
+                seed,
+            )?)),
+        }
     }
+}
+
+/// A policy built for a run, or why it does not apply.
+pub enum Built {
+    /// The policy, ready to replay the trace.
+    Ready(Box<dyn Policy>),
+    /// It cannot run on what is known: why, for the report.
+    NotApplicable(String),
 }
 
 impl std::fmt::Display for PolicyName {
