@@ -911,3 +911,6 @@ fn refuse_or_pass(
         reasons.join("; ")
     )))
 }
+
+#[cfg(test)]
+mod tests;
