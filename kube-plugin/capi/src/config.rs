@@ -336,7 +336,10 @@ impl Connection {
         }
         serde_json::from_slice(json)
             .map(Some)
-            .map_err(|e| Error::Connect(format!("cannot read the scheduler's connection: {e}")))
+            .map_err(|e| Error::Connect {
+                what: "the scheduler's connection cannot be read".into(),
+                source: e.into(),
+            })
     }
 
     /// A kube client over it.
@@ -383,7 +386,13 @@ impl Connection {
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| Error::Connect(format!("{}: {e}", self.host)))?;
-        kube::Client::try_from(config).map_err(|e| Error::Connect(format!("{}: {e}", self.host)))
+                .map_err(|e| Error::Connect {
+                    what: self.host.clone(),
+                    source: e.into(),
+                })?;
+        kube::Client::try_from(config).map_err(|e| Error::Connect {
+            what: self.host.clone(),
+            source: e.into(),
+        })
     }
 }

@@ -78,11 +78,9 @@ impl Served {
     pub fn start(config: &Config, connection: Option<Connection>) -> Result<Self, Error> {
         // kube's client and the intake's TLS share rustls; pick its crypto once for the process.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        // The error is a chain (anyhow): render all of it.
-        let keys = JobKeys::from_file(&config.id_secret_file)
-            .map_err(|e| Error::Secret(format!("{e:#}")))?;
+        let keys = JobKeys::from_file(&config.id_secret_file).map_err(Error::Secret)?;
         let intake_token = read_token(config.intake_token_file.as_deref(), "intake token")
-            .map_err(|e| Error::Config(format!("intakeTokenFile: {e:#}")))?;
+            .map_err(|e| Error::Token(e.into()))?;
         let host = HostConfig {
             call_deadline: Duration::from_millis(config.engine_deadline_ms),
             compiled_cache: config
@@ -95,13 +93,19 @@ impl Served {
             Some(path) => Runtime::from_file(path, host),
             None => Runtime::from_bytes(EMBEDDED_ENGINE, host),
         }
-        .map_err(|e| Error::Start(e.to_string()))?;
+        .map_err(|e| Error::Start {
+            what: "the engine",
+            source: e.into(),
+        })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("tandem-plugin")
             .enable_all()
             .build()
-            .map_err(|e| Error::Start(format!("cannot start the plugin's runtime: {e}")))?;
+            .map_err(|e| Error::Start {
+                what: "the plugin's runtime",
+                source: e.into(),
+            })?;
         let policy = config.policy();
         let (core, client) = runtime.block_on(async {
             let client = match connection {
@@ -122,7 +126,7 @@ impl Served {
                 &keys,
             )
             .await
-            .map_err(|e| Error::Knowledge(format!("{e:#}")))?;
+            .map_err(|e| Error::Knowledge(e.into()))?;
             let leadership = match &store {
                 Some(_) => Leadership::default(),
                 None => Leadership::alone(),
@@ -142,7 +146,10 @@ impl Served {
                 // Decisions come from the scheduling cycle's thread: run there, not handed to another.
                 inline: true,
             })
-            .map_err(|e| Error::Start(format!("{e:#}")))?;
+            .map_err(|e| Error::Start {
+                what: "the core",
+                source: e.into(),
+            })?;
             if let Some(client) = &client
                 && let Some(profilers) = tandem_kube_common::intake::profiler_auth(
                     client,
@@ -195,8 +202,10 @@ impl Served {
         let Some(address) = config.intake_address else {
             return Ok(());
         };
-        let listener = std::net::TcpListener::bind(address)
-            .map_err(|e| Error::Intake(format!("intakeAddress {address}: {e}")))?;
+        let listener = std::net::TcpListener::bind(address).map_err(|e| Error::Intake {
+            what: format!("intakeAddress {address}"),
+            source: e.into(),
+        })?;
         let router = tandem_adapter_core::http::router(Arc::clone(&self.core), Arc::new(Intake));
         let shutdown = self.shutdown.clone();
         let tls = config
@@ -210,8 +219,10 @@ impl Served {
             });
         if let Some(tls) = &tls {
             // Read now, so a certificate that cannot be read fails start-up by name.
-            tls.server_config()
-                .map_err(|e| Error::Intake(format!("{e:#}")))?;
+            tls.server_config().map_err(|e| Error::Intake {
+                what: "its TLS certificate".into(),
+                source: e.into(),
+            })?;
         }
         self.runtime().spawn(async move {
             let served = match tls {

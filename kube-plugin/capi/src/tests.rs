@@ -729,7 +729,8 @@ fn malformed_args_fail_naming_the_field() {
         (json!({ "maxJobsPerGpu": 2 }), "idSecretFile"),
         (
             json!({ "idSecretFile": "/nonexistent/secret", "unsignedPlacements": true }),
-            "idSecretFile",
+            // The cause chain, each cause once.
+            "idSecretFile: cannot read the id secret /nonexistent/secret: No such file",
         ),
         (json!({ "idSecretFile": "/x" }), "placementKeyFile"),
         (
