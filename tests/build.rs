@@ -1,22 +1,14 @@
-//! Builds the components the tests load (the engine and the misbehaving guest) and generates
-//! path constants for them, so a test names a component that exists or does not compile.
-
-use std::fmt::Write as _;
+//! Builds the misbehaving guest the host's tests load and generates a path constant for it, so
+//! a test names a component that exists or does not compile. The engine comes from
+//! `tandem-engine-embedded`, which builds it once for the whole workspace.
 
 fn main() -> anyhow::Result<()> {
-    let guests = tandem_xtask::BuildScriptGuests::from_env()?;
-    let mut constants = String::new();
-    for (name, package) in [
-        ("ENGINE", "tandem-engine-component"),
-        ("MISBEHAVING", "tandem-test-misbehaving"),
-    ] {
-        let path = guests.build(package)?;
-        writeln!(
-            constants,
-            "/// The `{package}` component.\npub const {name}: &str = {:?};",
-            path.display().to_string()
-        )?;
-    }
+    let guests = tandem_toolchain::BuildScriptGuests::from_env()?;
+    let path = guests.build("tandem-test-misbehaving")?;
+    let constants = format!(
+        "/// The `tandem-test-misbehaving` component.\npub const MISBEHAVING: &str = {:?};\n",
+        path.display().to_string()
+    );
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("components.rs");
     std::fs::write(out, constants)?;
     Ok(())

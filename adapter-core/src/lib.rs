@@ -67,8 +67,8 @@ use store::{KnowledgeStore, StoreError};
 /// on an idle machine, several times that on a loaded one, and nothing waits on it to schedule.
 pub const TRAINING_DEADLINE: Duration = Duration::from_secs(60);
 
-/// The engine component every adapter binary embeds, built by the build script.
-pub static EMBEDDED_ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
+/// The engine component every adapter binary embeds ([`tandem_engine_embedded::COMPONENT`]).
+pub use tandem_engine_embedded::COMPONENT as EMBEDDED_ENGINE;
 
 /// A scheduler front-end on the core: its verbs, answered from the shared engine.
 pub trait Frontend: Send + Sync + 'static {

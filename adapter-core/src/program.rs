@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::process::ExitCode;
 
-use tracing_subscriber::EnvFilter;
 
 /// Runs `run` as the program `name`: an adapter's `main` is this one call.
 pub fn main<O, F, Fut>(name: &str, run: F) -> ExitCode
@@ -14,12 +13,7 @@ where
     F: FnOnce(O) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    tandem_telemetry::init("info");
     let options = O::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -10,7 +10,7 @@ use tandem_api::Objective;
 use tandem_host::{HostConfig, Runtime};
 
 /// The engine component this binary was built with.
-static EMBEDDED_ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
+use tandem_engine_embedded::COMPONENT as EMBEDDED_ENGINE;
 
 /// Where the engine comes from and the limits it runs under.
 #[derive(Debug, Args)]

@@ -187,11 +187,6 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 
 /// Logs to stderr, filtered by `RUST_LOG` (warnings and errors by default).
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // A second initialisation (tests calling `run` twice) is harmless; ignore it.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    // A second initialisation (tests calling `run` twice) keeps the first.
+    tandem_telemetry::init("warn");
 }

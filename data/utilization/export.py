@@ -18,7 +18,7 @@ Run once, by hand (it needs TensorFlow, which the build never does):
     /tmp/tf/bin/python data/utilization/export.py data/utilization/onnx
 
 Then `cargo xtask utilization-data` summarizes the files with `tandem-declare` and writes
-`plugin/engine/data/futurewei_utilization.csv`, the table the engine trains on.
+`engine/data/futurewei_utilization.csv`, the table the engine trains on.
 """
 
 import os

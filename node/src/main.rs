@@ -6,16 +6,10 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    tandem_telemetry::init("info");
     match tandem_node::run(tandem_node::Options::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

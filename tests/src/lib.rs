@@ -5,8 +5,11 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use tandem_api::{ClusterChange, Gpu, GpuSpec, Job, Profile, ViewGpu};
 
-/// Paths of the components built by this crate's build script.
+/// Paths of the components the tests load: the engine, and the misbehaving guest built by this
+/// crate's build script.
 pub mod components {
+    /// The engine component (`tandem-engine-component`).
+    pub const ENGINE: &str = tandem_engine_embedded::PATH;
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 }
 

@@ -130,7 +130,7 @@ impl Program {
 }
 
 /// Where the binaries are cached: `$TANDEM_KUBE_DIR`, else `$XDG_CACHE_HOME/tandem/kube`, else
-/// `$HOME/.cache/tandem/kube` (the convention of [`crate::toolchain_dir`]).
+/// `$HOME/.cache/tandem/kube` (the convention of [`tandem_toolchain::toolchain_dir`]).
 pub fn kube_dir() -> PathBuf {
     crate::toolchain::cache_dir("TANDEM_KUBE_DIR", "kube")
 }

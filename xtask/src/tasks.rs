@@ -11,7 +11,7 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 
 use crate::background::BackgroundBuild;
-use crate::guest::{GuestBuild, build_component};
+use tandem_toolchain::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::kube_plugin::{
     PLUGIN_SCHEDULER_VAR, Profile, ensure_plugin_scheduler, ensure_plugin_scheduler_linking,

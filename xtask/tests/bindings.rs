@@ -1,4 +1,4 @@
-//! The engine component's bindings (`plugin/component/src/bindings.rs`) are generated from
+//! The engine component's bindings (`engine/component/src/bindings.rs`) are generated from
 //! `wit/current` ahead of time,
 //! by wit-bindgen's generator with the options of its `generate!` macro, and checked in: the
 //! guest is built by a second compiler (docs/DEVELOPING.md, "The wasm32 toolchain"), which
@@ -12,7 +12,7 @@ use wit_bindgen_core::{Files, WorldGenerator as _};
 use wit_bindgen_rust::Opts;
 
 /// Where the bindings are checked in, from this crate's root.
-const BINDINGS: &str = "../plugin/component/src/bindings.rs";
+const BINDINGS: &str = "../engine/component/src/bindings.rs";
 /// The WIT package, from this crate's root, and the world the component implements.
 const WIT: &str = "../wit/current";
 const WORLD: &str = "plugin";

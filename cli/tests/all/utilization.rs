@@ -78,7 +78,7 @@ fn checked_in(rel: &str, derived: &str) -> String {
 #[test]
 fn the_bundled_utilization_table_is_derived_from_the_onnx_files() {
     let derived = derive_table();
-    let bundled = checked_in("plugin/engine/data/futurewei_utilization.csv", &derived);
+    let bundled = checked_in("engine/data/futurewei_utilization.csv", &derived);
     assert_eq!(bundled.lines().count(), 1 + 49);
 }
 

@@ -13,8 +13,8 @@ use tandem_engine::memory::{self, GpuTraits, MemoryModel};
 use tandem_engine::utilization::{self, UtilizationModel};
 use tandem_host::{HostConfig, Recommender, Runtime};
 
-/// The engine component, built by this crate's build script.
-static ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
+/// The engine component this workspace builds.
+use tandem_engine_embedded::COMPONENT as ENGINE;
 
 fn recommender() -> Recommender {
     let runtime = Runtime::from_bytes(ENGINE, HostConfig::default()).expect("the engine loads");

@@ -16,8 +16,8 @@ use anyhow::Result;
 use tandem_api::{Gpu, GpuSpec, Job, Outcome, Policy, Profile, Recommendation};
 use tandem_host::{HostConfig, Runtime};
 
-/// The engine component, built and embedded by `build.rs`.
-static ENGINE: &[u8] = include_bytes!(env!("TANDEM_ENGINE_COMPONENT"));
+/// The engine component, built from this workspace and embedded by `tandem-engine-embedded`.
+use tandem_engine_embedded::COMPONENT as ENGINE;
 
 fn profile(gpu_util_pct: f32, mem_access_pct: f32, mem_used_mib: u32) -> Profile {
     Profile {

@@ -249,14 +249,7 @@ pub unsafe extern "C" fn tandem_plugin_new(
             return (TANDEM_ERROR, b"no place for the plugin handle".to_vec());
         }
         // Rust's logs go to the scheduler's standard error beside klog's (`RUST_LOG` filters).
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-            )
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .try_init();
+        tandem_telemetry::init("info");
         match TandemPlugin::start(args, connection) {
             Ok((state, settings)) => {
                 let handle = Box::into_raw(Box::new(state));

@@ -5,7 +5,7 @@ use std::path::Path;
 
 #[test]
 fn the_snapshot_fuzz_seeds_load() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/snapshot");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/snapshot");
     let mut seeds = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

@@ -8,7 +8,7 @@ use crate::synthesize::{BestMethod, Interpolation, MethodScore, Sample, Series};
 /// the repository (`data/alnair`).
 fn alnair_dir() -> std::path::PathBuf {
     std::env::var_os("TANDEM_ALNAIR_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/alnair"),
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/alnair"),
         Into::into,
     )
 }

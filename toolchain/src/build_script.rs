@@ -253,14 +253,14 @@ mod tests {
     fn watched_inputs_are_package_directories_inside_the_workspace() -> Result<()> {
         let root = tempfile::tempdir()?;
         let root = root.path();
-        for package in ["plugin/component", "plugin/engine"] {
+        for package in ["engine/component", "engine"] {
             fs::create_dir_all(root.join(package).join("src"))?;
             fs::write(root.join(package).join("Cargo.toml"), "[package]\n")?;
         }
         fs::create_dir_all(root.join("wit/v0.3.0"))?;
         let dep_info = format!(
-            "{root}/target/guest.wasm: {root}/plugin/component/src/lib.rs \
-             {root}/plugin/engine/src/lib.rs {root}/plugin/engine/src/knowledge.rs \
+            "{root}/target/guest.wasm: {root}/engine/component/src/lib.rs \
+             {root}/engine/src/lib.rs {root}/engine/src/knowledge.rs \
              {root}/wit/v0.3.0/engine.wit /registry/serde/src/lib.rs\n",
             root = root.display()
         );
@@ -268,8 +268,8 @@ mod tests {
         assert_eq!(
             watched,
             [
-                root.join("plugin/component"),
-                root.join("plugin/engine"),
+                root.join("engine/component"),
+                root.join("engine"),
                 root.join("wit/v0.3.0/engine.wit"),
             ]
         );

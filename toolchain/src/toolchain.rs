@@ -41,7 +41,7 @@ pub fn toolchain_dir() -> PathBuf {
 
 /// A cache directory of the project: `$<env_var>` if set, else `$XDG_CACHE_HOME/tandem/<leaf>`,
 /// else `$HOME/.cache/tandem/<leaf>`; made absolute against the current directory.
-pub(crate) fn cache_dir(env_var: &str, leaf: &str) -> PathBuf {
+pub fn cache_dir(env_var: &str, leaf: &str) -> PathBuf {
     let dir = cache_dir_from(
         leaf,
         std::env::var_os(env_var),
@@ -51,7 +51,9 @@ pub(crate) fn cache_dir(env_var: &str, leaf: &str) -> PathBuf {
     std::path::absolute(&dir).unwrap_or(dir)
 }
 
-pub(crate) fn cache_dir_from(
+/// [`cache_dir`] from given values of `$<env_var>`, `$XDG_CACHE_HOME` and `$HOME` (empty ones
+/// count as unset), relative as given: what it computes, apart from the process environment.
+pub fn cache_dir_from(
     leaf: &str,
     tandem: Option<OsString>,
     xdg_cache: Option<OsString>,
@@ -239,7 +241,7 @@ fn ensure_debian_toolchain(dir: &Path) -> Result<WasmToolchain> {
     }
 
     eprintln!(
-        "tandem-xtask: bootstrapping Debian's rustc-web {DEBIAN_RUST_RELEASE} into {}",
+        "tandem-toolchain: bootstrapping Debian's rustc-web {DEBIAN_RUST_RELEASE} into {}",
         prefix.display()
     );
     remove_leftovers(dir)?;
@@ -274,7 +276,7 @@ fn ensure_debian_toolchain(dir: &Path) -> Result<WasmToolchain> {
             prefix.display()
         )
     })?;
-    eprintln!("tandem-xtask: installed {version}");
+    eprintln!("tandem-toolchain: installed {version}");
     Ok(WasmToolchain::Debian { prefix })
 }
 
@@ -348,7 +350,7 @@ fn download_debs(debs: &Path, packages: &[&str]) -> Result<()> {
                 // apt-get did not even start: updating lists cannot help.
                 return Err(first);
             }
-            eprintln!("tandem-xtask: {first:#}; updating the package lists and retrying");
+            eprintln!("tandem-toolchain: {first:#}; updating the package lists and retrying");
             apt_get_update().with_context(|| {
                 format!("{first:#}; this needs Debian's package mirror, and refreshing the package lists failed too")
             })?;
@@ -502,7 +504,7 @@ fn check_prefix(prefix: &Path) -> Result<String> {
         version.starts_with(&format!("rustc {DEBIAN_RUST_RELEASE}.")),
         "the unpacked compiler is `{version}`, expected rustc {DEBIAN_RUST_RELEASE} \
          (its standard-library sources must be the same release; the mirror may have moved on, \
-         update DEBIAN_PACKAGES in xtask)"
+         update DEBIAN_PACKAGES in tandem-toolchain)"
     );
     let library = std_sources(&sysroot);
     ensure!(

@@ -99,7 +99,7 @@ fn is_scrubbed(name: &OsStr) -> bool {
 }
 
 /// `program arg1 arg2`, for messages.
-pub(crate) fn display(command: &Command) -> String {
+pub fn display(command: &Command) -> String {
     let mut shown = shell_word(command.get_program());
     for arg in command.get_args() {
         shown.push(' ');
@@ -123,7 +123,7 @@ fn shell_word(word: &OsStr) -> String {
 
 /// Runs `command`, letting it print, with its stdout sent to our stderr: inside a build script
 /// our stdout is read by cargo as `cargo:` directives.
-pub(crate) fn run(command: &mut Command) -> Result<()> {
+pub fn run(command: &mut Command) -> Result<()> {
     let status = command
         .stdout(Stdio::from(io::stderr()))
         .status()
@@ -135,7 +135,7 @@ pub(crate) fn run(command: &mut Command) -> Result<()> {
 }
 
 /// Runs `command` and returns its stdout; on failure the error quotes its stderr.
-pub(crate) fn output(command: &mut Command) -> Result<String> {
+pub fn output(command: &mut Command) -> Result<String> {
     let Output {
         status,
         stdout,
@@ -155,14 +155,14 @@ pub(crate) fn output(command: &mut Command) -> Result<String> {
 }
 
 /// Takes the lock file at `lock_path` (created if missing), waiting while another process holds
-/// it and saying so (`tandem-xtask: waiting for <waiting_for>`): what xtask builds into its
+/// it and saying so (`tandem-toolchain: waiting for <waiting_for>`): what xtask builds into its
 /// caches is built by one process at a time, and the others use the result. The lock is held
 /// while the returned file lives.
-pub(crate) fn hold_lock(lock_path: &Path, waiting_for: &str) -> Result<File> {
+pub fn hold_lock(lock_path: &Path, waiting_for: &str) -> Result<File> {
     let lock = File::create(lock_path)
         .with_context(|| format!("could not create {}", lock_path.display()))?;
     if lock.try_lock().is_err() {
-        eprintln!("tandem-xtask: waiting for {waiting_for}");
+        eprintln!("tandem-toolchain: waiting for {waiting_for}");
         lock.lock()
             .with_context(|| format!("could not lock {}", lock_path.display()))?;
     }
