@@ -119,8 +119,11 @@ enum Runner {
     /// idle, on the caller's thread ([`Engine::decide`]).
     Thread {
         tasks: SyncSender<Task>,
-        /// The state, locked by whichever runs a task.
-        state: Arc<std::sync::Mutex<EngineState>>,
+        /// The state, locked by whichever runs a task. The lock does not poison: a task that
+        /// panicked left the recommender as the host leaves it after a failed call (rebuilt
+        /// from its snapshot at the next one), and refusing every later decision would serve
+        /// no one.
+        state: Arc<parking_lot::Mutex<EngineState>>,
         /// Tasks sent to the thread and not yet finished: a decision runs in place only when
         /// none is, so it never overtakes a queued task (the start-up chores first of all).
         queued: Arc<std::sync::atomic::AtomicUsize>,
@@ -128,7 +131,7 @@ enum Runner {
     /// On the caller's thread (or a blocking thread), under the lock; `waiting` counts the
     /// core's calls in flight, bounded as the thread's queue is.
     Inline {
-        state: Arc<std::sync::Mutex<EngineState>>,
+        state: Arc<parking_lot::Mutex<EngineState>>,
         waiting: Arc<std::sync::atomic::AtomicUsize>,
     },
 }
@@ -145,7 +148,7 @@ impl Engine {
     /// Starts the engine thread with `state` and a queue of `queue` tasks.
     pub fn start(state: EngineState, queue: usize, metrics: Arc<Metrics>) -> std::io::Result<Self> {
         let (tasks, inbox) = sync_channel::<Task>(queue);
-        let state = Arc::new(std::sync::Mutex::new(state));
+        let state = Arc::new(parking_lot::Mutex::new(state));
         let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (thread_state, thread_queued) = (Arc::clone(&state), Arc::clone(&queued));
         std::thread::Builder::new()
@@ -153,7 +156,7 @@ impl Engine {
             .spawn(move || {
                 // Ends when every handle is dropped.
                 while let Ok(task) = inbox.recv() {
-                    task(&mut lock(&thread_state));
+                    task(&mut thread_state.lock());
                     thread_queued.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                 }
             })?;
@@ -174,7 +177,7 @@ impl Engine {
     pub fn inline(state: EngineState, queue: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             runner: Runner::Inline {
-                state: Arc::new(std::sync::Mutex::new(state)),
+                state: Arc::new(parking_lot::Mutex::new(state)),
                 waiting: Arc::default(),
             },
             queue,
@@ -232,12 +235,9 @@ impl Engine {
             } => {
                 use std::sync::atomic::Ordering;
                 let idle = in_place_when_idle && queued.load(Ordering::Acquire) == 0;
-                match idle.then(|| state.try_lock()) {
-                    Some(Ok(mut state)) => task(&mut state),
-                    Some(Err(std::sync::TryLockError::Poisoned(poisoned))) => {
-                        task(&mut poisoned.into_inner());
-                    }
-                    Some(Err(std::sync::TryLockError::WouldBlock)) | None => {
+                match idle.then(|| state.try_lock()).flatten() {
+                    Some(mut state) => task(&mut state),
+                    None => {
                         queued.fetch_add(1, Ordering::AcqRel);
                         let refused = match tasks.try_send(task) {
                             Ok(()) => None,
@@ -264,7 +264,7 @@ impl Engine {
                 }
                 let (state, waiting) = (Arc::clone(state), Arc::clone(waiting));
                 tokio::task::spawn_blocking(move || {
-                    task(&mut lock(&state));
+                    task(&mut state.lock());
                     waiting.fetch_sub(1, Ordering::AcqRel);
                 });
             }
@@ -294,7 +294,7 @@ impl Engine {
                 let state = Arc::clone(state);
                 let _ = std::thread::Builder::new()
                     .name("tandem-engine-chore".into())
-                    .spawn(move || work(&mut lock(&state)));
+                    .spawn(move || work(&mut state.lock()));
             }
         }
     }
@@ -306,7 +306,7 @@ impl Engine {
     ) -> Result<T, CallError> {
         let (tasks, queued) = match &self.runner {
             Runner::Thread { tasks, queued, .. } => (tasks, queued),
-            Runner::Inline { state, .. } => return Ok(work(&mut lock(state))),
+            Runner::Inline { state, .. } => return Ok(work(&mut state.lock())),
         };
         let (answer, waiting) = oneshot::channel();
         let task: Task = Box::new(move |state| {
@@ -319,15 +319,6 @@ impl Engine {
         }
         waiting.blocking_recv().map_err(|_| CallError::Stopped)
     }
-}
-
-/// Locks the inline engine's state, taking that of a poisoned lock: a task that panicked left
-/// the recommender as the host leaves it after a failed call (rebuilt from its snapshot at the
-/// next one), and refusing every later decision would serve no one.
-fn lock(state: &std::sync::Mutex<EngineState>) -> std::sync::MutexGuard<'_, EngineState> {
-    state
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a placement on one node came to: the GPUs chosen, or why the node cannot take the job

@@ -13,8 +13,9 @@
 //! and outcomes it posts, counted whether or not they are learned.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 pub use axum::http::HeaderMap;
 use futures::future::BoxFuture;
@@ -170,10 +171,7 @@ impl RateBound {
         }
         let capacity = f64::from(self.per_minute);
         let per_second = capacity / 60.0;
-        let mut buckets = self
-            .buckets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut buckets = self.buckets.lock();
         if buckets.len() >= MAX_CALLERS && !buckets.contains_key(caller) {
             forget_some(&mut buckets, capacity, per_second, now);
         }
@@ -260,6 +258,6 @@ mod tests {
         for n in 0..MAX_CALLERS + 10 {
             bound.admit(&format!("node/{n}"), 5, now).unwrap();
         }
-        assert!(bound.buckets.lock().unwrap().len() <= MAX_CALLERS);
+        assert!(bound.buckets.lock().len() <= MAX_CALLERS);
     }
 }

@@ -5,8 +5,9 @@
 //! business (a Lease in Kubernetes; Slurm has one controller, so its adapter is always alone):
 //! this is what the core reads.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
 
 /// Who leads, as this replica knows it.
 #[derive(Debug, Default)]
@@ -31,18 +32,12 @@ impl Leadership {
 
     /// The current leader, if known.
     pub fn holder(&self) -> Option<String> {
-        self.holder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.holder.lock().clone()
     }
 
     /// Records who leads now; returns whether this replica's leadership changed.
     pub fn set(&self, leading: bool, holder: Option<String>) -> bool {
-        *self
-            .holder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = holder;
+        *self.holder.lock() = holder;
         self.leading.swap(leading, Ordering::AcqRel) != leading
     }
 }

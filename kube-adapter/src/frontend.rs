@@ -2,8 +2,9 @@
 //! needs beside it — which nodes `filter` passes, and the scores `filter`
 //! computed, kept for the `prioritize` of the same pod that kube-scheduler sends next.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tandem_kube_common::app::App;
 use tandem_kube_common::cluster::GpuPod;
 use tandem_kube_common::decide::{FilterPasses, NodeScores};
@@ -48,7 +49,7 @@ impl Extender {
     /// same pod when nothing changed since (kube-scheduler sends `prioritize` right after
     /// `filter`, over the nodes that passed), else from the engine.
     pub fn cached_scores(&self, pod: &GpuPod, epoch: u64) -> Option<Arc<NodeScores>> {
-        let cache = self.scores.lock().unwrap_or_else(PoisonError::into_inner);
+        let cache = self.scores.lock();
         cache
             .as_ref()
             .filter(|hit| {
@@ -61,7 +62,7 @@ impl Extender {
 
     /// Keeps `scores` of `pod` for its `prioritize`.
     pub fn keep_scores(&self, pod: &GpuPod, epoch: u64, scores: Arc<NodeScores>) {
-        *self.scores.lock().unwrap_or_else(PoisonError::into_inner) = Some(ScoreCache {
+        *self.scores.lock() = Some(ScoreCache {
             pod: pod.uid.clone(),
             epochs: (epoch, self.app.core.epoch()),
             scores,

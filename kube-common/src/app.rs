@@ -5,13 +5,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Api;
 use kube::runtime::reflector::Store;
+use parking_lot::{Mutex, RwLock};
 use serde::Deserialize;
 use tandem_adapter_core::declaration::{Field, Reference, Source as ModelSource};
 use tandem_adapter_core::gpu_models::GpuCosts;
@@ -202,10 +203,7 @@ impl App {
             .gpu_pod(pod)
             .filter(|gp| gp.active && !gone)
             .and_then(|gp| Some((gp.node?, gp.assigned)));
-        let mut residency = self
-            .residency
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut residency = self.residency.lock();
         // A pod deleted before the watcher showed where it was placed holds nothing any more.
         let forgotten = gone && self.assumed.remove(&uid).is_some();
         let changed = match &now {
@@ -238,7 +236,7 @@ impl App {
             let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             // Not read yet: the extender reads it before judging the pod; the watcher, for
             // every front-end, when it sees the pod.
-            gp.model = match lock(&self.models).get(&(namespace, reference.clone())) {
+            gp.model = match self.models.lock().get(&(namespace, reference.clone())) {
                 Some((_, Ok(summary))) => DeclaredModel::Known(summary.clone()),
                 Some((_, Err(why))) => DeclaredModel::Unusable(why.clone()),
                 None => DeclaredModel::NotRead,
@@ -259,7 +257,7 @@ impl App {
         };
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let key = (namespace.clone(), reference.clone());
-        let fresh = lock(&self.models).get(&key).is_some_and(|(at, read)| {
+        let fresh = self.models.lock().get(&key).is_some_and(|(at, read)| {
             at.elapsed()
                 < if read.is_ok() {
                     MODEL_FRESH_FOR
@@ -297,7 +295,7 @@ impl App {
         if let Err(why) = &read {
             tracing::debug!(why, "a declared model could not be read");
         }
-        lock(&self.models).insert(key, (Instant::now(), read));
+        self.models.lock().insert(key, (Instant::now(), read));
         // Residents of the view carry the model: build it again.
         self.touch();
         true
@@ -327,20 +325,12 @@ impl App {
     pub fn view(&self) -> (Arc<ClusterView>, u64) {
         if self.dirty.swap(false, Ordering::AcqRel) {
             let fresh = Arc::new(self.build_view());
-            let mut slot = self
-                .view
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut slot = self.view.write();
             *slot = Arc::clone(&fresh);
             let epoch = self.view_epoch.fetch_add(1, Ordering::AcqRel) + 1;
             return (fresh, epoch);
         }
-        let view = Arc::clone(
-            &self
-                .view
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let view = Arc::clone(&self.view.read());
         (view, self.view_epoch.load(Ordering::Acquire))
     }
 
@@ -431,16 +421,12 @@ impl App {
     pub fn expect_bound(&self, uid: &str, node: &str, gpus: &[String]) {
         self.residency
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(uid.to_owned(), (node.to_owned(), gpus.to_vec()));
     }
 
     /// Forgets a placement (its bind failed, its allocation was undone).
     pub fn forget(&self, uid: &str) {
-        self.residency
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(uid);
+        self.residency.lock().remove(uid);
         self.assumed.remove(uid);
     }
 
@@ -454,11 +440,7 @@ impl App {
         if !gp.active || gp.node.is_none() || !gp.assigned.is_empty() {
             return;
         }
-        let first = self
-            .unrecorded
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(gp.uid.clone());
+        let first = self.unrecorded.lock().insert(gp.uid.clone());
         let assumed = self.assumed.contains(&gp.uid);
         if first && !assumed {
             self.core.metrics.binds_without_tandem.inc();
@@ -569,11 +551,4 @@ impl CatchUp for App {
         self.catch_up().await;
         ControlFlow::Continue(())
     }
-}
-
-/// Locks a mutex, taking the data of a poisoned one (no invariant spans a panic here).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -14,9 +14,9 @@
 //! state would leave the engine believing the pod's GPU idle, and give it to the next pod.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tandem_api::Job;
 
 use crate::cluster::GpuPod;
@@ -64,8 +64,8 @@ pub struct Assumptions {
 }
 
 impl Assumptions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// Assumes `pod` placed on `gpus` of `node`, replacing what was assumed of it before.

@@ -18,13 +18,14 @@
 //! refused without a review.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use kube::Api;
 use kube::api::PostParams;
+use parking_lot::Mutex;
 use sha2::{Digest as _, Sha256};
 use tandem_adapter_core::intake::{AuthError, Caller, HeaderMap, IntakeAuth};
 
@@ -170,10 +171,8 @@ impl ProfilerTokens {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Verdict>> {
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn cache(&self) -> parking_lot::MutexGuard<'_, HashMap<[u8; 32], Verdict>> {
+        self.cache.lock()
     }
 
     /// Who presents `token`, from the cache or a review.

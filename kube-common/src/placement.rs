@@ -17,10 +17,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
@@ -225,7 +225,8 @@ impl Placements {
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let cached = (!uid.is_empty())
             .then(|| {
-                lock(&self.verdicts)
+                self.verdicts
+                    .lock()
                     .get(uid)
                     .filter(|verdict| {
                         verdict
@@ -281,19 +282,12 @@ impl Placements {
 
     /// Keeps `read` as the verdict on the pod of UID `uid` while it carries `seen`.
     fn keep(&self, uid: &str, seen: [Option<String>; 3], read: Read) {
-        let mut verdicts = lock(&self.verdicts);
+        let mut verdicts = self.verdicts.lock();
         if verdicts.len() >= KEPT_VERDICTS {
             verdicts.clear();
         }
         verdicts.insert(uid.to_owned(), Verdict { seen, read });
     }
-}
-
-/// Locks a mutex, taking the data of a poisoned one (the verdicts are a cache).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

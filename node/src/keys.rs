@@ -10,8 +10,9 @@
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tandem_wire::{KeyError, Verifier};
 
 /// Why the keys cannot be read.
@@ -95,7 +96,7 @@ impl PlacementKeys {
 
     /// The keys in force: those of the file as it is now, read again if it changed since.
     pub fn current(&self) -> Current {
-        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut loaded = self.loaded.lock();
         let now = Stamp::of(&self.path);
         if now.as_ref().ok() == Some(&loaded.0) {
             return Current {

@@ -12,13 +12,14 @@
 //! costs a GET, bounded by the caller's budget ([`PodSpecs::lookup`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use parking_lot::Mutex;
 
 /// How many pods fetched by a GET are remembered (the containers of one pod are created in a
 /// row; the watch brings the pod soon after anyway).
@@ -94,11 +95,6 @@ impl std::fmt::Debug for PodSpecs {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Inserts and removes only: a panic elsewhere leaves the map consistent.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl PodSpecs {
     /// Pods looked up through `client`; `resource` is the GPU resource (`nvidia.com/gpu`).
     /// Nothing is known until [`PodSpecs::watch`] runs.
@@ -126,14 +122,14 @@ impl PodSpecs {
 
     /// How many pods the watch holds.
     pub fn watched(&self) -> usize {
-        lock(&self.watched).len()
+        self.watched.lock().len()
     }
 
     /// Remembers `pod` (as the watch does).
     pub fn insert(&self, pod: &Pod) {
         if let Some(uid) = &pod.metadata.uid {
             let requests = Arc::new(PodRequests::of(pod, &self.resource));
-            lock(&self.watched).insert(uid.clone(), requests);
+            self.watched.lock().insert(uid.clone(), requests);
         }
     }
 
@@ -159,14 +155,14 @@ impl PodSpecs {
                 }
                 Ok(watcher::Event::InitDone) => {
                     if let Some(listed) = listing.take() {
-                        lock(&self.watched).retain(|uid, _| listed.contains(uid));
+                        self.watched.lock().retain(|uid, _| listed.contains(uid));
                     }
                     tracing::debug!(pods = self.watched(), "the pods of this node are listed");
                 }
                 Ok(watcher::Event::Apply(pod)) => self.insert(&pod),
                 Ok(watcher::Event::Delete(pod)) => {
                     if let Some(uid) = &pod.metadata.uid {
-                        lock(&self.watched).remove(uid);
+                        self.watched.lock().remove(uid);
                     }
                 }
                 Err(error) => {
@@ -185,10 +181,10 @@ impl PodSpecs {
         uid: &str,
         budget: Duration,
     ) -> Result<(Arc<PodRequests>, Source), LookupError> {
-        if let Some(known) = lock(&self.watched).get(uid) {
+        if let Some(known) = self.watched.lock().get(uid) {
             return Ok((Arc::clone(known), Source::Watch));
         }
-        if let Some((_, known)) = lock(&self.fetched).iter().find(|(known, _)| known == uid) {
+        if let Some((_, known)) = self.fetched.lock().iter().find(|(known, _)| known == uid) {
             return Ok((Arc::clone(known), Source::Get));
         }
         let client = self.client.clone().ok_or(LookupError::NoApi)?;
@@ -201,7 +197,7 @@ impl PodSpecs {
             return Err(LookupError::Replaced);
         }
         let requests = Arc::new(PodRequests::of(&pod, &self.resource));
-        let mut fetched = lock(&self.fetched);
+        let mut fetched = self.fetched.lock();
         if fetched.len() == FETCHED {
             fetched.pop_front();
         }

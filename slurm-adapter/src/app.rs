@@ -10,10 +10,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tandem_adapter_core::declaration::{Carrier, Declaration, Field, Raw, Refusal, Source};
 use tandem_adapter_core::outcomes::Run;
@@ -277,12 +278,6 @@ pub fn now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The engine's view of the cluster: Slurm's GPUs with the Tandem jobs holding them.
 fn view(gpus: &[NodeGpu], table: &Table, now: f64, ttl: Duration) -> Vec<Gpu> {
     let mut residents: HashMap<&str, Vec<Job>> = HashMap::new();
@@ -366,10 +361,7 @@ impl App {
             }
         }
         let count = gpus.len();
-        let mut slot = self
-            .gpus
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slot = self.gpus.write();
         if **slot != gpus {
             *slot = Arc::new(gpus);
             self.dirty.store(true, Ordering::Release);
@@ -381,17 +373,12 @@ impl App {
 
     /// The GPUs known now.
     pub fn gpus(&self) -> Arc<Vec<NodeGpu>> {
-        Arc::clone(
-            &self
-                .gpus
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.gpus.read())
     }
 
     /// Every placement remembered, oldest first.
     pub fn placements(&self) -> Vec<Placement> {
-        let mut all: Vec<Placement> = lock(&self.table).placements.values().cloned().collect();
+        let mut all: Vec<Placement> = self.table.lock().placements.values().cloned().collect();
         all.sort_by(|a, b| a.placed_at.total_cmp(&b.placed_at));
         all
     }
@@ -400,7 +387,7 @@ impl App {
     /// it under, or the one a node profiler keys a Slurm job with (`slurm/<job id>`,
     /// docs/PROFILER.md), for a node profiler's intake.
     pub fn runs_on(&self, job: &str, node: &str) -> bool {
-        let table = lock(&self.table);
+        let table = self.table.lock();
         let ttl = self.settings.pending_ttl;
         let now = now();
         table.placements.values().any(|p| {
@@ -420,7 +407,7 @@ impl App {
     pub fn sweep(&self) {
         let now = now();
         let ttl = self.settings.pending_ttl;
-        let mut table = lock(&self.table);
+        let mut table = self.table.lock();
         let stale: Vec<String> = table
             .placements
             .values()
@@ -504,7 +491,7 @@ impl App {
         let ttl = self.settings.pending_ttl;
         self.core
             .decide(call, move |state| {
-                let mut table = lock(&table);
+                let mut table = table.lock();
                 if dirty.swap(false, Ordering::AcqRel) {
                     match state.sync(view(&gpus, &table, now(), ttl)) {
                         Ok(summary) => metrics.observe_view(&summary),
@@ -644,7 +631,7 @@ impl App {
     /// path (an operator, or the end-to-end test, reads them at `/v1/slurm/placements`).
     async fn predict_alternatives(&self, token: String) {
         let (job, alternatives, gpus) = {
-            let table = lock(&self.table);
+            let table = self.table.lock();
             let Some(p) = table.placements.get(&token) else {
                 return;
             };
@@ -669,7 +656,7 @@ impl App {
         let Ok(predictions) = predictions else {
             return;
         };
-        let mut table = lock(&self.table);
+        let mut table = self.table.lock();
         if let Some(p) = table.placements.get_mut(&token) {
             for (alternative, prediction) in p.alternatives.iter_mut().zip(predictions) {
                 alternative.prediction = prediction;
@@ -702,7 +689,7 @@ impl App {
         let uid = start.submission.uid;
         let slurm_job = start.slurm_job;
         {
-            let mut table = lock(&self.table);
+            let mut table = self.table.lock();
             // Every step of a job asks; the first answer holds for all of them.
             if let Some(token) = table.by_job.get(&slurm_job).cloned() {
                 let owner = table.placements[&token].uid;
@@ -810,7 +797,7 @@ impl App {
     ) -> Result<bool, FinishError> {
         let end = now();
         let (run, others) = {
-            let mut table = lock(&self.table);
+            let mut table = self.table.lock();
             let Some(token) = table.by_job.get(&slurm_job).cloned() else {
                 return Ok(false);
             };

@@ -15,9 +15,10 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use parking_lot::RwLock;
 use tandem_adapter_core::intake::{AuthError, Caller, HeaderMap, IntakeAuth};
 
 use crate::auth::{self, CredentialError, Unmunge};
@@ -71,13 +72,11 @@ impl MungeProfilers {
                 decoded.uid
             )));
         }
-        let node = decoded.host.parse::<IpAddr>().ok().and_then(|ip| {
-            self.hosts
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&ip)
-                .cloned()
-        });
+        let node = decoded
+            .host
+            .parse::<IpAddr>()
+            .ok()
+            .and_then(|ip| self.hosts.read().get(&ip).cloned());
         match node {
             Some(node) => Ok(Caller::node(&node)),
             None => Err(AuthError::Forbidden(format!(

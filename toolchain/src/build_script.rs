@@ -249,6 +249,7 @@ mod tests {
         );
     }
 
+    /// A package inside another's directory (the component in the engine's) is its own input.
     #[test]
     fn watched_inputs_are_package_directories_inside_the_workspace() -> Result<()> {
         let root = tempfile::tempdir()?;
@@ -268,8 +269,8 @@ mod tests {
         assert_eq!(
             watched,
             [
-                root.join("engine/component"),
                 root.join("engine"),
+                root.join("engine/component"),
                 root.join("wit/v0.3.0/engine.wit"),
             ]
         );

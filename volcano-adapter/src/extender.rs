@@ -17,15 +17,17 @@
 //! placement is recorded in the engine at once, so the session's next task sees it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::{Mutex, RwLock};
 use tandem_adapter_core::declaration::Refusal;
 use tandem_adapter_core::{EngineError, EngineFailure, EngineState, Placement};
 use tandem_api::Job;
 use tandem_kube_common::app::App;
 use tandem_kube_common::cluster::{ClusterView, DeclaredModel, GpuPod};
+use tandem_kube_common::decide::{self, Unfit};
 use tandem_kube_common::lean::LeanPod;
 
 use crate::wire::{PredicateResponse, TaskInfo, UNRESOLVABLE, UNSCHEDULABLE};
@@ -110,13 +112,6 @@ impl std::fmt::Debug for Volcano {
     }
 }
 
-/// Locks a mutex, taking the data of a poisoned one (no invariant spans a panic here).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Volcano {
     /// The front-end over `app`.
     pub fn new(app: Arc<App>, score_weight: f64) -> Self {
@@ -134,36 +129,30 @@ impl Volcano {
     /// A new session: its jobs' gang sizes and declarations; the previous session's caches are
     /// dropped.
     pub fn open_session(&self, jobs: HashMap<String, SessionJob>) {
-        *self
-            .jobs
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = jobs;
-        lock(&self.tasks).clear();
-        lock(&self.scores).clear();
+        *self.jobs.write() = jobs;
+        self.tasks.lock().clear();
+        self.scores.lock().clear();
         // Rebuild the view now if a watcher saw a change, rather than in the first predicate.
         let _ = self.app.view();
     }
 
     /// The session ended: nothing of it is kept.
     pub fn close_session(&self) {
-        lock(&self.tasks).clear();
-        lock(&self.scores).clear();
+        self.tasks.lock().clear();
+        self.scores.lock().clear();
     }
 
     /// The task, if it requests managed GPUs (its pod is parsed once per session). `Err`
     /// names what is wrong with the pod.
     pub fn task(&self, info: &TaskInfo) -> Result<Option<Arc<Task>>, String> {
-        if let Some(known) = lock(&self.tasks).get(&info.uid) {
+        if let Some(known) = self.tasks.lock().get(&info.uid) {
             return Ok(known.clone());
         }
         let mut pod: Pod = serde_json::from_str::<LeanPod>(info.pod.get())
             .map_err(|e| e.to_string())?
             .0;
         let (gang, declares) = {
-            let jobs = self
-                .jobs
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let jobs = self.jobs.read();
             let job = jobs.get(&info.job);
             (
                 job.is_some_and(|job| job.min_available > 1),
@@ -195,7 +184,7 @@ impl Volcano {
                 gang,
             })
         });
-        lock(&self.tasks).insert(info.uid.clone(), task.clone());
+        self.tasks.lock().insert(info.uid.clone(), task.clone());
         Ok(task)
     }
 
@@ -233,7 +222,8 @@ impl Volcano {
 
     /// The scores of `task` computed in `epochs`, if any.
     pub fn cached_scores(&self, task: &Task, epochs: Epochs) -> Option<Arc<TaskScores>> {
-        lock(&self.scores)
+        self.scores
+            .lock()
             .get(&task.pod.uid)
             .filter(|(at, _)| *at == epochs)
             .map(|(_, scores)| Arc::clone(scores))
@@ -255,13 +245,15 @@ impl Volcano {
         let task = Arc::clone(task);
         self.app
             .decide("score-all", view, move |engine, view| {
-                if let Some((at, scores)) = lock(&cache).get(&task.pod.uid)
+                if let Some((at, scores)) = cache.lock().get(&task.pod.uid)
                     && *at == epochs
                 {
                     return Ok(Arc::clone(scores));
                 }
                 let scores = Arc::new(score_all(engine, view, &task)?);
-                lock(&cache).insert(task.pod.uid.clone(), (epochs, Arc::clone(&scores)));
+                cache
+                    .lock()
+                    .insert(task.pod.uid.clone(), (epochs, Arc::clone(&scores)));
                 Ok(scores)
             })
             .await
@@ -271,20 +263,23 @@ impl Volcano {
     /// it until the pod watcher shows it), and invalidates the session's scores.
     pub fn record(&self, task: &Task, node: &str, gpus: &[String]) {
         self.app.assume(&task.pod, node, gpus);
-        lock(&self.placed).insert(task.pod.uid.clone(), (node.to_owned(), gpus.to_vec()));
+        self.placed
+            .lock()
+            .insert(task.pod.uid.clone(), (node.to_owned(), gpus.to_vec()));
         self.placements.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Forgets `task`'s placement; returns the GPUs it had.
     pub fn unrecord(&self, task: &Task) -> Option<Vec<String>> {
-        let placed = lock(&self.placed).remove(&task.pod.uid);
+        let placed = self.placed.lock().remove(&task.pod.uid);
         self.app.forget(&task.pod.uid);
         self.placements.fetch_add(1, Ordering::AcqRel);
         placed.map(|(_, gpus)| gpus)
     }
 }
 
-/// The engine's scores of a shared `task` on every node of `view`, from one `score-all`.
+/// The engine's scores of a shared `task` on every node of `view`, from one `score-all`
+/// ([`decide::score_nodes`]).
 pub fn score_all(
     engine: &mut EngineState,
     view: &ClusterView,
@@ -297,20 +292,9 @@ pub fn score_all(
         .into_iter()
         .map(str::to_owned)
         .collect();
-    if let Ok(declaration) = &task.pod.declared
-        && let Some(work) = &declaration.work
-    {
-        engine.tell_speeds(&task.pod.job, &work.speeds)?;
-    }
-    let scores = engine.node_scores(&task.job(), &nodes)?;
-    Ok(TaskScores {
-        fits: nodes
-            .into_iter()
-            .zip(scores)
-            .filter(|(_, best)| best.score > 0)
-            .map(|(node, best)| (node, best.score))
-            .collect(),
-    })
+    let mut fits = decide::score_nodes(engine, &task.pod, &nodes)?;
+    fits.retain(|_, score| *score > 0);
+    Ok(TaskScores { fits })
 }
 
 /// Why Tandem will not place `task` for what its pod declares (annotations, see
@@ -329,38 +313,24 @@ pub fn declaration_check(task: &Task) -> Option<(PredicateResponse, Option<Refus
     Some((PredicateResponse::fail(UNRESOLVABLE, why), Some(refusal)))
 }
 
-/// What the view alone says of `node` for `task`: a failure, or `None` when the engine (or the
-/// idle count) must judge.
+/// What the view alone says of `node` for `task` ([`decide::node_gpus`]), as Volcano's
+/// predicate: a failure, or `None` when the engine (or the idle count) must judge. A node not
+/// seen yet may pass in a moment, so it fails as unschedulable, not unresolvable.
 pub fn node_check(view: &ClusterView, task: &Task, node: &str) -> Option<PredicateResponse> {
-    match view.node(node) {
-        // A node the watchers have not shown yet: it may have GPUs in a moment.
-        None => Some(PredicateResponse::fail(
-            UNSCHEDULABLE,
-            "Tandem has not seen this node yet (it watches nodes; retry shortly)",
-        )),
-        Some(Err(why)) => Some(PredicateResponse::fail(
-            UNRESOLVABLE,
-            format!("Tandem: {why}"),
-        )),
-        Some(Ok(gpus)) if task.pod.gpus as usize > gpus.len() => Some(PredicateResponse::fail(
-            UNRESOLVABLE,
-            format!(
-                "Tandem: the task needs {} GPUs, the node has {}",
-                task.pod.gpus,
-                gpus.len()
-            ),
-        )),
-        Some(Ok(_)) => None,
-    }
+    let unfit = decide::node_gpus(view, &task.pod, node).err()?;
+    let code = match unfit {
+        Unfit::NotSeen => UNSCHEDULABLE,
+        Unfit::Unusable(_) | Unfit::TooFew { .. } => UNRESOLVABLE,
+    };
+    Some(PredicateResponse::fail(code, unfit.to_string()))
 }
 
-/// Whether `node` has the idle GPUs a task that takes them alone needs, as the engine sees
-/// them now (this session's placements included).
+/// Whether `node` has the idle GPUs a task that takes them alone needs
+/// ([`decide::idle_enough`]), as Volcano's predicate.
 pub fn predicate_alone(engine: &EngineState, task: &Task, node: &str) -> PredicateResponse {
-    let idle = engine.idle_gpus(node);
-    if idle >= task.pod.gpus as usize {
+    let Err(idle) = decide::idle_enough(engine, &task.pod, node) else {
         return PredicateResponse::pass();
-    }
+    };
     let why = if task.gang {
         "gang members take GPUs alone"
     } else {
@@ -376,9 +346,9 @@ pub fn predicate_alone(engine: &EngineState, task: &Task, node: &str) -> Predica
 }
 
 /// The predicate of a shared task on `node` from its `scores`: passes where a GPU fits; where
-/// none does, the engine's reasons when no node fits at all (what a person reading the
-/// PodGroup's condition needs), else [`PASSED_OVER`] (reasons nobody reads cost an engine call
-/// per node).
+/// none does, the engine's reasons when no node fits at all ([`decide::why_unfit`]: what a
+/// person reading the PodGroup's condition needs), else [`PASSED_OVER`] (reasons nobody reads
+/// cost an engine call per node).
 pub fn predicate_shared(
     engine: &mut EngineState,
     task: &Task,
@@ -391,20 +361,13 @@ pub fn predicate_shared(
     if !scores.fits.is_empty() {
         return Ok(PredicateResponse::fail(UNSCHEDULABLE, PASSED_OVER));
     }
-    let why = engine
-        .why_not(&task.job(), &[node])?
-        .into_iter()
-        .next()
-        .unwrap_or_default();
-    Ok(PredicateResponse::fail(
-        UNSCHEDULABLE,
-        format!("Tandem: no GPU fits: {why}"),
-    ))
+    let why = decide::why_unfit(engine, &task.pod, node)?;
+    Ok(PredicateResponse::fail(UNSCHEDULABLE, why))
 }
 
 /// How good each of `nodes` is for `task`, 0..=100 before the weight: the engine's best GPU
-/// score for a shared task (from `scores`); for a task taking GPUs alone, how little of the
-/// node it leaves fragmented (idle GPUs left over count against it).
+/// score for a shared task (from `scores`); for a task taking GPUs alone,
+/// [`decide::alone_score_now`].
 pub fn node_scores(
     engine: &EngineState,
     task: &Task,
@@ -415,13 +378,7 @@ pub fn node_scores(
         .iter()
         .map(|node| {
             if task.alone() {
-                let total = engine.handles().of_node(node).len() as u32;
-                let idle = engine.idle_gpus(node) as u32;
-                if total == 0 || idle < task.pod.gpus {
-                    0
-                } else {
-                    100 - 100 * (idle - task.pod.gpus) / total
-                }
+                decide::alone_score_now(engine, &task.pod, node)
             } else {
                 scores
                     .and_then(|s| s.fits.get(node))
@@ -432,19 +389,14 @@ pub fn node_scores(
         .collect()
 }
 
-/// Places `task` on `node`: the engine's best GPU for a shared task (with the memory the guard
-/// reserves there), idle GPUs for one that takes them alone; recorded in the engine at once.
+/// Places `task` on `node` ([`decide::place`]): idle GPUs if it takes them alone, else the
+/// engine's best GPU; recorded in the engine at once.
 pub fn place(
     engine: &mut EngineState,
     task: &Task,
     node: &str,
 ) -> Result<Placement, EngineFailure> {
-    let job = task.job();
-    if task.alone() {
-        engine.place_alone(&job, node, task.pod.gpus)
-    } else {
-        engine.place(&job, node, 1)
-    }
+    decide::place(engine, &task.pod, node, task.alone())
 }
 
 #[cfg(test)]

@@ -45,13 +45,14 @@ enum Assembled {
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use parking_lot::Mutex;
 use tandem_adapter_core::store::{AdapterState, KnowledgeStore, StoreError, Stored};
 
 pub use format::{
@@ -249,10 +250,8 @@ impl ConfigMapStore {
         }
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
-        self.known
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn known(&self) -> parking_lot::MutexGuard<'_, Known> {
+        self.known.lock()
     }
 
     fn remember(&self, version: &str, shards: BTreeMap<String, String>) {

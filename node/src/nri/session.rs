@@ -1,10 +1,11 @@
 //! One connection to the runtime: register, answer its calls until it hangs up.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use prost::Message as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
@@ -109,7 +110,7 @@ impl Client {
     ) -> Result<Vec<u8>, Error> {
         let stream = self.next_stream.fetch_add(2, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
-        lock(&self.pending).insert(stream, answer);
+        self.pending.lock().insert(stream, answer);
         let request = api::Request {
             service: api::RUNTIME_SERVICE_NAME.to_owned(),
             method: method.to_owned(),
@@ -134,13 +135,6 @@ impl Client {
             _ => Ok(response.payload),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding the map leaves it consistent (inserts and removes only).
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads frames until the runtime hangs up, answering its calls and routing its answers.
@@ -186,7 +180,7 @@ async fn read_loop<H: Handler>(
                 (RUNTIME_SERVICE, Kind::Response) => {
                     let response = api::Response::decode(message.payload.as_slice())
                         .map_err(|e| Error::Decode("ttrpc response", e))?;
-                    if let Some(answer) = lock(&pending).remove(&message.stream) {
+                    if let Some(answer) = pending.lock().remove(&message.stream) {
                         let _ = answer.send(response);
                     }
                 }
