@@ -193,7 +193,7 @@ pub struct Core {
     /// thread.
     trainer: tandem_host::Runtime,
     /// Models jobs declared, for the peaks profilers report later.
-    declared: std::sync::Mutex<DeclaredModels>,
+    declared: parking_lot::Mutex<DeclaredModels>,
     /// Whether a decision that finds the engine idle runs in place ([`Engine::decide`]): only
     /// where the sandbox's deadline for one engine call is within [`Limits::decision_wait`], so
     /// that a looping engine still costs a caller one answer in about that time.
@@ -213,28 +213,110 @@ impl std::fmt::Debug for Core {
     }
 }
 
-/// How a core starts.
+/// How a core starts: the engine and the keys of job ids, then what differs between
+/// front-ends, each set by its own method (the defaults suit a replica alone with nothing
+/// stored); [`CoreConfig::start`] starts it.
+///
+/// ```no_run
+/// # fn doc(engine: tandem_adapter_core::EngineState, keys: tandem_adapter_core::JobKeys)
+/// #     -> Result<(), tandem_adapter_core::StartError> {
+/// use tandem_adapter_core::CoreConfig;
+/// let core = CoreConfig::new(engine, keys).queue(1024).start()?;
+/// # Ok(()) }
+/// ```
 pub struct CoreConfig {
-    /// The engine, with what it knows.
-    pub engine: EngineState,
-    /// Keys job identities.
-    pub keys: JobKeys,
-    /// Leadership of this replica.
-    pub leadership: Arc<Leadership>,
-    /// Bearer token of the intake, if it is on.
-    pub intake_token: Option<String>,
-    /// Where the knowledge base is stored, if anywhere.
-    pub store: Option<Box<dyn KnowledgeStore>>,
-    /// The stored version and core state the engine was loaded from, if any.
-    pub stored: Option<Resumed>,
-    /// Limits.
-    pub limits: Limits,
+    engine: EngineState,
+    keys: JobKeys,
+    leadership: Arc<Leadership>,
+    intake_token: Option<String>,
+    store: Option<Box<dyn KnowledgeStore>>,
+    stored: Option<Resumed>,
+    limits: Limits,
+    queue: usize,
+    inline: bool,
+}
+
+impl std::fmt::Debug for CoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreConfig")
+            .field("limits", &self.limits)
+            .field("queue", &self.queue)
+            .field("inline", &self.inline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoreConfig {
+    /// Engine calls that may wait in the queue before more are refused, unless
+    /// [`CoreConfig::queue`] says otherwise.
+    pub const DEFAULT_QUEUE: usize = 256;
+
+    /// A core over `engine` (with what it knows), keying job ids with `keys`: alone (it writes
+    /// and leads), nothing stored, the intake closed to bearer tokens, default limits, the
+    /// engine on a thread of its own.
+    pub fn new(engine: EngineState, keys: JobKeys) -> Self {
+        Self {
+            engine,
+            keys,
+            leadership: Arc::new(Leadership::alone()),
+            intake_token: None,
+            store: None,
+            stored: None,
+            limits: Limits::default(),
+            queue: Self::DEFAULT_QUEUE,
+            inline: false,
+        }
+    }
+
+    /// The replica's leadership, shared with whatever elects it.
+    pub fn leadership(mut self, leadership: Arc<Leadership>) -> Self {
+        self.leadership = leadership;
+        self
+    }
+
+    /// The intake's bearer token, if it takes one.
+    pub fn intake_token(mut self, token: Option<String>) -> Self {
+        self.intake_token = token;
+        self
+    }
+
+    /// Where the knowledge base is stored.
+    pub fn store(mut self, store: Box<dyn KnowledgeStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The stored version and core state the engine was loaded from, if any (what
+    /// [`resume_or_bootstrap`] answered beside the engine).
+    pub fn resumed(mut self, stored: Option<Resumed>) -> Self {
+        self.stored = stored;
+        self
+    }
+
+    /// The limits requests and engine calls run under.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// Engine calls that may wait in the queue before more are refused.
-    pub queue: usize,
-    /// Whether the engine runs inline ([`Engine::inline`]: on the thread of whoever decides,
-    /// under a lock) rather than on a thread of its own; for a front-end that decides from a
-    /// thread of its own, blocking.
-    pub inline: bool,
+    pub fn queue(mut self, queue: usize) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Runs the engine inline ([`Engine::inline`]: on the thread of whoever decides, under a
+    /// lock) rather than on a thread of its own: for a front-end that decides from a thread of
+    /// its own, blocking.
+    pub fn inline(mut self) -> Self {
+        self.inline = true;
+        self
+    }
+
+    /// Starts the core ([`Core::start`]).
+    pub fn start(self) -> Result<Core, StartError> {
+        Core::start(self)
+    }
 }
 
 impl Core {
@@ -304,7 +386,7 @@ impl Core {
             store: config.store,
             trainer,
             decide_in_place,
-            declared: std::sync::Mutex::new(DeclaredModels::default()),
+            declared: parking_lot::Mutex::new(DeclaredModels::default()),
             version: tokio::sync::Mutex::new(version),
             epoch: AtomicU64::new(0),
             ready: AtomicBool::new(false),
@@ -400,19 +482,12 @@ impl Core {
     /// Remembers the model job `job` (keyed) declared, so that a profile posted for it later
     /// also teaches the memory model (see [`learning`]).
     pub fn remember_declared(&self, job: &str, model: &ModelSummary) {
-        self.declared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remember(job, model);
+        self.declared.lock().remember(job, model);
     }
 
     /// The model job `job` declared last, if the core met its declaration.
     pub fn declared_model(&self, job: &str) -> Option<ModelSummary> {
-        self.declared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(job)
-            .cloned()
+        self.declared.lock().get(job).cloned()
     }
 
     /// Counts a declaration refused at a scheduler's call, by field.

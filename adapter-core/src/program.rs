@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::process::ExitCode;
 
-
 /// Runs `run` as the program `name`: an adapter's `main` is this one call.
 pub fn main<O, F, Fut>(name: &str, run: F) -> ExitCode
 where

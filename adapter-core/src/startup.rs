@@ -88,17 +88,28 @@ impl CoreArgs {
     /// The engine component (embedded, or `--engine`) under the sandbox's limits, each call
     /// interrupted after `call_deadline`.
     pub fn runtime(&self, call_deadline: Duration) -> anyhow::Result<Runtime> {
-        let config = HostConfig {
-            call_deadline,
-            compiled_cache: (!self.compiled_cache.as_os_str().is_empty())
-                .then(|| self.compiled_cache.clone()),
-            ..HostConfig::default()
-        };
-        match &self.engine {
-            Some(path) => Runtime::from_file(path, config),
-            None => Runtime::from_bytes(EMBEDDED_ENGINE, config),
-        }
-        .context("cannot load the engine component")
+        load_engine(self.engine.as_deref(), call_deadline, &self.compiled_cache)
+            .context("cannot load the engine component")
+    }
+}
+
+/// The engine component — `engine` if given, else the embedded one — under the sandbox's
+/// limits, each call interrupted after `call_deadline`, its compiled code cached in
+/// `compiled_cache` (an empty path compiles at every start): how every front-end loads it.
+pub fn load_engine(
+    engine: Option<&Path>,
+    call_deadline: Duration,
+    compiled_cache: &Path,
+) -> Result<Runtime, tandem_host::Error> {
+    let config = HostConfig {
+        call_deadline,
+        compiled_cache: (!compiled_cache.as_os_str().is_empty())
+            .then(|| compiled_cache.to_path_buf()),
+        ..HostConfig::default()
+    };
+    match engine {
+        Some(path) => Runtime::from_file(path, config),
+        None => Runtime::from_bytes(EMBEDDED_ENGINE, config),
     }
 }
 

@@ -24,9 +24,7 @@ use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, Reso
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tandem_adapter_core::identity::JOB_LABEL;
 use tandem_adapter_core::serve::serve_listener;
-use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Leadership, Limits, Shutdown,
-};
+use tandem_adapter_core::{CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Limits, Shutdown};
 use tandem_api::{Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_adapter::Extender;
@@ -125,17 +123,12 @@ fn main() -> anyhow::Result<()> {
         request_timeout: Duration::from_secs(4),
         ..Limits::default()
     };
-    let core = Arc::new(Core::start(CoreConfig {
-        engine: EngineState::new(runtime, recommender),
-        keys,
-        leadership: Arc::new(Leadership::alone()),
-        intake_token: None,
-        store: None,
-        stored: None,
-        limits,
-        queue: 1024,
-        inline: false,
-    })?);
+    let core = Arc::new(
+        CoreConfig::new(EngineState::new(runtime, recommender), keys)
+            .limits(limits)
+            .queue(1024)
+            .start()?,
+    );
     let app = Arc::new(App::new(
         Arc::clone(&core),
         RESOURCE.to_owned(),

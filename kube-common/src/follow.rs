@@ -46,6 +46,17 @@ pub struct Election {
     pub identity: String,
 }
 
+/// This replica's identity in the Lease, by one rule for every Kubernetes front-end: `given`
+/// (an option), else `$POD_NAME` (the chart sets it from the pod's name, stable across
+/// restarts of one pod), else the host name, else `program`. An empty value counts as none.
+pub fn replica_identity(given: Option<&str>, program: &str) -> String {
+    let named = |name: Option<String>| name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
+    named(given.map(str::to_owned))
+        .or_else(|| named(std::env::var("POD_NAME").ok()))
+        .or_else(|| named(std::fs::read_to_string("/proc/sys/kernel/hostname").ok()))
+        .unwrap_or_else(|| program.to_owned())
+}
+
 /// Runs the election on the current tokio runtime: on becoming the writer, the knowledge base
 /// is reloaded (what the previous writer stored last) and a catch-up asked for, so the pods it
 /// had not counted are learned. Ends with `shutdown`, releasing the Lease.

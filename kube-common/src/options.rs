@@ -64,8 +64,9 @@ pub struct Options {
     #[arg(long, default_value = "tandem-kube-adapter")]
     pub lease: String,
 
-    /// This replica's identity in the Lease (keep it stable across restarts of one pod).
-    #[arg(long, env = "POD_NAME")]
+    /// This replica's identity in the Lease (keep it stable across restarts of one pod);
+    /// default: `$POD_NAME`, else the host name.
+    #[arg(long)]
     pub identity: Option<String>,
 
     /// Ed25519 private key (PEM, PKCS#8 `PRIVATE KEY`, as `openssl genpkey -algorithm ed25519`

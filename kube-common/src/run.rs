@@ -119,18 +119,12 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         let file: ClusterFile = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a cluster file", path.display()))?;
         let (engine, _) = resume_or_bootstrap(runtime, None, &policy).await?;
-        let core = Core::start(CoreConfig {
-            engine,
-            keys,
-            leadership: Arc::new(Leadership::alone()),
-            intake_token,
-            store: None,
-            stored: None,
-            limits: options.limits(),
-            queue: ENGINE_QUEUE,
-            inline: false,
-        })?
-        .with_scheduler_auth(scheduler_auth);
+        let core = CoreConfig::new(engine, keys)
+            .intake_token(intake_token)
+            .limits(options.limits())
+            .queue(ENGINE_QUEUE)
+            .start()?
+            .with_scheduler_auth(scheduler_auth);
         let app = App::new(
             Arc::new(core),
             options.resource.clone(),
@@ -171,20 +165,17 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         &options.knowledge_configmap,
     );
     let (engine, stored) = resume_or_bootstrap_keyed(runtime, Some(&store), &policy, &keys).await?;
-    let identity = options.identity.clone().unwrap_or_else(default_identity);
+    let identity = follow::replica_identity(options.identity.as_deref(), "tandem-kube-adapter");
     let leadership = Arc::new(Leadership::default());
-    let mut core = Core::start(CoreConfig {
-        engine,
-        keys,
-        leadership: Arc::clone(&leadership),
-        intake_token,
-        store: Some(Box::new(store)),
-        stored,
-        limits: options.limits(),
-        queue: ENGINE_QUEUE,
-        inline: false,
-    })?
-    .with_scheduler_auth(scheduler_auth);
+    let mut core = CoreConfig::new(engine, keys)
+        .leadership(Arc::clone(&leadership))
+        .intake_token(intake_token)
+        .store(Box::new(store))
+        .resumed(stored)
+        .limits(options.limits())
+        .queue(ENGINE_QUEUE)
+        .start()?
+        .with_scheduler_auth(scheduler_auth);
     if let Some(profilers) = profilers {
         core = core.with_intake_auth(profilers);
     }
@@ -237,13 +228,4 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         tls,
         election: Some(election),
     })
-}
-
-/// The host name, as a replica identity outside a pod.
-fn default_identity() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "tandem-kube-adapter".to_owned())
 }

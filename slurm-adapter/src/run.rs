@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tandem_adapter_core::serve::{Tls, serve, wait_for_signal};
 use tandem_adapter_core::store::FileStore;
-use tandem_adapter_core::{Core, CoreConfig, Leadership, Limits, Shutdown, resume_or_bootstrap};
+use tandem_adapter_core::{CoreConfig, Limits, Shutdown, resume_or_bootstrap};
 
 use crate::Options;
 use crate::app::{App, Settings};
@@ -49,21 +49,17 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         ))),
         _ => None,
     };
-    let mut core = Core::start(CoreConfig {
-        engine,
-        keys,
-        // Slurm has one controller, so the service is always alone.
-        leadership: Arc::new(Leadership::alone()),
-        intake_token,
-        store: Some(Box::new(store)),
-        stored,
-        limits: Limits {
+    // Slurm has one controller, so the service is always alone (the default leadership).
+    let mut core = CoreConfig::new(engine, keys)
+        .intake_token(intake_token)
+        .store(Box::new(store))
+        .resumed(stored)
+        .limits(Limits {
             decision_wait: options.decision_timeout,
             ..Limits::default()
-        },
-        queue: ENGINE_QUEUE,
-        inline: false,
-    })?;
+        })
+        .queue(ENGINE_QUEUE)
+        .start()?;
     if let Some(profilers) = profilers {
         core = core.with_intake_auth(profilers);
     }
@@ -106,9 +102,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             match nodes::read(&scontrol).await {
                 Ok(nodes) => {
                     let found = nodes::hosts(&nodes).await;
-                    *hosts
-                        .write()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = found;
+                    *hosts.write() = found;
                     let gpus = app.set_nodes(&nodes);
                     tracing::debug!(nodes = nodes.len(), gpus, "read the GPU nodes from Slurm");
                 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tandem_adapter_core::serve::serve_listener;
-use tandem_adapter_core::{Core, CoreConfig, EngineState, JobKeys, Leadership, Limits, Shutdown};
+use tandem_adapter_core::{CoreConfig, EngineState, JobKeys, Limits, Shutdown};
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_adapter::Extender;
@@ -60,18 +60,12 @@ async fn a_looping_engine_costs_one_answer_in_time_and_the_next_request_is_serve
         ..Limits::default()
     };
     let core = Arc::new(
-        Core::start(CoreConfig {
-            engine: EngineState::new(runtime, recommender),
-            keys,
-            leadership: Arc::new(Leadership::alone()),
-            intake_token: Some(TOKEN.into()),
-            store: None,
-            stored: None,
-            limits,
-            queue: 64,
-            inline: false,
-        })
-        .unwrap(),
+        CoreConfig::new(EngineState::new(runtime, recommender), keys)
+            .intake_token(Some(TOKEN.into()))
+            .limits(limits)
+            .queue(64)
+            .start()
+            .unwrap(),
     );
     // A node whose GPU model is `loop`: the intake takes profiles of models the cluster has.
     let looping_node = json!({

@@ -20,9 +20,7 @@ use serde_json::{Value, json};
 use tandem_adapter_core::intake::{AuthError, Caller, HeaderMap, IntakeAuth};
 use tandem_adapter_core::serve::serve_listener;
 use tandem_adapter_core::store::{AdapterState, FileStore, KnowledgeStore, StoreError, Stored};
-use tandem_adapter_core::{
-    Core, CoreConfig, JobKeys, Leadership, Limits, Shutdown, resume_or_bootstrap,
-};
+use tandem_adapter_core::{Core, CoreConfig, JobKeys, Limits, Shutdown, resume_or_bootstrap};
 use tandem_api::Policy;
 use tandem_kube_adapter::Extender;
 use tandem_kube_common::app::{App, ClusterFile, Source};
@@ -171,23 +169,19 @@ impl Adapter {
             resume_or_bootstrap(runtime, Some(store.as_ref()), &Policy::default())
                 .await
                 .unwrap();
-        let mut core = Core::start(CoreConfig {
-            engine,
-            keys: keys(),
-            leadership: Arc::new(Leadership::alone()),
-            intake_token: Some(TOKEN.into()),
-            store: Some(store),
-            stored,
-            limits: Limits {
+        let mut core = CoreConfig::new(engine, keys())
+            .intake_token(Some(TOKEN.into()))
+            .store(store)
+            .resumed(stored)
+            .limits(Limits {
                 observation_wait: Duration::from_secs(60),
                 request_timeout: Duration::from_secs(120),
                 intake_items_per_minute: setup.items_per_minute,
                 ..Limits::default()
-            },
-            queue: 64,
-            inline: false,
-        })
-        .unwrap();
+            })
+            .queue(64)
+            .start()
+            .unwrap();
         if !setup.profiler_nodes.is_empty() {
             core = core.with_intake_auth(Arc::new(NodeTokens(setup.profiler_nodes)));
         }

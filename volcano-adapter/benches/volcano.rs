@@ -32,9 +32,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::serve::serve_listener;
-use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Leadership, Limits, Shutdown,
-};
+use tandem_adapter_core::{CoreConfig, EMBEDDED_ENGINE, EngineState, JobKeys, Shutdown};
 use tandem_api::{Policy, Profile};
 use tandem_host::{HostConfig, Runtime};
 use tandem_kube_common::app::{App, ClusterFile, Source};
@@ -150,17 +148,11 @@ async fn latency() -> Result<()> {
             "Idle": { "MilliCPU": 64000.0, "Memory": 2.7e11 } }));
         nodes.push(serde_json::from_value::<Node>(node_json)?);
     }
-    let core = Arc::new(Core::start(CoreConfig {
-        engine: EngineState::new(engine_runtime, recommender),
-        keys: keys.clone(),
-        leadership: Arc::new(Leadership::alone()),
-        intake_token: None,
-        store: None,
-        stored: None,
-        limits: Limits::default(),
-        queue: 1024,
-        inline: false,
-    })?);
+    let core = Arc::new(
+        CoreConfig::new(EngineState::new(engine_runtime, recommender), keys.clone())
+            .queue(1024)
+            .start()?,
+    );
     let app = Arc::new(App::new(
         Arc::clone(&core),
         "nvidia.com/gpu".to_owned(),

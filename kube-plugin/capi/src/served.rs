@@ -7,21 +7,21 @@
 //! kube-scheduler's leader: replicas that do not hold it follow what the writer stores.
 
 use std::ops::ControlFlow;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use axum::Router;
 use futures::StreamExt as _;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use parking_lot::Mutex;
 use tandem_adapter_core::serve::{Tls, serve_listener, serve_listener_tls};
-use tandem_adapter_core::startup::read_token;
+use tandem_adapter_core::startup::{load_engine, read_token};
 use tandem_adapter_core::store::KnowledgeStore;
 use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, Frontend, JobKeys, Leadership, Limits, Shutdown,
-    resume_or_bootstrap_keyed,
+    Core, CoreConfig, Frontend, JobKeys, Leadership, Limits, Shutdown, resume_or_bootstrap_keyed,
 };
-use tandem_host::{HostConfig, Runtime};
 use tandem_kube_common::follow::{self, CatchUp};
 use tandem_kube_common::lean::LeanPod;
 use tandem_kube_common::runs::now_seconds;
@@ -81,18 +81,11 @@ impl Served {
         let keys = JobKeys::from_file(&config.id_secret_file).map_err(Error::Secret)?;
         let intake_token = read_token(config.intake_token_file.as_deref(), "intake token")
             .map_err(|e| Error::Token(e.into()))?;
-        let host = HostConfig {
-            call_deadline: Duration::from_millis(config.engine_deadline_ms),
-            compiled_cache: config
-                .compiled_cache
-                .clone()
-                .filter(|dir| !dir.as_os_str().is_empty()),
-            ..HostConfig::default()
-        };
-        let engine = match &config.engine {
-            Some(path) => Runtime::from_file(path, host),
-            None => Runtime::from_bytes(EMBEDDED_ENGINE, host),
-        }
+        let engine = load_engine(
+            config.engine.as_deref(),
+            Duration::from_millis(config.engine_deadline_ms),
+            config.compiled_cache.as_deref().unwrap_or(Path::new("")),
+        )
         .map_err(|e| Error::Start {
             what: "the engine",
             source: e.into(),
@@ -127,26 +120,24 @@ impl Served {
             )
             .await
             .map_err(|e| Error::Knowledge(e.into()))?;
-            let leadership = match &store {
-                Some(_) => Leadership::default(),
-                None => Leadership::alone(),
-            };
-            let mut core = Core::start(CoreConfig {
-                engine,
-                keys,
-                leadership: Arc::new(leadership),
-                intake_token,
-                store: store.map(|s| Box::new(s) as Box<dyn KnowledgeStore>),
-                stored,
-                limits: Limits {
+            let mut start = CoreConfig::new(engine, keys)
+                .intake_token(intake_token)
+                .resumed(stored)
+                .limits(Limits {
                     intake_items_per_minute: config.intake_items_per_minute,
                     ..Limits::default()
-                },
-                queue: ENGINE_QUEUE,
-                // Decisions come from the scheduling cycle's thread: run there, not handed to another.
-                inline: true,
-            })
-            .map_err(|e| Error::Start {
+                })
+                .queue(ENGINE_QUEUE)
+                // Decisions come from the scheduling cycle's thread: run there, not handed to
+                // another.
+                .inline();
+            // With a store, the Lease elects the writer; without one, this replica is alone.
+            if let Some(store) = store {
+                start = start
+                    .store(Box::new(store))
+                    .leadership(Arc::new(Leadership::default()));
+            }
+            let mut core = start.start().map_err(|e| Error::Start {
                 what: "the core",
                 source: e.into(),
             })?;
@@ -246,12 +237,9 @@ impl Served {
         let locator = plugin.clone();
         self.core
             .locate_jobs_with(Arc::new(move |job: &str, node: &str| {
-                locator.upgrade().is_some_and(|plugin| {
-                    plugin
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .runs_on(job, node)
-                })
+                locator
+                    .upgrade()
+                    .is_some_and(|plugin| plugin.lock().runs_on(job, node))
             }));
         let finished = Arc::new(Finished {
             plugin: plugin.clone(),
@@ -262,7 +250,10 @@ impl Served {
             let election = follow::Election {
                 leases: kube::Api::namespaced(client.clone(), &config.namespace),
                 lease: config.lease.clone(),
-                identity: config.identity.clone().unwrap_or_else(default_identity),
+                identity: follow::replica_identity(
+                    config.identity.as_deref(),
+                    "tandem-kube-scheduler",
+                ),
             };
             // Ends with the runtime, which waits a moment for it to release the Lease.
             drop(follow::elect(
@@ -298,10 +289,7 @@ impl CatchUp for Finished {
         let Some(plugin) = self.plugin.upgrade() else {
             return ControlFlow::Break(());
         };
-        let batch = plugin
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .finished_runs();
+        let batch = plugin.lock().finished_runs();
         drop(plugin);
         let runs = batch.len();
         let taught = self.core.runs_finished(batch, now_seconds()).await;
@@ -328,9 +316,7 @@ impl Served {
                 let Some(plugin) = plugin.upgrade() else {
                     return;
                 };
-                let mut plugin = plugin
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut plugin = plugin.lock();
                 match event {
                     Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                         plugin.pod_ran(&pod.0);
@@ -356,18 +342,4 @@ impl Drop for Served {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
     }
-}
-
-/// This replica's identity: `POD_NAME`, or the host name.
-fn default_identity() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .ok()
-        })
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "tandem-kube-scheduler".to_owned())
 }

@@ -6,9 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tandem_adapter_core::{
-    Core, CoreConfig, EMBEDDED_ENGINE, JobKeys, Leadership, Limits, resume_or_bootstrap,
-};
+use tandem_adapter_core::{CoreConfig, EMBEDDED_ENGINE, JobKeys, resume_or_bootstrap};
 use tandem_api::Policy;
 use tandem_host::{HostConfig, Runtime};
 
@@ -24,18 +22,11 @@ async fn app(pending_ttl: Duration) -> Arc<App> {
     let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()).unwrap();
     let policy = Policy::default();
     let (engine, stored) = resume_or_bootstrap(runtime, None, &policy).await.unwrap();
-    let core = Core::start(CoreConfig {
-        engine,
-        keys: JobKeys::new(vec![9; 32]).unwrap(),
-        leadership: Arc::new(Leadership::alone()),
-        intake_token: None,
-        store: None,
-        stored,
-        limits: Limits::default(),
-        queue: 16,
-        inline: false,
-    })
-    .unwrap();
+    let core = CoreConfig::new(engine, JobKeys::new(vec![9; 32]).unwrap())
+        .resumed(stored)
+        .queue(16)
+        .start()
+        .unwrap();
     let settings = Settings {
         gpu_memory: vec![("v100".into(), 16_384)],
         default_gpu_memory_mib: 16_384,
