@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use tandem_adapter_core::declaration::{Carrier, Refusal};
-use tandem_adapter_core::{EngineFailure, EngineState, NodeScore};
+use tandem_adapter_core::{EngineFailure, EngineState, NodeScore, Placement};
 use tandem_api::{Gpu, Job};
 
 use crate::cluster::{ClusterView, GpuPod};
@@ -36,12 +36,106 @@ pub fn refusal(engine: &EngineState, pod: &GpuPod) -> Option<Refusal> {
     })
 }
 
-/// Why a node without a usable GPU failed.
-fn unusable(view: &ClusterView, name: &str) -> String {
+/// Why the view alone rules a node out for a pod, before the engine is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unfit {
+    /// The watchers have not shown the node yet: it may have GPUs in a moment.
+    NotSeen,
+    /// The node has no GPU Tandem can use, and why (no managed GPUs, an unknown model, ...).
+    Unusable(String),
+    /// The node has fewer GPUs than the pod asks for.
+    TooFew {
+        /// GPUs the pod asks for.
+        needs: u32,
+        /// GPUs the node has.
+        has: usize,
+    },
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotSeen => {
+                f.write_str("Tandem has not seen this node yet (it watches nodes; retry shortly)")
+            }
+            Self::Unusable(why) => write!(f, "Tandem: {why}"),
+            Self::TooFew { needs, has } => {
+                write!(f, "Tandem: the pod needs {needs} GPUs, the node has {has}")
+            }
+        }
+    }
+}
+
+/// The GPUs of node `name` that may take `pod`, as the view shows them, or why the view alone
+/// rules the node out: the check every front-end makes before asking the engine.
+pub fn node_gpus<'v>(view: &'v ClusterView, pod: &GpuPod, name: &str) -> Result<&'v [Gpu], Unfit> {
     match view.node(name) {
-        None => "Tandem has not seen this node yet (it watches nodes; retry shortly)".to_owned(),
-        Some(Err(why)) => why.clone(),
-        Some(Ok(_)) => unreachable!("only nodes without usable GPUs are unusable"),
+        None => Err(Unfit::NotSeen),
+        Some(Err(why)) => Err(Unfit::Unusable(why.clone())),
+        Some(Ok(gpus)) if pod.gpus as usize > gpus.len() => Err(Unfit::TooFew {
+            needs: pod.gpus,
+            has: gpus.len(),
+        }),
+        Some(Ok(gpus)) => Ok(gpus),
+    }
+}
+
+/// How good a node is for a pod taking `needs` GPUs alone, 1..=100, from its `idle` and
+/// `total` GPUs: the less of the node it leaves fragmented, the better; 0 when too few are
+/// idle.
+pub fn alone_score(idle: u32, total: u32, needs: u32) -> u32 {
+    if idle >= needs && total > 0 {
+        100 - 100 * (idle - needs) / total
+    } else {
+        0
+    }
+}
+
+/// Whether `node` has the idle GPUs `pod` needs to take them alone, as the engine sees them
+/// now (its placements since the view was built included): `Err` with how many are idle.
+pub fn idle_enough(engine: &EngineState, pod: &GpuPod, node: &str) -> Result<(), usize> {
+    let idle = engine.idle_gpus(node);
+    if idle >= pod.gpus as usize {
+        Ok(())
+    } else {
+        Err(idle)
+    }
+}
+
+/// [`alone_score`] of `node` for `pod`, from the engine's view.
+pub fn alone_score_now(engine: &EngineState, pod: &GpuPod, node: &str) -> u32 {
+    let total = engine.handles().of_node(node).len() as u32;
+    let idle = engine.idle_gpus(node) as u32;
+    alone_score(idle, total, pod.gpus)
+}
+
+/// Why no GPU of `node` fits `pod`, in the engine's words (`Tandem: no GPU fits: ...`).
+pub fn why_unfit(
+    engine: &mut EngineState,
+    pod: &GpuPod,
+    node: &str,
+) -> Result<String, EngineFailure> {
+    let why = engine
+        .why_not(&job_of(pod), &[node])?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    Ok(format!("Tandem: no GPU fits: {why}"))
+}
+
+/// Places `pod` on `node` and records it in the engine at once: idle GPUs if it takes them
+/// `alone`, else the engine's best GPU (with the memory the guard reserves there).
+pub fn place(
+    engine: &mut EngineState,
+    pod: &GpuPod,
+    node: &str,
+    alone: bool,
+) -> Result<Placement, EngineFailure> {
+    let job = job_of(pod);
+    if alone {
+        engine.place_alone(&job, node, pod.gpus)
+    } else {
+        engine.place(&job, node, pod.gpus)
     }
 }
 
@@ -156,24 +250,13 @@ pub fn judge(
             verdicts.push(Verdict::Fits(u32::from(engine_score)));
             continue;
         }
-        let gpus = match view.node(name) {
-            Some(Ok(gpus)) => gpus,
-            _ => {
-                verdicts.push(Verdict::Unresolvable(format!(
-                    "Tandem: {}",
-                    unusable(view, name)
-                )));
+        let gpus = match node_gpus(view, pod, name) {
+            Ok(gpus) => gpus,
+            Err(unfit) => {
+                verdicts.push(Verdict::Unresolvable(unfit.to_string()));
                 continue;
             }
         };
-        if pod.gpus as usize > gpus.len() {
-            verdicts.push(Verdict::Unresolvable(format!(
-                "Tandem: the pod needs {} GPUs, the node has {}",
-                pod.gpus,
-                gpus.len()
-            )));
-            continue;
-        }
         let engine_score = scores.get(at).copied().unwrap_or(0);
         match fit_score(gpus, pod, engine_score) {
             score if score > 0 => verdicts.push(Verdict::Fits(score)),
@@ -275,11 +358,7 @@ fn fit_score(gpus: &[Gpu], pod: &GpuPod, engine_score: u8) -> u32 {
     if pod.gpus > 1 {
         // Multi-GPU pods run alone: prefer the node they leave the least fragmented.
         let idle = gpus.iter().filter(|g| g.residents.is_empty()).count() as u32;
-        return if idle >= pod.gpus {
-            100 - 100 * (idle - pod.gpus) / gpus.len().max(1) as u32
-        } else {
-            0
-        };
+        return alone_score(idle, gpus.len() as u32, pod.gpus);
     }
     u32::from(engine_score)
 }
