@@ -11,7 +11,6 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 
 use crate::background::BackgroundBuild;
-use tandem_toolchain::{GuestBuild, build_component};
 use crate::kube::{KUBE_BIN_DIR_VAR, KubeBinaries, ensure_kube_binaries};
 use crate::kube_plugin::{
     PLUGIN_SCHEDULER_VAR, Profile, ensure_plugin_scheduler, ensure_plugin_scheduler_linking,
@@ -20,6 +19,7 @@ use crate::process::{display, fresh_cargo, run};
 use crate::slurm::ensure_slurm_packages;
 use crate::toolchain::{WasmToolchain, ensure_toolchain};
 use crate::volcano::{VC_SCHEDULER_VAR, VolcanoBuild, ensure_vc_scheduler, volcano_source};
+use tandem_toolchain::{GuestBuild, build_component};
 
 /// The engine guest, built by `cargo xtask component`.
 pub const ENGINE_PACKAGE: &str = "tandem-engine-component";
@@ -359,6 +359,24 @@ fn e2e_artifacts(messages: &str) -> Result<E2eBuild> {
     Ok(built)
 }
 
+/// What a tier's scenarios run against, built or installed before they start, each found by
+/// them through its variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// etcd, kube-apiserver and kube-scheduler, built from the Kubernetes module.
+    ControlPlane,
+    /// The `helm` binary.
+    Helm,
+    /// `tandem-kube-scheduler`: kube-scheduler with the framework plugin linked in.
+    PluginScheduler,
+    /// Volcano's `vc-scheduler`, built from its source.
+    VcScheduler,
+    /// The node's programs (containerd, runc, the kubelet) and `tandem-node`.
+    Nodes,
+    /// Slurm's Debian packages and the SPANK plugin slurmd loads.
+    Slurm,
+}
+
 /// A tier of end-to-end tests: scenarios against real scheduler processes that `cargo test`
 /// alone never builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,6 +385,7 @@ pub struct Tier {
     pub name: &'static str,
     /// What it starts, for `--help` and the log.
     pub what: &'static str,
+    needs: &'static [Need],
     runs: &'static [Run],
 }
 
@@ -377,6 +396,7 @@ pub const TIERS: &[Tier] = &[
     Tier {
         name: "kube",
         what: "etcd, kube-apiserver and kube-scheduler with the Tandem extender",
+        needs: &[Need::ControlPlane],
         runs: &[Run {
             package: "tandem-kube-adapter",
             only: None,
@@ -386,6 +406,7 @@ pub const TIERS: &[Tier] = &[
     Tier {
         name: "kube-plugin",
         what: "etcd, kube-apiserver and tandem-kube-scheduler (the Tandem framework plugin)",
+        needs: &[Need::ControlPlane, Need::PluginScheduler],
         runs: &[Run {
             package: "tandem-kube-adapter",
             only: Some("plugin::"),
@@ -397,6 +418,7 @@ pub const TIERS: &[Tier] = &[
         what: "the Helm chart: helm lint and template of every mode, a server-side dry run and \
                RBAC reviews against kube-apiserver with RBAC, helm install running \
                tandem-kube-scheduler as its pod",
+        needs: &[Need::ControlPlane, Need::Helm, Need::PluginScheduler],
         runs: &[Run {
             package: "tandem-kube-adapter",
             only: Some("helm::"),
@@ -406,6 +428,7 @@ pub const TIERS: &[Tier] = &[
     Tier {
         name: "slurm",
         what: "munged, slurmctld and slurmd from Debian with Tandem's SPANK plugin and job_submit.lua",
+        needs: &[Need::Slurm],
         runs: &[Run {
             package: "tandem-slurm-adapter",
             only: None,
@@ -415,6 +438,7 @@ pub const TIERS: &[Tier] = &[
     Tier {
         name: "volcano",
         what: "etcd, kube-apiserver and vc-scheduler (Volcano) with the Tandem extender",
+        needs: &[Need::ControlPlane, Need::VcScheduler],
         runs: &[Run {
             package: "tandem-volcano-adapter",
             only: None,
@@ -425,6 +449,12 @@ pub const TIERS: &[Tier] = &[
         name: "node",
         what: "real nodes (containerd with NRI, runc, the kubelet; fake GPUs) with tandem-node, \
                pods placed through tandem-kube-scheduler, the extender and vc-scheduler",
+        needs: &[
+            Need::ControlPlane,
+            Need::PluginScheduler,
+            Need::VcScheduler,
+            Need::Nodes,
+        ],
         runs: &[
             Run {
                 package: "tandem-kube-adapter",
@@ -456,9 +486,9 @@ impl Tier {
             })
     }
 
-    /// Whether the tier needs the Kubernetes control plane binaries.
-    fn needs_kube(&self) -> bool {
-        self.name != "slurm"
+    /// Whether the tier's scenarios run against `need`.
+    fn needs(&self, need: Need) -> bool {
+        self.needs.contains(&need)
     }
 }
 
@@ -524,7 +554,7 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
     for tier in tiers {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
         let mut env: Vec<(&str, PathBuf)> = Vec::new();
-        if tier.needs_kube() {
+        if tier.needs(Need::ControlPlane) {
             let binaries = ensure_kube_binaries()?;
             let dir = binaries.dir();
             eprintln!(
@@ -533,12 +563,12 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             );
             env.push((KUBE_BIN_DIR_VAR, dir.to_path_buf()));
         }
-        if tier.name == "helm" {
+        if tier.needs(Need::Helm) {
             let helm = crate::helm::ensure_helm()?;
             eprintln!("==> helm: {}", helm.display());
             env.push((crate::helm::HELM_BIN_VAR, helm));
         }
-        if matches!(tier.name, "kube-plugin" | "node" | "helm") {
+        if tier.needs(Need::PluginScheduler) {
             let binary = match &built.capi_library {
                 Some(library) => ensure_plugin_scheduler_linking(workspace.root(), library)?,
                 None => ensure_plugin_scheduler(
@@ -550,12 +580,12 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             eprintln!("==> tandem-kube-scheduler: {}", binary.display());
             env.push((PLUGIN_SCHEDULER_VAR, binary));
         }
-        if matches!(tier.name, "volcano" | "node") {
+        if tier.needs(Need::VcScheduler) {
             let build = vc_scheduler(workspace)?;
             eprintln!("==> vc-scheduler: {}", build.scheduler.display());
             env.push((VC_SCHEDULER_VAR, build.scheduler));
         }
-        if tier.name == "node" {
+        if tier.needs(Need::Nodes) {
             let node = node_bins()?;
             eprintln!(
                 "==> kubelet: {}; containerd: {}",
@@ -569,7 +599,7 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
                 workspace.target_dir().join("debug").join("tandem-node"),
             ));
         }
-        if tier.name == "slurm" {
+        if tier.needs(Need::Slurm) {
             ensure_slurm_packages()?;
             // The plugin slurmd loads; the suite finds it beside the service binary.
             run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
@@ -749,6 +779,27 @@ mod tests {
                 "cargo test --workspace",
             ]
         );
+    }
+
+    /// Every scheduler a tier starts runs against the API server, so a tier that needs one
+    /// needs the control plane too; only Slurm's tier needs neither.
+    #[test]
+    fn schedulers_come_with_a_control_plane() {
+        for tier in TIERS {
+            if tier.needs(Need::PluginScheduler)
+                || tier.needs(Need::VcScheduler)
+                || tier.needs(Need::Nodes)
+                || tier.needs(Need::Helm)
+            {
+                assert!(tier.needs(Need::ControlPlane), "{}", tier.name);
+            }
+            assert_eq!(
+                tier.needs(Need::ControlPlane),
+                !tier.needs(Need::Slurm),
+                "{}",
+                tier.name
+            );
+        }
     }
 
     #[test]
