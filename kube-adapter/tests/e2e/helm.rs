@@ -253,13 +253,13 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
         "{config}"
     );
 
-    // Plugin: the ServiceMonitor scrapes kube-scheduler's own /metrics, where the plugin's
-    // Tandem families are, through a Service on the scheduler pods' secure port.
+    // Plugin: the ServiceMonitor scrapes the plugin's /metrics, which Rust serves on the
+    // intake's port, through a Service of that port on the scheduler pods.
     let objects = render(&helm, &everything("plugin"))?;
     let service = named(&objects, "Service", "tandem-plugin-scheduler-metrics")?;
     ensure!(
         service["spec"]["selector"]["app.kubernetes.io/name"] == "tandem-plugin-scheduler"
-            && service["spec"]["ports"][0]["targetPort"] == "https",
+            && service["spec"]["ports"][0]["targetPort"] == "intake",
         "{service}"
     );
     let monitor = named(&objects, "ServiceMonitor", "tandem-plugin-scheduler")?;
@@ -268,8 +268,8 @@ async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()
         monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
             == service["metadata"]["labels"]["app.kubernetes.io/name"]
             && endpoint["port"] == service["spec"]["ports"][0]["name"]
-            && endpoint["scheme"] == "https"
-            && endpoint["bearerTokenFile"].is_string(),
+            && endpoint["path"] == "/metrics"
+            && endpoint["scheme"].is_null(),
         "{monitor}"
     );
 

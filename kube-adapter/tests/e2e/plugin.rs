@@ -12,9 +12,10 @@
 //! - what pods declare in annotations (docs/DECLARING.md): a declared model whose predicted
 //!   memory fits only the A100 lands there, a malformed declaration is refused with the
 //!   annotation named in the pod's events, and `cost` goes to the cheaper T4 while `latency`
-//!   goes to the faster A100 (prices from the plugin's `gpuPrices`); kube-scheduler's own
-//!   `/metrics` then holds the adapters' Tandem families, counting that work (decisions and
-//!   their latency, engine calls, the view's GPUs and rebuilds, the refused declaration);
+//!   goes to the faster A100 (prices from the plugin's `gpuPrices`); the plugin's
+//!   `/metrics` (on its intake's address) then holds the adapters' Tandem families, counting
+//!   that work (decisions and their latency, engine calls, the view's GPUs and rebuilds, the
+//!   refused declaration), and kube-scheduler's own `/metrics` none of them;
 //! - the plugin learns as the extender does: `tandem-profiler` posts two pods' profiles to the
 //!   plugin's intake, and a pod that fitted nowhere without them is then placed by them; pods
 //!   that ran alone and then together on one GPU, once finished, teach an outcome, counted in
@@ -387,8 +388,14 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
     for node in ["a100-a", "a100-b"] {
         create_gpu_node(&client, node, 1, "NVIDIA-A100-SXM4-40GB", 40_960).await?;
     }
+    // The plugin's metrics are served on its intake's address.
+    std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
+    let port = free_port()?;
+    let intake = format!("http://127.0.0.1:{port}");
     let mut priced = args(cluster.dir());
     priced["gpuPrices"] = json!({ "T4": 0.35, "NVIDIA-A100-SXM4-40GB": 3.0 });
+    priced["intakeAddress"] = json!(format!("127.0.0.1:{port}"));
+    priced["intakeTokenFile"] = json!(cluster.dir().join("intake-token"));
     cluster
         .start_scheduler_binary(&binary, &plugin_config(&priced))
         .await?;
@@ -465,10 +472,11 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
             );
         }
 
-        // The work above, counted in kube-scheduler's own /metrics in the families every
-        // adapter serves: three pods placed (each judged by PreFilter, its GPU chosen by
-        // Reserve), bad-model judged and refused at least once, four GPUs in the view.
-        let metrics = cluster.scheduler_metrics().await?;
+        // The work above, counted in the plugin's /metrics (on its intake's address) in the
+        // families every adapter serves: three pods placed (each judged by PreFilter, its GPU
+        // chosen by Reserve), bad-model judged and refused at least once, four GPUs in the
+        // view.
+        let metrics = plugin_metrics(&intake).await?;
         let placed = 3.0;
         let at_least = [
             (
@@ -510,7 +518,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         let mut families = std::collections::BTreeSet::new();
         for (series, least) in at_least {
             let value = sample(&metrics, series);
-            println!("the scheduler's /metrics: {series} {value:?}");
+            println!("the plugin's /metrics: {series} {value:?}");
             ensure!(
                 value.is_some_and(|v| v >= least),
                 "{series} is {value:?}, want at least {least}"
@@ -519,7 +527,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         }
         for (series, want) in exactly {
             let value = sample(&metrics, series);
-            println!("the scheduler's /metrics: {series} {value:?}");
+            println!("the plugin's /metrics: {series} {value:?}");
             ensure!(value == Some(want), "{series} is {value:?}, want {want}");
             families.insert(family_of(series));
         }
@@ -533,8 +541,18 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
             latency.is_some_and(|seconds| seconds > 0.0),
             "prefilter latency sum {latency:?}"
         );
-        let help = "# HELP tandem_decisions_total [ALPHA] Requests answered, per verb and result.";
-        ensure!(metrics.contains(help), "no help for tandem_decisions_total");
+        let help = "# HELP tandem_decisions Requests answered, per verb and result.";
+        ensure!(
+            metrics.contains(help),
+            "no help for tandem_decisions:\n{metrics}"
+        );
+        // kube-scheduler's own /metrics keeps its families: Tandem's are exported once.
+        let scheduler = cluster.scheduler_metrics().await?;
+        ensure!(
+            scheduler.contains("scheduler_scheduling_attempt_duration_seconds")
+                && !scheduler.contains("tandem_decisions"),
+            "kube-scheduler's /metrics should hold its own families alone"
+        );
         println!("Tandem families read: {families:?}");
         Ok(())
     };
@@ -613,7 +631,7 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
                 break now;
             }
             if std::time::Instant::now() >= deadline {
-                let metrics = cluster.scheduler_metrics().await?;
+                let metrics = plugin_metrics(&intake).await?;
                 let learning: Vec<&str> = metrics
                     .lines()
                     .filter(|l| l.starts_with("tandem_outcomes") || l.starts_with("tandem_runs"))
@@ -628,10 +646,10 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
         );
         ensure!(learned["outcomes"].as_u64() == after["outcomes"].as_u64().map(|n| n + 1));
 
-        // Counted in kube-scheduler's own /metrics, and kept in the knowledge base's ConfigMap.
+        // Counted in the plugin's /metrics, and kept in the knowledge base's ConfigMap.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let (outcomes, writes) = loop {
-            let metrics = cluster.scheduler_metrics().await?;
+            let metrics = plugin_metrics(&intake).await?;
             let outcomes = sample(&metrics, "tandem_outcomes_learned_total");
             let writes = sample(&metrics, "tandem_store_writes_total");
             if outcomes == Some(1.0) || std::time::Instant::now() >= deadline {
@@ -640,7 +658,7 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         println!(
-            "the scheduler's /metrics: tandem_outcomes_learned_total {outcomes:?}, tandem_store_writes_total {writes:?}"
+            "the plugin's /metrics: tandem_outcomes_learned_total {outcomes:?}, tandem_store_writes_total {writes:?}"
         );
         ensure!(outcomes == Some(1.0), "outcomes learned: {outcomes:?}");
         ensure!(writes.is_some_and(|w| w >= 2.0), "store writes: {writes:?}");
@@ -741,4 +759,13 @@ async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_p
     };
     let result = scenario.await;
     logged(&cluster, result)
+}
+
+/// The plugin's `/metrics`, served on its intake's address (`intake`, a base URL).
+async fn plugin_metrics(intake: &str) -> Result<String> {
+    Ok(reqwest::get(format!("{intake}/metrics"))
+        .await?
+        .error_for_status()?
+        .text()
+        .await?)
 }

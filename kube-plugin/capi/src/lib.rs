@@ -22,9 +22,10 @@
 //!   returned as [`TANDEM_ERROR`] with its message, and a trap or deadline inside the engine
 //!   component is an ordinary engine error (the host rebuilds the instance from its last
 //!   snapshot, so the next call is served).
-//! - [`tandem_plugin_metrics`] answers what the plugin counted, in the adapters' metric
-//!   families ([`tandem_adapter_core::metrics::Metrics`]), as OpenMetrics text: the Go side re-exports it in kube-scheduler's
-//!   own `/metrics`.
+//!
+//! What the plugin counts is served by Rust alone, at `/metrics` on the intake's address, in
+//! the families every adapter serves ([`tandem_adapter_core::metrics::Metrics`]): the C ABI
+//! carries decisions, not metrics.
 
 pub mod config;
 mod error;
@@ -33,7 +34,9 @@ pub mod prepared;
 pub mod served;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 pub use config::{Config, Connection, Settings};
 pub use error::Error;
@@ -87,12 +90,16 @@ impl TandemBuf {
 }
 
 /// A plugin: the cluster view and the scheduling cycle's pod, behind a lock, over the core
-/// (engine thread, knowledge base, intake), with the metrics beside it.
+/// (engine thread, knowledge base, intake and its `/metrics`).
 #[derive(Debug)]
 pub struct TandemPlugin {
     plugin: Arc<Mutex<Plugin>>,
-    /// The core (whose metrics are outside the lock: a scrape does not wait for a scheduling
-    /// cycle) and the tasks beside the scheduling cycle; dropped last.
+    /// The core (whose metrics are outside the lock: a scrape of the intake's `/metrics` does
+    /// not wait for a scheduling cycle) and the tasks beside the scheduling cycle; dropped last.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "held for its drop, which stops the core's tasks")
+    )]
     served: Served,
 }
 
@@ -112,13 +119,11 @@ impl TandemPlugin {
         Ok((Self { plugin, served }, settings))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Plugin> {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Plugin> {
         // A panic while the lock was held left the plugin in some state; every later call
         // checks its input and the view is rebuilt from events, so carrying on beats refusing
         // every pod from now on.
-        self.plugin
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.plugin.lock()
     }
 }
 
@@ -490,29 +495,6 @@ pub unsafe extern "C" fn tandem_plugin_unreserve(
             Err(outcome) => outcome,
         })
     }
-}
-
-/// What the plugin counted, as OpenMetrics text (the families every adapter serves at
-/// `/metrics`: `tandem_decisions_total`, `tandem_request_latency_seconds`, ...), in `out`.
-/// It does not wait for a call running on the plugin.
-///
-/// # Safety
-/// `plugin` is a live handle; `out` must not be null.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn tandem_plugin_metrics(
-    plugin: *const TandemPlugin,
-    out: *mut TandemBuf,
-) -> TandemStatus {
-    guarded(out, || {
-        // SAFETY: the caller's contract.
-        match unsafe { handle(plugin) } {
-            Ok(plugin) => (
-                TANDEM_OK,
-                plugin.served.core().metrics.encode().into_bytes(),
-            ),
-            Err(outcome) => outcome,
-        }
-    })
 }
 
 #[cfg(test)]

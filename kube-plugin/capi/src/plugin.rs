@@ -10,8 +10,8 @@
 //! the same core ([`Core`]): its engine thread, knowledge base, intake and metrics
 //! ([`crate::served`]).
 //!
-//! What it does is counted in the adapters' metric families ([`Metrics`]), which the Go side
-//! re-exports in kube-scheduler's own `/metrics`: decisions and their latency per verb
+//! What it does is counted in the adapters' metric families ([`Metrics`]), which the core
+//! serves at `/metrics` on the intake's address: decisions and their latency per verb
 //! ([`PREFILTER`], [`RESERVE`]), engine calls and their failures, refused declarations, the
 //! view's size and rebuilds, and the knowledge base's size and writes.
 

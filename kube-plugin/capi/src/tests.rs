@@ -160,7 +160,7 @@ impl Fixture {
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod.clone()).unwrap();
         // SAFETY: a live handle, used while the fixture lives.
         let handle = unsafe { &*self.plugin };
-        handle.plugin.lock().unwrap().pod_ran(&pod);
+        handle.plugin.lock().pod_ran(&pod);
     }
 
     /// Observes a profile of `job` (namespace `default`) as the intake does: on the core,
@@ -214,14 +214,11 @@ impl Fixture {
         decode(&bytes, &[])
     }
 
-    /// The plugin's metrics, as the Go side reads them.
+    /// The plugin's metrics, as its intake's `/metrics` serves them.
     fn metrics(&self) -> String {
-        let (status, text) = call(|out| {
-            // SAFETY: a live handle and a valid buffer.
-            unsafe { tandem_plugin_metrics(self.plugin, out) }
-        });
-        assert_eq!(status, TANDEM_OK, "{text}");
-        text
+        // SAFETY: a live handle, freed only when the fixture is dropped.
+        let handle = unsafe { &*self.plugin };
+        handle.served.core().metrics.encode()
     }
 
     /// The value of the sample `series` (name and labels as written) in the plugin's metrics.

@@ -355,9 +355,3 @@ func (e *engine) reserve(uid, node string) (*reserved, error) {
 	}
 	return &r, nil
 }
-
-// metrics is what Rust counted, as OpenMetrics text (see metrics.go). It does not wait for a
-// scheduling cycle: Rust keeps the metrics outside the plugin's lock.
-func (e *engine) metrics() ([]byte, error) {
-	return call(func(out *C.TandemBuf) C.TandemStatus { return C.tandem_plugin_metrics(e.handle, out) })
-}

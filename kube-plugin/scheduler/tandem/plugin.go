@@ -89,7 +89,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	register(eng)
 	p := &Plugin{handle: h, engine: eng, settings: s}
 	p.watch(ctx)
 	return p, nil

@@ -12,7 +12,7 @@
 #define PREPARED_FORMAT 3
 
 // A plugin: the cluster view and the scheduling cycle's pod, behind a lock, over the core
-// (engine thread, knowledge base, intake), with the metrics beside it.
+// (engine thread, knowledge base, intake and its `/metrics`).
 typedef struct TandemPlugin TandemPlugin;
 
 // Bytes allocated by this library and handed to the caller, who frees them with
@@ -155,13 +155,5 @@ TandemStatus tandem_plugin_unreserve(const struct TandemPlugin *plugin,
                                      const uint8_t *uid,
                                      size_t uid_len,
                                      struct TandemBuf *out);
-
-// What the plugin counted, as OpenMetrics text (the families every adapter serves at
-// `/metrics`: `tandem_decisions_total`, `tandem_request_latency_seconds`, ...), in `out`.
-// It does not wait for a call running on the plugin.
-//
-// # Safety
-// `plugin` is a live handle; `out` must not be null.
-TandemStatus tandem_plugin_metrics(const struct TandemPlugin *plugin, struct TandemBuf *out);
 
 #endif  /* TANDEM_KUBE_CAPI_H */
