@@ -55,6 +55,22 @@ pub struct Tls {
     pub client_ca: Option<PathBuf>,
 }
 
+impl Tls {
+    /// TLS with `cert` and `key` when both are given (plain HTTP otherwise, `None`), asking
+    /// callers for a certificate of `client_ca` if given: how every front-end's options say it.
+    pub fn from_files(
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        client_ca: Option<&Path>,
+    ) -> Option<Self> {
+        Some(Self {
+            cert: cert?.to_path_buf(),
+            key: key?.to_path_buf(),
+            client_ca: client_ca.map(Path::to_path_buf),
+        })
+    }
+}
+
 /// Whether the connection a request came on presented a client certificate that the
 /// [`Tls::client_ca`] verified (a request extension; absent on plain HTTP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -105,12 +105,11 @@ pub async fn start(options: &Options) -> anyhow::Result<Started> {
         tracing::info!("shutting down");
         let _ = trigger.send(true);
     });
-    let tls = options.tls_cert.clone().zip(options.tls_key.clone());
-    let tls = tls.map(|(cert, key)| Tls {
-        cert,
-        key,
-        client_ca: options.client_ca.clone(),
-    });
+    let tls = Tls::from_files(
+        options.tls_cert.as_deref(),
+        options.tls_key.as_deref(),
+        options.client_ca.as_deref(),
+    );
     let scheduler_auth = options.scheduler_auth()?;
 
     if let Some(path) = &options.cluster_file {

@@ -22,15 +22,11 @@ const ENGINE_QUEUE: usize = 256;
 /// Runs the service until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> anyhow::Result<()> {
     let callers = callers(&options).await?;
-    let tls = options
-        .tls_cert
-        .clone()
-        .zip(options.tls_key.clone())
-        .map(|(cert, key)| Tls {
-            cert,
-            key,
-            client_ca: options.client_ca.clone(),
-        });
+    let tls = Tls::from_files(
+        options.tls_cert.as_deref(),
+        options.tls_key.as_deref(),
+        options.client_ca.as_deref(),
+    );
     if tls.is_some() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }

@@ -199,15 +199,11 @@ impl Served {
         })?;
         let router = tandem_adapter_core::http::router(Arc::clone(&self.core), Arc::new(Intake));
         let shutdown = self.shutdown.clone();
-        let tls = config
-            .intake_tls_cert_file
-            .clone()
-            .zip(config.intake_tls_key_file.clone())
-            .map(|(cert, key)| Tls {
-                cert,
-                key,
-                client_ca: None,
-            });
+        let tls = Tls::from_files(
+            config.intake_tls_cert_file.as_deref(),
+            config.intake_tls_key_file.as_deref(),
+            None,
+        );
         if let Some(tls) = &tls {
             // Read now, so a certificate that cannot be read fails start-up by name.
             tls.server_config().map_err(|e| Error::Intake {
