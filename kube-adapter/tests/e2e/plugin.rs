@@ -480,11 +480,11 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         let placed = 3.0;
         let at_least = [
             (
-                r#"tandem_decisions_total{result="ok",verb="prefilter"}"#,
+                r#"tandem_decisions_total{verb="prefilter",result="ok"}"#,
                 placed + 1.0,
             ),
             (
-                r#"tandem_decisions_total{result="ok",verb="reserve"}"#,
+                r#"tandem_decisions_total{verb="reserve",result="ok"}"#,
                 placed,
             ),
             (
@@ -492,7 +492,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
                 placed + 1.0,
             ),
             (
-                r#"tandem_request_latency_seconds_bucket{verb="reserve",le="+Inf"}"#,
+                r#"tandem_request_latency_seconds_bucket{le="+Inf",verb="reserve"}"#,
                 placed,
             ),
             (
