@@ -1,6 +1,6 @@
 //! What the node component reads: NRI's multiplexed frames from the runtime
 //! (`tandem_node::nri::wire::Streams`), the ttrpc calls in them and each call's message, the
-//! verdict on a container the runtime is about to create (`tandem_node::enforce::judge`), and
+//! verdict on a container the runtime is about to create (`tandem_node::verdict::judge`), and
 //! Tandem's annotations as the node reads them (`tandem_wire::Placement::read`, with the
 //! signature checked). Any input is messages or an error, a message decodes or is refused, a
 //! verdict is reached: never a panic, and never GPUs for a placement the node's key did not
@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use prost::Message as _;
-use tandem_node::enforce::{
-    self, Action, Fallback, Judgement, MemoryLimit, PodView, Policy, Requests, Selection, Trust,
-};
 use tandem_node::inventory::{Gpu, Inventory};
 use tandem_node::nri::api;
 use tandem_node::nri::wire::{FRAME_HEADER, Kind, Streams, frame_header};
+use tandem_node::verdict::{
+    self, Action, Fallback, Judgement, MemoryLimit, PodView, Policy, Requests, Selection, Trust,
+};
 use tandem_wire::{GPU_ANNOTATION, Placement, Verifier};
 
 static POLICY: LazyLock<Policy> = LazyLock::new(|| Policy {
@@ -122,7 +122,7 @@ fn call(payload: &[u8]) {
                         requests,
                     };
                     let Judgement::Gpu(verdict) =
-                        enforce::judge(&POLICY, &INVENTORY, trust, view, &selection)
+                        verdict::judge(&POLICY, &INVENTORY, trust, view, &selection)
                     else {
                         continue;
                     };

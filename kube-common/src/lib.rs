@@ -36,7 +36,7 @@ pub mod store;
 pub mod watch;
 
 mod options;
-mod run;
+mod start;
 
 pub use options::Options;
-pub use run::{Started, start};
+pub use start::{Started, start};

@@ -1,4 +1,4 @@
-//! The NRI handler: judges each container the runtime is about to create ([`crate::enforce`])
+//! The NRI handler: judges each container the runtime is about to create ([`crate::verdict`])
 //! and counts what it decided; at every (re)connection, checks the running containers.
 
 use std::collections::HashMap;
@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tandem_wire::Placement;
 
-use crate::enforce::{self, Action, Judgement, PodView, Policy, Requests, Selection, Trust};
 use crate::inventory::Inventory;
 use crate::keys::PlacementKeys;
 use crate::metrics::Metrics;
 use crate::nri::{self, Deadline, api};
 use crate::pods::{PodSpecs, Source};
+use crate::verdict::{self, Action, Judgement, PodView, Policy, Requests, Selection, Trust};
 
 /// The longest a container's judgement may wait for the API server: well inside NRI's
 /// request timeout (containerd's `plugin_request_timeout`, 2 s by default), past which the
@@ -205,7 +205,7 @@ impl nri::Handler for Enforcer {
             annotations: &pod.annotations,
             requests: &requests,
         };
-        let verdict = match enforce::judge(&self.policy, &self.inventory, trust, view, &selection) {
+        let verdict = match verdict::judge(&self.policy, &self.inventory, trust, view, &selection) {
             Judgement::NoGpu { exempt, adjustment } => {
                 self.metrics.count_gpuless(exempt);
                 tracing::debug!(

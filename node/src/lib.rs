@@ -10,7 +10,7 @@
 //!
 //! 1. **inventory** ([`inventory`]): the node's GPUs from NVML (index → UUID and device
 //!    minor), or from a file where there are none;
-//! 2. **judge** ([`enforce`]): for each container about to be created, from its pod's
+//! 2. **judge** ([`verdict`]): for each container about to be created, from its pod's
 //!    annotations, the placement's signature ([`keys`]: the schedulers' public keys) and what
 //!    the pod requests ([`pods`]: its spec, kept by a watch of this node's pods), the verdict —
 //!    Tandem's GPUs, the device plugin's choice left as it is, no GPU for a container that
@@ -26,7 +26,6 @@
 //! NVML), fail differently (enforcement must be up whenever containers start; a profiler can
 //! restart at leisure), and Slurm nodes run the profiler but need no NRI plugin.
 
-pub mod enforce;
 pub mod enforcer;
 pub mod inventory;
 pub mod keys;
@@ -35,6 +34,7 @@ pub mod nri;
 mod options;
 pub mod pods;
 pub mod serve;
+pub mod verdict;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,13 +44,13 @@ use tokio::net::UnixStream;
 
 pub use options::{Format, Options};
 
-use crate::enforce::Policy;
 use crate::enforcer::Enforcer;
 use crate::inventory::{Inventory, InventoryError};
 use crate::keys::{KeysError, PlacementKeys};
 use crate::metrics::Metrics;
 use crate::nri::Registration;
 use crate::pods::PodSpecs;
+use crate::verdict::Policy;
 
 /// Why the node component stopped.
 #[derive(Debug, thiserror::Error)]

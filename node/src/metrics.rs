@@ -6,7 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::enforce::{Action, Case, MemoryLimit};
+use crate::verdict::{Action, Case, MemoryLimit};
 
 /// Labels of a GPU container's verdict.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

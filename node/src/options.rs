@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use crate::enforce::{Fallback, MemoryLimit};
+use crate::verdict::{Fallback, MemoryLimit};
 
 /// Tandem's node component: makes every container of a pod Tandem placed on GPU k of this node
 /// see exactly GPU k.

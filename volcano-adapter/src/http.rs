@@ -24,7 +24,7 @@ use tandem_adapter_core::http::{Failure, parse, timed};
 use tandem_adapter_core::{EngineError, Placement};
 use tandem_kube_common::placement::ANNOTATIONS;
 
-use crate::extender::{self, SessionJob, Task, Volcano};
+use crate::frontend::{self, SessionJob, Task, Volcano};
 use crate::wire::{
     EventRequest, EventResponse, PredicateRequest, PredicateResponse, PrioritizeRequest,
     PrioritizeResponse, SessionOpenRequest, TaskInfo,
@@ -124,7 +124,7 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
             volcano.app.core.metrics.fail_open("predicate");
             return Ok(axum::Json(PredicateResponse::pass()));
         }
-        if let Some((failed, refusal)) = extender::declaration_check(&task) {
+        if let Some((failed, refusal)) = frontend::declaration_check(&task) {
             if let Some(refusal) = refusal {
                 volcano.app.core.refused(&refusal);
             }
@@ -132,7 +132,7 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
         }
         let node = request.node.name;
         let (view, epochs) = volcano.current();
-        if let Some(failed) = extender::node_check(&view.0, &task, &node) {
+        if let Some(failed) = frontend::node_check(&view.0, &task, &node) {
             return Ok(axum::Json(failed));
         }
         let answer = if task.alone() {
@@ -140,7 +140,7 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
             volcano
                 .app
                 .decide("predicate", view, move |engine, _| {
-                    Ok(extender::predicate_alone(engine, &task, &node))
+                    Ok(frontend::predicate_alone(engine, &task, &node))
                 })
                 .await
         } else {
@@ -152,7 +152,7 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
                     volcano
                         .app
                         .decide("predicate", view, move |engine, _| {
-                            extender::predicate_shared(engine, &task, &node, &scores)
+                            frontend::predicate_shared(engine, &task, &node, &scores)
                         })
                         .await
                 }
@@ -198,7 +198,7 @@ async fn prioritize(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Respons
                 volcano
                     .app
                     .decide("prioritize", view, move |engine, _| {
-                        Ok(extender::node_scores(
+                        Ok(frontend::node_scores(
                             engine,
                             &task,
                             &names,
@@ -248,7 +248,7 @@ async fn allocate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response 
             volcano
                 .app
                 .decide("allocate", view, move |engine, _| {
-                    let placement = extender::place(engine, &task, &node)?;
+                    let placement = frontend::place(engine, &task, &node)?;
                     // Recorded in the step that places it: no view synced later leaves it out.
                     if let Placement::Placed { gpus, .. } = &placement {
                         recorder.record(&task, &node, gpus);

@@ -27,7 +27,7 @@
 //! keep being scheduled, without Tandem's GPU record (counted as
 //! `tandem_binds_without_tandem_total` once the watcher sees them bound).
 
-pub mod extender;
+pub mod frontend;
 pub mod http;
 pub mod wire;
 
@@ -35,7 +35,7 @@ mod options;
 
 use std::sync::Arc;
 
-pub use extender::Volcano;
+pub use frontend::Volcano;
 pub use options::Options;
 
 /// Runs the adapter until SIGTERM or Ctrl-C.

@@ -16,12 +16,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use tandem_node::enforce::{Fallback, MemoryLimit, Policy};
 use tandem_node::enforcer::Enforcer;
 use tandem_node::inventory::{Gpu, Inventory};
 use tandem_node::metrics::Metrics;
 use tandem_node::nri::{Deadline, Handler as _, api};
 use tandem_node::pods::{LookupError, PodSpecs, Source};
+use tandem_node::verdict::{Fallback, MemoryLimit, Policy};
 
 /// The API server's pods and what it was asked.
 #[derive(Default)]

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use prost::Message as _;
-use tandem_node::enforce::{Fallback, MemoryLimit, Policy, VISIBLE_DEVICES};
 use tandem_node::enforcer::Enforcer;
 use tandem_node::inventory::{Gpu, Inventory};
 use tandem_node::keys::PlacementKeys;
@@ -15,6 +14,7 @@ use tandem_node::nri::api::{self, event};
 use tandem_node::nri::wire::{self, FRAME_HEADER, Kind, Message, PLUGIN_SERVICE, RUNTIME_SERVICE};
 use tandem_node::nri::{self, Ended, Registration};
 use tandem_node::pods::PodSpecs;
+use tandem_node::verdict::{Fallback, MemoryLimit, Policy, VISIBLE_DEVICES};
 use tandem_wire::{GPU_ANNOTATION, Placement, Signer};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
