@@ -1,7 +1,7 @@
 //! Prometheus metrics, served at `/metrics`: the same families for every adapter, so one
 //! dashboard reads them all.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,13 +19,41 @@ pub struct Verb {
     pub verb: String,
 }
 
+/// How a request was answered: the `result` label of `tandem_decisions_total`.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum Answered {
+    /// With the verb's answer (`ok`).
+    Ok,
+    /// Refused: the request, or what it asked, is the caller's mistake (`rejected`).
+    Rejected,
+    /// Not answered: the engine or an API failed (`error`).
+    Error,
+}
+
+impl Answered {
+    /// The label's value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Rejected => "rejected",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl EncodeLabelValue for Answered {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
 /// Labels of a decision.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Decision {
     /// The verb.
     pub verb: String,
-    /// `ok`, `rejected` (bad request), `error` (engine or API failure) or `fail_open`.
-    pub result: String,
+    /// How it was answered.
+    pub result: Answered,
 }
 
 /// Labels of an engine call.
@@ -491,11 +519,11 @@ impl Metrics {
     }
 
     /// Counts one answer of `verb` that took `seconds`.
-    pub fn record(&self, verb: &str, result: &str, seconds: f64) {
+    pub fn record(&self, verb: &str, result: Answered, seconds: f64) {
         self.decisions
             .get_or_create(&Decision {
                 verb: verb.to_owned(),
-                result: result.to_owned(),
+                result,
             })
             .inc();
         self.latency

@@ -9,6 +9,8 @@ use serde::de::DeserializeOwned;
 
 use tandem_wire::intake::TOO_MANY_ITEMS;
 
+use crate::metrics::Answered;
+
 use crate::{Core, ObserveError};
 
 /// An answer that is not the verb's normal result.
@@ -103,9 +105,9 @@ pub async fn timed<T: IntoResponse>(
     let started = Instant::now();
     let answer = work.await;
     let result = match &answer {
-        Ok(_) => "ok",
-        Err(f) if f.status.is_client_error() => "rejected",
-        Err(_) => "error",
+        Ok(_) => Answered::Ok,
+        Err(f) if f.status.is_client_error() => Answered::Rejected,
+        Err(_) => Answered::Error,
     };
     if let Err(f) = &answer {
         // The message goes to the caller only: a rejected body may quote what it was sent,

@@ -22,7 +22,7 @@ use std::time::Instant;
 use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use tandem_adapter_core::metrics::{Metrics, Verb};
+use tandem_adapter_core::metrics::{Answered, Metrics, Verb};
 use tandem_adapter_core::outcomes::Run;
 use tandem_adapter_core::{Core, EngineFailure, EngineState, Placement};
 use tandem_kube_common::cluster::{ClusterView, GpuPod, node_gpus};
@@ -132,10 +132,10 @@ pub(crate) fn input<T: serde::de::DeserializeOwned>(
 
 /// The result label of a call that failed with `error`: `rejected` for what the scheduler
 /// sent or asked, `error` for the engine.
-fn failure_result(error: &Error) -> &'static str {
+fn failure_result(error: &Error) -> Answered {
     match error {
-        Error::Input { .. } | Error::NotPrepared(_) => "rejected",
-        _ => "error",
+        Error::Input { .. } | Error::NotPrepared(_) => Answered::Rejected,
+        _ => Answered::Error,
     }
 }
 
@@ -242,7 +242,7 @@ impl Plugin {
     /// Counts an answer of `verb` begun at `started`: `ok`, or the failure's result label.
     fn decided<T>(&self, verb: &str, started: Instant, result: &Result<T, Error>) {
         let label = match result {
-            Ok(_) => "ok",
+            Ok(_) => Answered::Ok,
             Err(error) => failure_result(error),
         };
         self.metrics
@@ -605,8 +605,8 @@ impl Plugin {
         let started = Instant::now();
         let reserved = self.choose(uid, node);
         let label = match &reserved {
-            Ok(Reservation::Reserved(_)) => "ok",
-            Ok(Reservation::Rejected(_)) => "rejected",
+            Ok(Reservation::Reserved(_)) => Answered::Ok,
+            Ok(Reservation::Rejected(_)) => Answered::Rejected,
             Err(error) => failure_result(error),
         };
         self.metrics
