@@ -29,7 +29,7 @@ use tandem_kube_common::cluster::{ClusterView, GpuPod, node_gpus};
 use tandem_kube_common::decide;
 use tandem_kube_common::lean::LeanPod;
 use tandem_kube_common::placement::Placements;
-use tandem_kube_common::runs::{finished_batch, is_finished, now_seconds, run_of};
+use tandem_kube_common::runs::{HeldRuns, NodeModel, now_seconds};
 
 use crate::Error;
 use crate::config::Config;
@@ -41,12 +41,26 @@ struct Assumed {
     pod: GpuPod,
 }
 
-/// The run of a pod that held one GPU, for learning from finished pods.
-#[derive(Debug, Clone)]
-struct Held {
-    gpu: String,
-    run: Run,
-    finished: bool,
+/// The nodes' names, sorted: the table PreFilter's verdicts follow, in order (the Go side keeps
+/// it by its generation), rebuilt when a node comes or goes, not per pod.
+#[derive(Debug)]
+struct NodeTable {
+    table: Arc<[String]>,
+    /// Bumped whenever `table` changes; the first table is generation 1, so a caller holding
+    /// none says 0.
+    generation: u64,
+    /// Whether `table` is behind the nodes.
+    stale: bool,
+}
+
+impl Default for NodeTable {
+    fn default() -> Self {
+        Self {
+            table: Arc::from(Vec::new()),
+            generation: 0,
+            stale: true,
+        }
+    }
 }
 
 /// The plugin's verb PreFilter, as its metrics name it.
@@ -70,13 +84,8 @@ pub struct Plugin {
     /// The GPU model of each node that has managed GPUs, read when the node comes or changes
     /// (a finished pod's run names its model; the view may not know the node yet).
     gpu_models: HashMap<String, String>,
-    /// The nodes' names, sorted: the table PreFilter's verdicts follow, rebuilt when a node
-    /// comes or goes (not per pod).
-    names: Arc<[String]>,
-    /// Bumped whenever `names` changes.
-    generation: u64,
-    /// Whether `names` is behind `nodes`.
-    names_stale: bool,
+    /// The table PreFilter's verdicts follow, which the Go side keeps by generation.
+    names: NodeTable,
     /// Pods requesting managed GPUs, by UID.
     pods: HashMap<String, GpuPod>,
     /// The `resourceVersion` of every pod seen (managed or not), by UID: PreFilter judges a
@@ -84,13 +93,10 @@ pub struct Plugin {
     versions: FxHashMap<String, String>,
     /// Reserve's choices not yet confirmed by a pod event, by pod UID.
     assumed: HashMap<String, Assumed>,
-    /// Runs of pods that held one GPU, by UID.
-    held: HashMap<String, Held>,
-    /// Pods holding one GPU on a node not seen yet, by node name, each in its latest version,
-    /// in the order their events came: the plugin's watch can deliver a pod before
-    /// kube-scheduler's informer delivers its node, whose GPU model the run needs. Held once
-    /// the node comes ([`Plugin::set_node`]).
-    waiting: HashMap<String, Vec<Pod>>,
+    /// Runs of pods that held one GPU, from the plugin's own watch: its pods can come before
+    /// kube-scheduler's informer delivers their node, whose GPU model a run needs; they wait
+    /// for it ([`Plugin::set_node`]).
+    runs: HeldRuns,
     /// The view the engine was last told, or is to be told when `untold`; rebuilt when
     /// `dirty`.
     view: Arc<ClusterView>,
@@ -175,15 +181,11 @@ impl Plugin {
             placements: Arc::default(),
             nodes: HashMap::new(),
             gpu_models: HashMap::new(),
-            names: Arc::from(Vec::new()),
-            // The first table is generation 1: a caller holding none says 0.
-            generation: 0,
-            names_stale: true,
+            names: NodeTable::default(),
             pods: HashMap::new(),
             versions: FxHashMap::default(),
             assumed: HashMap::new(),
-            held: HashMap::new(),
-            waiting: HashMap::new(),
+            runs: HeldRuns::default(),
             view: Arc::new(ClusterView::default()),
             dirty: true,
             untold: false,
@@ -264,15 +266,20 @@ impl Plugin {
                 Ok((_, spec)) => self.gpu_models.insert(name.clone(), spec.model),
                 Err(_) => self.gpu_models.remove(&name),
             };
-            // Pods that came before their node: held now, or never (a node without managed
-            // GPUs).
-            let waited = self.waiting.remove(&name);
-            if self.nodes.insert(name, node).is_none() {
-                self.names_stale = true;
+            if self.nodes.insert(name.clone(), node).is_none() {
+                self.names.stale = true;
             }
             self.dirty = true;
-            if let Some(pods) = waited {
-                self.hold_waiting(&pods);
+            // Pods that came before their node: held now, or never (a node without managed
+            // GPUs).
+            let model = node_model(&self.gpu_models, &self.nodes, &name);
+            let (keys, resource, placements) =
+                (&self.core.keys, &self.config.resource, &self.placements);
+            let learned = self.runs.node_came(&name, model, keys, |pod| {
+                tandem_kube_common::cluster::gpu_pod(pod, keys, resource, placements)
+            });
+            for finished in learned {
+                self.teach(finished);
             }
         }
         Ok(())
@@ -281,9 +288,9 @@ impl Plugin {
     /// Node `name` is gone.
     pub fn delete_node(&mut self, name: &str) {
         self.gpu_models.remove(name);
-        self.waiting.remove(name);
+        self.runs.node_gone(name);
         if self.nodes.remove(name).is_some() {
-            self.names_stale = true;
+            self.names.stale = true;
             self.dirty = true;
         }
     }
@@ -345,108 +352,36 @@ impl Plugin {
         self.pods
             .values()
             .any(|p| p.job == job && p.node.as_deref() == Some(node))
-            || self.held.values().any(|h| {
-                h.run.job == job
-                    && h.gpu
-                        .strip_prefix(node)
-                        .is_some_and(|rest| rest.starts_with('/'))
-            })
+            || self.runs.runs_on(job, node)
     }
 
     /// A pod that ran is gone: its run is no one's partner any more.
     pub fn forget_run(&mut self, uid: &str) {
-        self.held.remove(uid);
-        if !self.waiting.is_empty() {
-            for pods in self.waiting.values_mut() {
-                pods.retain(|p| p.metadata.uid.as_deref() != Some(uid));
-            }
-            self.waiting.retain(|_, pods| !pods.is_empty());
-        }
+        self.runs.forget(uid);
     }
 
     /// Keeps the run of `pod` if it holds one GPU, and learns from it when it just finished.
     fn hold(&mut self, pod: &Pod, gp: &GpuPod) {
-        if let Some(held) = self.run_held(pod, gp) {
-            self.keep(gp.uid.clone(), held);
+        let node = gp.node.as_deref().unwrap_or_default();
+        let model = node_model(&self.gpu_models, &self.nodes, node);
+        if let Some(finished) = self.runs.hold(pod, gp, model, &self.core.keys) {
+            self.teach(finished);
         }
     }
 
-    /// The run `pod` holds if it holds one GPU of a node whose model is known; a pod on a node
-    /// not seen yet waits for it.
-    fn run_held(&mut self, pod: &Pod, gp: &GpuPod) -> Option<Held> {
-        let [gpu] = gp.assigned.as_slice() else {
-            return None;
-        };
-        // The model from the node itself: the view may not know a node yet that no pod was
-        // scheduled to since it came.
-        let node = gp.node.as_deref()?;
-        let Some(model) = self.gpu_models.get(node) else {
-            if !self.nodes.contains_key(node) {
-                let waiting = self.waiting.entry(node.to_owned()).or_default();
-                waiting.retain(|p| p.metadata.uid.as_deref() != Some(gp.uid.as_str()));
-                waiting.push(pod.clone());
-            }
-            return None;
-        };
-        Some(Held {
-            gpu: gpu.clone(),
-            run: run_of(pod, gp, model, &self.core.keys)?,
-            finished: is_finished(pod),
-        })
-    }
-
-    /// Keeps run `held` of pod `uid`; on the leader, a run that just finished teaches, with
-    /// the runs held beside it on its GPU.
-    fn keep(&mut self, uid: String, held: Held) {
-        let newly = held.finished && self.held.get(&uid).is_none_or(|old| !old.finished);
-        if newly && self.core.leadership.is_leader() {
-            let others = self
-                .held
-                .iter()
-                .filter(|(other_uid, other)| **other_uid != uid && other.gpu == held.gpu)
-                .map(|(_, other)| other.run.clone())
-                .collect();
+    /// On the leader, learns from a run that just finished, with the runs beside it on its
+    /// GPU (by the task off the scheduler's goroutine, in the order they come).
+    fn teach(&self, finished: (Run, Vec<Run>)) {
+        if self.core.leadership.is_leader() {
             // Only a stopped runtime closes the queue: then nothing is learned anyway.
-            let _ = self.learn.send((held.run.clone(), others));
-        }
-        self.held.insert(uid, held);
-    }
-
-    /// Holds the runs of `pods`, which waited for their node. Every run is held first, so
-    /// that each finished one meets the partners it ran beside whatever order their events
-    /// came in; then the finished ones teach in the order they finished (a pair's outcome
-    /// needs its solo runs learned first).
-    fn hold_waiting(&mut self, pods: &[Pod]) {
-        let mut runs = Vec::with_capacity(pods.len());
-        for pod in pods {
-            let Some(gp) = self.gpu_pod(pod) else {
-                continue;
-            };
-            if let Some(held) = self.run_held(pod, &gp) {
-                self.held.entry(gp.uid.clone()).or_insert_with(|| Held {
-                    finished: false,
-                    ..held.clone()
-                });
-                runs.push((gp.uid, held));
-            }
-        }
-        runs.sort_by(|(_, a), (_, b)| {
-            let end = |held: &Held| held.run.end.unwrap_or(f64::INFINITY);
-            end(a).total_cmp(&end(b))
-        });
-        for (uid, held) in runs {
-            self.keep(uid, held);
+            let _ = self.learn.send(finished);
         }
     }
 
     /// Every finished run the plugin holds with the runs beside it, for the leader to catch up
     /// with what finished while it did not lead (the ledger skips those already counted).
     pub fn finished_runs(&self) -> Vec<(Run, Vec<Run>)> {
-        finished_batch(
-            self.held
-                .values()
-                .map(|held| (held.gpu.clone(), held.run.clone(), held.finished)),
-        )
+        self.runs.finished()
     }
 
     /// Remembers which version of pod `uid` the plugin holds.
@@ -502,14 +437,14 @@ impl Plugin {
 
     /// The node table PreFilter's verdicts follow, brought up to date.
     fn names(&mut self) -> Arc<[String]> {
-        if self.names_stale {
+        if self.names.stale {
             let mut names: Vec<String> = self.nodes.keys().cloned().collect();
             names.sort_unstable();
-            self.names = Arc::from(names);
-            self.generation += 1;
-            self.names_stale = false;
+            self.names.table = Arc::from(names);
+            self.names.generation += 1;
+            self.names.stale = false;
         }
-        Arc::clone(&self.names)
+        Arc::clone(&self.names.table)
     }
 
     /// PreFilter: judges the pod (JSON) on every node Tandem knows, with one engine call for
@@ -587,7 +522,7 @@ impl Plugin {
             }
             Prepared {
                 managed: true,
-                generation: self.generation,
+                generation: self.names.generation,
                 names,
                 verdicts,
             }
@@ -674,5 +609,18 @@ impl Plugin {
             self.residents_moved = true;
         }
         Ok(())
+    }
+}
+
+/// What the plugin knows of node `name`'s GPU model, for a run on it.
+fn node_model<'a>(
+    gpu_models: &'a HashMap<String, String>,
+    nodes: &HashMap<String, Node>,
+    name: &str,
+) -> NodeModel<'a> {
+    match gpu_models.get(name) {
+        Some(model) => NodeModel::Known(model),
+        None if nodes.contains_key(name) => NodeModel::Unmanaged,
+        None => NodeModel::NotSeen,
     }
 }
