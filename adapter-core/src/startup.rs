@@ -126,7 +126,7 @@ pub fn read_token(path: Option<&Path>, what: &str) -> anyhow::Result<Option<Stri
     .transpose()
 }
 
-/// What an adapter resumed from ([`crate::CoreConfig::stored`]): the version and the core's
+/// What an adapter resumed from ([`crate::CoreConfig::resumed`]): the version and the core's
 /// state read from its store.
 #[derive(Debug, Clone)]
 pub struct Resumed {
@@ -144,7 +144,7 @@ pub struct Resumed {
 /// [`EngineState::keep_policy`]): the knowledge base `store` holds — the newest, or the last
 /// good one when the newest cannot be read or loaded — or, when it holds none (or there is no
 /// store), a fresh one from the bundled seed profiles. Returns it with what it was resumed
-/// from ([`crate::CoreConfig::stored`]). A knowledge base keyed with another secret is
+/// from ([`crate::CoreConfig::resumed`]). A knowledge base keyed with another secret is
 /// refused when the core starts; [`resume_or_bootstrap_keyed`] falls back from it instead.
 pub async fn resume_or_bootstrap(
     runtime: Runtime,

@@ -18,7 +18,7 @@
 //! one writer elected by the same Lease, the same identities of jobs.
 //!
 //! - [`wire`]: Volcano's request and response types.
-//! - [`extender`]: the front-end's state (session, caches, placements) and decisions.
+//! - [`frontend`]: the front-end's state (session, caches, placements) and its decisions, made through `tandem_kube_common::decide`.
 //! - [`http`]: the verbs as routes.
 //!
 //! **Failing open.** With `extender.ignorable: true` (deploy/helm/tandem/files/volcano-scheduler.conf)

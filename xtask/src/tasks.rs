@@ -1,6 +1,6 @@
 //! The tasks of `cargo xtask`: each one a function the binary calls after parsing arguments.
 //!
-//! Every task runs its child cargo from the workspace root, with [`crate::fresh_cargo`]'s
+//! Every task runs its child cargo from the workspace root, with [`tandem_toolchain::process::fresh_cargo`]'s
 //! environment plus the caller's `CARGO_TARGET_DIR`, if one was set.
 
 use std::collections::BTreeMap;

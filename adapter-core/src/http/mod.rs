@@ -15,9 +15,9 @@
 //! The front-end's scheduler verbs answer only a caller with the scheduler's credential
 //! ([`crate::SchedulerAuth`]): `401` without one, `403` with a wrong token.
 //!
-//! The module's parts: [`budget`] (the memory bodies in flight may take), [`auth`] (who may call
-//! what), [`answer`] (parsing with the field named, timing, error answers), [`checks`] (what the
-//! intake refuses before the engine sees it) and [`intake`] (the core's endpoints).
+//! The module's parts: `budget` (the memory bodies in flight may take), `auth` (who may call
+//! what), [`answer`] (parsing with the field named, timing, error answers), `checks` (what the
+//! intake refuses before the engine sees it) and `intake` (the core's endpoints).
 
 pub mod answer;
 mod auth;
