@@ -96,11 +96,15 @@ enum Task {
     /// vc-scheduler with the Tandem extender), node (real nodes: containerd with NRI, runc and
     /// the kubelet with fake GPUs, tandem-node on each, pods placed by all three schedulers
     /// that really run; needs root); `cargo xtask test` runs them all, in this order. A plain
-    /// `cargo test` runs none of them.
+    /// `cargo test` runs none of them. Each tier is the test target of tests/e2e named as it.
     E2e {
         /// Tiers to run [default: all].
         #[arg(value_name = "TIER")]
         tiers: Vec<String>,
+        /// Arguments for each tier's test harness, after `--`: a name filter, `--nocapture`
+        /// (`cargo xtask e2e kube -- --nocapture knowledge::`).
+        #[arg(last = true, value_name = "TEST_ARGS")]
+        test_args: Vec<String>,
     },
     /// Check every crate for modules that import each other in a circle (directly or through
     /// other modules, at any level of the module tree); fails if one does.
@@ -216,9 +220,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Task::E2eBins => tasks::e2e_bins(&workspace)?,
         Task::Test => tasks::test(&workspace)?,
-        Task::E2e { tiers } => {
+        Task::E2e { tiers, test_args } => {
             let tiers = named_or_all(&tiers, tasks::TIERS, tasks::Tier::named)?;
-            tasks::e2e(&workspace, &tiers)?;
+            tasks::e2e(&workspace, &tiers, &test_args)?;
         }
         Task::Cycles => tasks::cycles(&workspace)?,
         Task::Fuzz { targets, seconds } => {

@@ -213,72 +213,74 @@ const GATE: &[Step] = &[
     },
 ];
 
-/// One run of a tier: a package's end-to-end test binary (behind its `e2e` feature, so a plain
-/// `cargo test` never builds it) and the test-name filters that pick the tier's scenarios.
-/// Every tier of a package runs the same binary: the filters, not features, tell the tiers
-/// apart, so nothing is compiled twice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    package: &'static str,
-    /// Only tests whose names contain this (one filter), if set.
-    only: Option<&'static str>,
-    /// Tests whose names contain these are skipped.
-    skip: &'static [&'static str],
-}
+/// The package of the end-to-end tiers: one test target per tier, named as the tier, behind
+/// its `e2e` feature so that a plain `cargo test` never builds them.
+pub const E2E_PACKAGE: &str = "tandem-e2e";
 
-impl Run {
-    /// The test harness's arguments: the filters.
-    fn filters(&self) -> Vec<&'static str> {
-        let mut args: Vec<&'static str> = self.only.into_iter().collect();
-        for skipped in self.skip {
-            args.extend(["--skip", skipped]);
-        }
-        args
+/// The `cargo test` that builds the test targets of `tiers`, and none of them runs.
+/// `--workspace` with a feature that adds no dependency (`e2e` is empty) resolves every
+/// dependency's features exactly as the gate's `cargo test --workspace` did, so only the test
+/// targets compile; `--package` would resolve them anew and rebuild the wasmtime stack. The C
+/// ABI's `cycle` bench is built too: its library comes with it, static library included, for
+/// the plugin scheduler to link.
+fn e2e_build_args(tiers: &[Tier]) -> Vec<String> {
+    let mut args: Vec<String> = ["test", "--workspace", "--features"]
+        .map(str::to_owned)
+        .to_vec();
+    args.push(format!("{E2E_PACKAGE}/e2e"));
+    for tier in tiers {
+        args.extend(["--test".to_owned(), tier.name.to_owned()]);
     }
+    args.extend(
+        [
+            "--bench",
+            "cycle",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ]
+        .map(str::to_owned),
+    );
+    args
 }
 
-/// The `cargo test` that builds the end-to-end test binaries of `packages`, and none of them
-/// runs. `--workspace` with features that add no dependency (each package's `e2e` is empty)
-/// resolves every dependency's features exactly as the gate's `cargo test --workspace` did,
-/// so only the test binaries compile; `--package` would resolve them anew and rebuild the
-/// wasmtime stack once per tier. The C ABI's `cycle` bench is built too: its library comes
-/// with it, static library included, for the plugin scheduler to link.
-fn e2e_build_args(packages: &[&str]) -> Vec<String> {
-    let features: Vec<String> = packages.iter().map(|p| format!("{p}/e2e")).collect();
-    [
-        "test",
-        "--workspace",
-        "--features",
-        &features.join(","),
-        "--test",
-        "e2e",
-        "--bench",
-        "cycle",
-        "--no-run",
-        "--message-format=json-render-diagnostics",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+/// The `cargo build` of the workspace's programs `tiers` start, each built once; `None` when
+/// they start none. With `--tests` and the feature of [`e2e_build_args`], cargo resolves
+/// features as the test build did (dev-dependencies included), so the programs link from the
+/// dependencies already built: without it, it resolves them anew and rebuilds about a hundred
+/// crates (minutes).
+fn programs_build_args(tiers: &[Tier]) -> Option<Vec<String>> {
+    let mut programs: Vec<&str> = tiers
+        .iter()
+        .flat_map(|tier| tier.programs)
+        .copied()
+        .collect();
+    programs.sort_unstable();
+    programs.dedup();
+    if programs.is_empty() {
+        return None;
+    }
+    let mut args: Vec<String> = ["build", "--workspace", "--features"]
+        .map(str::to_owned)
+        .to_vec();
+    args.extend([format!("{E2E_PACKAGE}/e2e"), "--tests".to_owned()]);
+    for program in programs {
+        args.extend(["--bin".to_owned(), program.to_owned()]);
+    }
+    Some(args)
 }
 
-/// What the end-to-end test build produced: the test binaries by package, and the static
+/// What the end-to-end test build produced: the test executables by tier, and the static
 /// library of the plugin's C ABI.
 #[derive(Debug, Clone, Default)]
 struct E2eBuild {
-    tests: BTreeMap<String, TestBinary>,
+    tests: BTreeMap<String, PathBuf>,
     capi_library: Option<PathBuf>,
 }
 
-/// A built end-to-end test binary and the package directory it runs in (as `cargo test` runs it).
-#[derive(Debug, Clone)]
-struct TestBinary {
-    executable: PathBuf,
-    package_dir: PathBuf,
-}
-
-/// Builds the end-to-end test binaries of `packages` in one cargo run; returns them by package.
-fn build_e2e_tests(workspace: &Workspace, packages: &[&str]) -> Result<E2eBuild> {
-    let mut cargo = workspace.cargo(e2e_build_args(packages));
+/// Builds the test targets of `tiers` in one cargo run, then the programs they start; returns
+/// the test executables by tier.
+fn build_e2e_tests(workspace: &Workspace, tiers: &[Tier]) -> Result<E2eBuild> {
+    let mut cargo = workspace.cargo(e2e_build_args(tiers));
     eprintln!("==> {}", display_as_cargo(&cargo));
     let output = cargo
         .stdout(std::process::Stdio::piped())
@@ -287,11 +289,16 @@ fn build_e2e_tests(workspace: &Workspace, packages: &[&str]) -> Result<E2eBuild>
         .context("could not start cargo")?;
     ensure_success(&cargo, output.status)?;
     let built = e2e_artifacts(&String::from_utf8_lossy(&output.stdout))?;
-    for package in packages {
+    for tier in tiers {
         anyhow::ensure!(
-            built.tests.contains_key(*package),
-            "cargo built no end-to-end test binary for {package}"
+            built.tests.contains_key(tier.name),
+            "cargo built no test executable for tier {}",
+            tier.name
         );
+    }
+    if let Some(args) = programs_build_args(tiers) {
+        // Beside the test executables (their `deps/`'s parent), where the tiers find them.
+        run_shown(workspace.cargo(args))?;
     }
     Ok(built)
 }
@@ -305,16 +312,18 @@ fn ensure_success(cargo: &Command, status: std::process::ExitStatus) -> Result<(
     Ok(())
 }
 
-/// The `e2e` test executables in cargo's JSON messages, by package name, and the C ABI's
-/// static library.
+/// The tiers' test executables in cargo's JSON messages, by target (tier) name, and the C
+/// ABI's static library.
 fn e2e_artifacts(messages: &str) -> Result<E2eBuild> {
     let mut built = E2eBuild::default();
-    let binaries = &mut built.tests;
     let capi_target = crate::kube_plugin::CAPI_PACKAGE.replace('-', "_");
     for line in messages.lines().filter(|line| line.starts_with('{')) {
         let message: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("cargo printed {line}"))?;
-        if message["reason"] == "compiler-artifact" && message["target"]["name"] == *capi_target {
+        if message["reason"] != "compiler-artifact" {
+            continue;
+        }
+        if message["target"]["name"] == *capi_target {
             let library = message["filenames"]
                 .as_array()
                 .into_iter()
@@ -325,36 +334,27 @@ fn e2e_artifacts(messages: &str) -> Result<E2eBuild> {
                 built.capi_library = Some(PathBuf::from(library));
             }
         }
-        let is_test = message["reason"] == "compiler-artifact"
-            && message["target"]["name"] == "e2e"
-            && message["profile"]["test"] == true;
-        let (Some(executable), Some(manifest), Some(id)) = (
+        // `path+file:///ws/tests/e2e#tandem-e2e@0.1.0`
+        let package = message["package_id"]
+            .as_str()
+            .and_then(|id| id.rsplit_once('#'))
+            .and_then(|(_, rest)| rest.split_once('@'))
+            .map(|(name, _)| name);
+        let is_test = package == Some(E2E_PACKAGE)
+            && message["profile"]["test"] == true
+            && message["target"]["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|kind| kind == "test"));
+        let (true, Some(target), Some(executable)) = (
+            is_test,
+            message["target"]["name"].as_str(),
             message["executable"].as_str(),
-            message["manifest_path"].as_str(),
-            message["package_id"].as_str(),
         ) else {
             continue;
         };
-        if !is_test {
-            continue;
-        }
-        // `path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0`
-        let name = id
-            .rsplit_once('#')
-            .and_then(|(_, rest)| rest.split_once('@'))
-            .map(|(name, _)| name.to_owned())
-            .with_context(|| format!("cannot tell the package of {id}"))?;
-        let package_dir = Path::new(manifest)
-            .parent()
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        binaries.insert(
-            name,
-            TestBinary {
-                executable: PathBuf::from(executable),
-                package_dir,
-            },
-        );
+        built
+            .tests
+            .insert(target.to_owned(), PathBuf::from(executable));
     }
     Ok(built)
 }
@@ -378,7 +378,7 @@ enum Need {
 }
 
 /// A tier of end-to-end tests: scenarios against real scheduler processes that `cargo test`
-/// alone never builds.
+/// alone never builds, the test target of [`E2E_PACKAGE`] named as the tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tier {
     /// The name `cargo xtask e2e` takes.
@@ -386,7 +386,8 @@ pub struct Tier {
     /// What it starts, for `--help` and the log.
     pub what: &'static str,
     needs: &'static [Need],
-    runs: &'static [Run],
+    /// The workspace's programs its scenarios start (found beside the test executable).
+    programs: &'static [&'static str],
 }
 
 /// The end-to-end tiers, in the order `cargo xtask test` runs them: those whose programs the
@@ -397,21 +398,13 @@ pub const TIERS: &[Tier] = &[
         name: "kube",
         what: "etcd, kube-apiserver and kube-scheduler with the Tandem extender",
         needs: &[Need::ControlPlane],
-        runs: &[Run {
-            package: "tandem-kube-adapter",
-            only: None,
-            skip: &["plugin::", "node::", "helm::"],
-        }],
+        programs: &["tandem-kube-adapter"],
     },
     Tier {
         name: "kube-plugin",
         what: "etcd, kube-apiserver and tandem-kube-scheduler (the Tandem framework plugin)",
         needs: &[Need::ControlPlane, Need::PluginScheduler],
-        runs: &[Run {
-            package: "tandem-kube-adapter",
-            only: Some("plugin::"),
-            skip: &[],
-        }],
+        programs: &[],
     },
     Tier {
         name: "helm",
@@ -419,31 +412,19 @@ pub const TIERS: &[Tier] = &[
                RBAC reviews against kube-apiserver with RBAC, helm install running \
                tandem-kube-scheduler as its pod",
         needs: &[Need::ControlPlane, Need::Helm, Need::PluginScheduler],
-        runs: &[Run {
-            package: "tandem-kube-adapter",
-            only: Some("helm::"),
-            skip: &[],
-        }],
+        programs: &[],
     },
     Tier {
         name: "slurm",
         what: "munged, slurmctld and slurmd from Debian with Tandem's SPANK plugin and job_submit.lua",
         needs: &[Need::Slurm],
-        runs: &[Run {
-            package: "tandem-slurm-adapter",
-            only: None,
-            skip: &[],
-        }],
+        programs: &["tandem-slurm-adapter"],
     },
     Tier {
         name: "volcano",
         what: "etcd, kube-apiserver and vc-scheduler (Volcano) with the Tandem extender",
         needs: &[Need::ControlPlane, Need::VcScheduler],
-        runs: &[Run {
-            package: "tandem-volcano-adapter",
-            only: None,
-            skip: &["node::"],
-        }],
+        programs: &["tandem-volcano-adapter"],
     },
     Tier {
         name: "node",
@@ -455,18 +436,7 @@ pub const TIERS: &[Tier] = &[
             Need::VcScheduler,
             Need::Nodes,
         ],
-        runs: &[
-            Run {
-                package: "tandem-kube-adapter",
-                only: Some("node::"),
-                skip: &[],
-            },
-            Run {
-                package: "tandem-volcano-adapter",
-                only: Some("node::"),
-                skip: &[],
-            },
-        ],
+        programs: &["tandem-kube-adapter", "tandem-volcano-adapter"],
     },
 ];
 
@@ -530,27 +500,20 @@ pub fn test(workspace: &Workspace) -> Result<()> {
     }
     // The tiers do not wait for the whole background build: each waits (on the build's lock)
     // for just the programs it runs, so the first tiers overlap the last Go builds.
-    e2e(workspace, TIERS)?;
+    e2e(workspace, TIERS, &[])?;
     background.finish();
     eprintln!("==> gate passed");
     Ok(())
 }
 
-/// `cargo xtask e2e`: runs the given end-to-end tiers. The test binaries of every tier are
-/// built first, in one cargo run that reuses the dependencies the gate built (`--workspace`); each
-/// tier then runs its binaries itself, in their package's directory, with its filters. What a
-/// tier runs against is built (if missing) before it, as a step of its own: the first builds
-/// take minutes and should not look like a hung test.
-pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
-    // Every package with an `e2e` test target, whichever tiers run: `--test e2e` across the
-    // workspace refuses a target whose feature is off.
-    let mut packages: Vec<&str> = TIERS
-        .iter()
-        .flat_map(|tier| tier.runs.iter().map(|run| run.package))
-        .collect();
-    packages.sort_unstable();
-    packages.dedup();
-    let built = build_e2e_tests(workspace, &packages)?;
+/// `cargo xtask e2e`: runs the given end-to-end tiers. Their test targets are built first, in
+/// one cargo run that reuses the dependencies the gate built (`--workspace`), then the
+/// workspace's programs they start; each tier then runs its test executable itself, in the
+/// package's directory. What a tier runs against is built (if missing) before it, as a step of
+/// its own: the first builds take minutes and should not look like a hung test. `test_args`
+/// go to each tier's test harness.
+pub fn e2e(workspace: &Workspace, tiers: &[Tier], test_args: &[String]) -> Result<()> {
+    let built = build_e2e_tests(workspace, tiers)?;
     for tier in tiers {
         eprintln!("==> end-to-end tier `{}`: {}", tier.name, tier.what);
         let mut env: Vec<(&str, PathBuf)> = Vec::new();
@@ -604,25 +567,25 @@ pub fn e2e(workspace: &Workspace, tiers: &[Tier]) -> Result<()> {
             // The plugin slurmd loads; the suite finds it beside the service binary.
             run_shown(workspace.cargo(["build", "--package", "tandem-slurm-spank"]))?;
         }
-        for step in tier.runs {
-            let binary = &built.tests[step.package];
-            let mut test = Command::new(&binary.executable);
-            test.current_dir(&binary.package_dir).args(step.filters());
-            // A scenario fails with an error value whose message says what went wrong; with
-            // RUST_BACKTRACE set, anyhow would print a backtrace after it that fills the tail of
-            // the log CI keeps. Panics keep their backtraces; RUST_LIB_BACKTRACE, when set, wins.
-            if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
-                test.env("RUST_LIB_BACKTRACE", "0");
-            }
-            let mut shown = format!("(in {}) ", binary.package_dir.display());
-            for (name, value) in &env {
-                test.env(name, value);
-                shown.push_str(&format!("{name}={} ", value.display()));
-            }
-            shown.push_str(&display(&test));
-            eprintln!("==> {shown}");
-            run(&mut test).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
+        let executable = &built.tests[tier.name];
+        let mut test = Command::new(executable);
+        // Where `cargo test` runs a package's tests: its directory.
+        test.current_dir(workspace.root().join("tests/e2e"))
+            .args(test_args);
+        // A scenario fails with an error value whose message says what went wrong; with
+        // RUST_BACKTRACE set, anyhow would print a backtrace after it that fills the tail of
+        // the log CI keeps. Panics keep their backtraces; RUST_LIB_BACKTRACE, when set, wins.
+        if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+            test.env("RUST_LIB_BACKTRACE", "0");
         }
+        let mut shown = String::new();
+        for (name, value) in &env {
+            test.env(name, value);
+            shown.push_str(&format!("{name}={} ", value.display()));
+        }
+        shown.push_str(&display(&test));
+        eprintln!("==> {shown}");
+        run(&mut test).with_context(|| format!("end-to-end tier `{}` failed", tier.name))?;
     }
     Ok(())
 }
@@ -803,40 +766,23 @@ mod tests {
     }
 
     #[test]
-    fn tiers_share_one_test_binary_per_package_and_differ_by_filter() {
-        let runs = |tier: &str| -> Vec<(&str, String)> {
-            Tier::named(tier)
-                .unwrap()
-                .runs
-                .iter()
-                .map(|run| (run.package, run.filters().join(" ")))
-                .collect()
-        };
+    fn each_tier_is_a_test_target_built_with_the_programs_it_starts() {
+        let tiers: Vec<Tier> = ["kube", "slurm", "node"]
+            .into_iter()
+            .map(|name| Tier::named(name).unwrap())
+            .collect();
         assert_eq!(
-            runs("kube"),
-            [(
-                "tandem-kube-adapter",
-                "--skip plugin:: --skip node:: --skip helm::".to_owned()
-            )]
+            e2e_build_args(&tiers).join(" "),
+            "test --workspace --features tandem-e2e/e2e --test kube --test slurm --test node \
+             --bench cycle --no-run --message-format=json-render-diagnostics"
         );
-        assert_eq!(runs("helm"), [("tandem-kube-adapter", "helm::".to_owned())]);
+        // Each program once, whichever tiers start it.
         assert_eq!(
-            runs("kube-plugin"),
-            [("tandem-kube-adapter", "plugin::".to_owned())]
+            programs_build_args(&tiers).unwrap().join(" "),
+            "build --workspace --features tandem-e2e/e2e --tests --bin tandem-kube-adapter \
+             --bin tandem-slurm-adapter --bin tandem-volcano-adapter"
         );
-        assert_eq!(
-            runs("node"),
-            [
-                ("tandem-kube-adapter", "node::".to_owned()),
-                ("tandem-volcano-adapter", "node::".to_owned())
-            ]
-        );
-        assert_eq!(runs("slurm"), [("tandem-slurm-adapter", String::new())]);
-        assert_eq!(
-            e2e_build_args(&["tandem-kube-adapter", "tandem-slurm-adapter"]).join(" "),
-            "test --workspace --features tandem-kube-adapter/e2e,tandem-slurm-adapter/e2e \
-             --test e2e --bench cycle --no-run --message-format=json-render-diagnostics"
-        );
+        assert_eq!(programs_build_args(&[Tier::named("helm").unwrap()]), None);
         let error = Tier::named("kubernetes").unwrap_err().to_string();
         assert!(
             error.contains("`kubernetes`") && error.contains("kube"),
@@ -845,8 +791,9 @@ mod tests {
     }
 
     #[test]
-    fn test_binaries_and_the_capi_library_are_found_in_cargos_messages() {
-        let messages = r#"{"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"e2e","kind":["test"]},"profile":{"test":true},"executable":"/t/debug/deps/e2e-1"}
+    fn test_executables_and_the_capi_library_are_found_in_cargos_messages() {
+        let messages = r#"{"reason":"compiler-artifact","package_id":"path+file:///ws/tests/e2e#tandem-e2e@0.1.0","manifest_path":"/ws/tests/e2e/Cargo.toml","target":{"name":"kube","kind":["test"]},"profile":{"test":true},"executable":"/t/debug/deps/kube-1"}
+{"reason":"compiler-artifact","package_id":"path+file:///ws/tests/e2e#tandem-e2e@0.1.0","manifest_path":"/ws/tests/e2e/Cargo.toml","target":{"name":"tandem_e2e","kind":["lib"]},"profile":{"test":false},"executable":null}
 {"reason":"compiler-artifact","package_id":"path+file:///ws/kube-adapter#tandem-kube-adapter@0.1.0","manifest_path":"/ws/kube-adapter/Cargo.toml","target":{"name":"tandem-kube-adapter","kind":["bin"]},"profile":{"test":false},"executable":"/t/debug/tandem-kube-adapter"}
 {"reason":"compiler-artifact","package_id":"path+file:///ws/kube-plugin/capi#tandem-kube-capi@0.1.0","manifest_path":"/ws/kube-plugin/capi/Cargo.toml","target":{"name":"tandem_kube_capi","kind":["staticlib","rlib"]},"profile":{"test":false},"filenames":["/t/debug/deps/libtandem_kube_capi-2.a","/t/debug/deps/libtandem_kube_capi-2.rlib"],"executable":null}
 {"reason":"build-finished","success":true}"#;
@@ -855,11 +802,8 @@ mod tests {
             built.capi_library.as_deref(),
             Some(Path::new("/t/debug/deps/libtandem_kube_capi-2.a"))
         );
-        let binaries = &built.tests;
-        assert_eq!(binaries.len(), 1);
-        let kube = &binaries["tandem-kube-adapter"];
-        assert_eq!(kube.executable, Path::new("/t/debug/deps/e2e-1"));
-        assert_eq!(kube.package_dir, Path::new("/ws/kube-adapter"));
+        assert_eq!(built.tests.len(), 1);
+        assert_eq!(built.tests["kube"], Path::new("/t/debug/deps/kube-1"));
     }
 
     #[test]

@@ -41,7 +41,7 @@ fn task_pod(name: &str, job: &str, group: &str) -> Result<Pod> {
 #[tokio::test]
 async fn through_vc_scheduler_containers_see_the_gpu_tandem_chose() -> Result<()> {
     crate::cluster::install_crypto_provider();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = tandem_e2e::root();
     let build = tokio::task::spawn_blocking(move || VolcanoBuild::from_env(&root)).await??;
     let cluster = Cluster::start_control_plane_for_nodes(&[NODE_A, NODE_B]).await?;
     std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;

@@ -1,31 +1,9 @@
-//! Tandem inside a real vc-scheduler: the acceptance scenarios of the Volcano adapter.
-//!
-//! One control plane with Volcano's CRDs, vc-scheduler configured as
-//! deploy/helm/tandem/files/volcano-scheduler.conf configures it (the extender `ignorable`), and the
-//! adapter as a separate process; then, in order, each scenario on nodes of its own (pods
-//! select them by label):
-//!
-//! - (f) malformed verb bodies get `400` with the field named, and the adapter stays up;
-//! - the test, acting as a node profiler holding the cluster secret, posts keyed profiles and
-//!   outcomes to the intake;
-//! - (b)+(c) a task with two candidate GPUs lands beside the co-runner the engine predicts it
-//!   suffers least with (both predictions printed), and the pod's annotation names the GPU;
-//! - (a) a task whose memory fits no GPU stays Pending, Tandem's reason in its PodGroup's
-//!   condition or events;
-//! - (e) a gang of two one-GPU tasks lands on two different idle GPUs, not beside a co-runner;
-//! - (d) with the adapter killed, vc-scheduler keeps scheduling (`ignorable: true`); restarted,
-//!   the adapter resumes from the knowledge base stored in the cluster with nothing lost;
-//! - (g) what pods declare (docs/DECLARING.md), on a T4 node and an A100 node: a task
-//!   declaring VGG-19 at batch 256 (`tandem.dev/model`) lands on the A100, the only GPU its
-//!   predicted memory fits; `tandem.dev/model: resnet50` is refused, the annotation and value
-//!   in the PodGroup's condition or events; `tandem.dev/priority: cost` on a pod goes to the
-//!   cheaper T4 and `latency` on a PodGroup (its pod declaring nothing) to the faster A100
-//!   (prices from `--gpu-price`);
-//! - (r) every placement allocate writes is signed for its pod (checked as a node checks it);
-//!   the pod's owner re-patching it breaks the signature, and the view no longer counts the pod
-//!   where the re-patch says.
+//! Volcano as the tiers start it: vc-scheduler built from Volcano's source with its CRDs, the
+//! Volcano adapter as a process beside it, PodGroups, and the Volcano acceptance scenario
+//! ([`scenario`]), which the `volcano` tier runs; the `node` tier runs pods through them on
+//! real nodes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -40,20 +18,20 @@ use tandem_adapter_core::JobKeys;
 use tandem_kube_common::placement::Placement;
 use tandem_xtask::volcano::VolcanoBuild;
 
-pub(crate) use tandem_e2e::intake::{
-    Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready,
-};
-use tandem_e2e::intake::{expect_bad_requests, predict_v100, teach_p_prefers_x};
+pub use crate::intake::{Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready};
+use crate::intake::{expect_bad_requests, predict_v100, teach_p_prefers_x};
 
 use crate::cluster::{
-    ChildProcess, Cluster, ensure_namespace, free_port, free_ports, insecure_http_client,
-    spawn_logged, tail, wait_for_binding,
+    ChildProcess, Cluster, ensure_namespace, free_ports, insecure_http_client, spawn_logged,
+    wait_for_binding,
 };
 
-pub(crate) const NAMESPACE: &str = "e2e";
-pub(crate) const SYSTEM: &str = "tandem-system";
+/// The namespace of the tests' pods.
+pub const NAMESPACE: &str = "e2e";
+/// The namespace Tandem's own objects live in.
+pub const SYSTEM: &str = "tandem-system";
 /// deploy/helm/tandem/files/volcano-scheduler.conf, with the adapter's URL for this test.
-pub(crate) fn scheduler_conf(adapter_port: u16) -> String {
+pub fn scheduler_conf(adapter_port: u16) -> String {
     let deployed = include_str!("../../../deploy/helm/tandem/files/volcano-scheduler.conf");
     deployed.replace(
         "http://tandem-volcano-adapter.tandem-system.svc:8888",
@@ -62,12 +40,14 @@ pub(crate) fn scheduler_conf(adapter_port: u16) -> String {
 }
 
 /// vc-scheduler: built by xtask, started against `cluster`, waited for until healthy.
-pub(crate) struct Scheduler {
-    pub(crate) process: ChildProcess,
+pub struct Scheduler {
+    /// The vc-scheduler process.
+    pub process: ChildProcess,
 }
 
 impl Scheduler {
-    pub(crate) async fn start(cluster: &Cluster, build: &VolcanoBuild, conf: &str) -> Result<Self> {
+    /// Starts vc-scheduler from `build` against `cluster` with configuration `conf`.
+    pub async fn start(cluster: &Cluster, build: &VolcanoBuild, conf: &str) -> Result<Self> {
         let conf_path = cluster.dir().join("volcano-scheduler.conf");
         std::fs::write(&conf_path, conf)?;
         let [metrics, health] = free_ports()?;
@@ -112,7 +92,7 @@ impl Scheduler {
 }
 
 /// Installs every CRD of Volcano's source and waits until each is established.
-pub(crate) async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
+pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("no CRDs in {}", dir.display()))? {
@@ -149,9 +129,10 @@ pub(crate) async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()
     Ok(())
 }
 
-pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
+/// Starts the Volcano adapter on `port`, logging to `log`.
+pub fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     let dir = cluster.dir();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-volcano-adapter"));
+    let mut command = Command::new(crate::program("tandem-volcano-adapter")?);
     command
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
@@ -178,12 +159,12 @@ pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<
 /// A node of scenario `scenario` with one V100 advertised as two `nvidia.com/gpu` units
 /// (time-slicing; `nvidia.com/gpu.count` says one device), so Volcano's own resource check
 /// lets two tasks share it and Tandem decides whether they do.
-async fn create_node(client: &kube::Client, name: &str, scenario: &str) -> Result<()> {
+pub async fn create_node(client: &kube::Client, name: &str, scenario: &str) -> Result<()> {
     create_node_of(client, name, scenario, "Tesla-V100-SXM2-16GB", 16_384).await
 }
 
 /// [`create_node`] with a GPU of another product and memory (MiB).
-async fn create_node_of(
+pub async fn create_node_of(
     client: &kube::Client,
     name: &str,
     scenario: &str,
@@ -194,7 +175,7 @@ async fn create_node_of(
 }
 
 /// [`create_node_of`] with `gpus` GPUs in Tandem's view (`nvidia.com/gpu.count`).
-async fn create_node_with(
+pub async fn create_node_with(
     client: &kube::Client,
     name: &str,
     scenario: &str,
@@ -230,7 +211,8 @@ async fn create_node_with(
     Ok(())
 }
 
-fn podgroup_resource() -> ApiResource {
+/// The API resource of Volcano's PodGroups.
+pub fn podgroup_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", "PodGroup"),
         "podgroups",
@@ -238,16 +220,12 @@ fn podgroup_resource() -> ApiResource {
 }
 
 /// A PodGroup of `min_member` in the default queue.
-pub(crate) async fn create_podgroup(
-    client: &kube::Client,
-    name: &str,
-    min_member: u32,
-) -> Result<()> {
+pub async fn create_podgroup(client: &kube::Client, name: &str, min_member: u32) -> Result<()> {
     create_podgroup_annotated(client, name, min_member, json!({})).await
 }
 
 /// A PodGroup of `min_member` in the default queue, with `annotations`.
-async fn create_podgroup_annotated(
+pub async fn create_podgroup_annotated(
     client: &kube::Client,
     name: &str,
     min_member: u32,
@@ -270,7 +248,7 @@ async fn create_podgroup_annotated(
 
 /// A pod of job `job` in PodGroup `group` asking for one GPU on the nodes of `scenario`, for
 /// vc-scheduler; bound to `at` = (node, gpu) if given (a co-runner placed earlier).
-fn task_pod(
+pub fn task_pod(
     name: &str,
     job: &str,
     group: &str,
@@ -305,7 +283,8 @@ fn task_pod(
     Ok(serde_json::from_value(pod)?)
 }
 
-fn annotation(pod: &Pod) -> Option<String> {
+/// The GPU placement annotation `pod` carries, if any.
+pub fn annotation(pod: &Pod) -> Option<String> {
     pod.metadata
         .annotations
         .as_ref()
@@ -314,7 +293,7 @@ fn annotation(pod: &Pod) -> Option<String> {
 
 /// What a person sees of why `pod` of PodGroup `group` waits: the PodGroup's condition
 /// messages and the events of both.
-async fn reasons(client: &kube::Client, pod: &str, group: &str) -> Result<Vec<String>> {
+pub async fn reasons(client: &kube::Client, pod: &str, group: &str) -> Result<Vec<String>> {
     let resource = podgroup_resource();
     let podgroups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
     let mut found: Vec<String> = podgroups
@@ -346,41 +325,8 @@ async fn reasons(client: &kube::Client, pod: &str, group: &str) -> Result<Vec<St
     Ok(found)
 }
 
-#[tokio::test]
-async fn tandem_decides_inside_a_real_vc_scheduler() -> Result<()> {
-    crate::cluster::install_crypto_provider();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let build = tokio::task::spawn_blocking(move || VolcanoBuild::from_env(&root)).await??;
-    let port = free_port()?;
-    let cluster = Cluster::start_control_plane().await?;
-    let adapter_log: PathBuf = cluster.dir().join("adapter.log");
-    let mut scheduler = None;
-    let result = scenario(&cluster, &build, port, &adapter_log, &mut scheduler).await;
-    if result.is_err() {
-        eprintln!("{}", cluster.log_tails());
-        // vc-scheduler logs its configuration at every session (each second): leave those
-        // lines out, or they are all the tail shows.
-        let scheduler_log =
-            std::fs::read_to_string(cluster.dir().join("vc-scheduler.log")).unwrap_or_default();
-        let lines: Vec<&str> = scheduler_log
-            .lines()
-            .filter(|l| !l.contains("Finished loading scheduler config"))
-            .collect();
-        eprintln!(
-            "--- vc-scheduler ---\n{}",
-            lines[lines.len().saturating_sub(80)..].join("\n")
-        );
-        eprintln!("--- adapter ---\n{}", tail(&adapter_log, 60));
-        let restarted = cluster.dir().join("adapter-2.log");
-        if restarted.exists() {
-            eprintln!("--- adapter, restarted ---\n{}", tail(&restarted, 60));
-        }
-    }
-    drop(scheduler);
-    result
-}
-
-async fn scenario(
+/// The Volcano acceptance scenario (see the volcano tier).
+pub async fn scenario(
     cluster: &Cluster,
     build: &VolcanoBuild,
     port: u16,
@@ -621,7 +567,7 @@ async fn scenario(
 /// to claim both GPUs of the node) breaks the signature, and the adapter's view no longer
 /// counts the pod where the re-patch says but, as a pod bound without Tandem's record, on
 /// one GPU for the one it requests: the next task still finds the other GPU idle.
-async fn repatched(cluster: &Cluster, client: &kube::Client) -> Result<()> {
+pub async fn repatched(cluster: &Cluster, client: &kube::Client) -> Result<()> {
     create_node_with(client, "r-1", "r", "Tesla-V100-SXM2-16GB", 16_384, 2).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -685,7 +631,7 @@ async fn repatched(cluster: &Cluster, client: &kube::Client) -> Result<()> {
 }
 
 /// The placement `pod` carries and its UID.
-fn placement_of(pod: &Pod) -> Result<(Placement, String)> {
+pub fn placement_of(pod: &Pod) -> Result<(Placement, String)> {
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let placement = Placement::read(|key| annotations.get(key).map(String::as_str))?
         .context("the pod carries no placement")?;
@@ -694,11 +640,12 @@ fn placement_of(pod: &Pod) -> Result<(Placement, String)> {
 
 /// VGG-19 at batch 256 and ResNet-18 at batch 32, as `tandem declare --format json` prints
 /// them: the engine predicts about 25 GiB for the first (more than a T4's 15), 2 for the second.
-const VGG19_B256: &str = r#"{"params_mib": 527.79, "activations_mib": 30545.92, "input_mib": 147.0, "batch_size": 256, "gflops": 5016.0, "conv_layers": 16, "linear_layers": 3, "activation_layers": 18, "other_layers": 6}"#;
-const RESNET18: &str = r#"{"params_mib": 44.59, "activations_mib": 909.25, "input_mib": 18.38, "batch_size": 32, "gflops": 58.0, "conv_layers": 20, "linear_layers": 1, "activation_layers": 17, "other_layers": 22}"#;
+pub const VGG19_B256: &str = r#"{"params_mib": 527.79, "activations_mib": 30545.92, "input_mib": 147.0, "batch_size": 256, "gflops": 5016.0, "conv_layers": 16, "linear_layers": 3, "activation_layers": 18, "other_layers": 6}"#;
+/// A declared model summary of ResNet-18 at batch 32.
+pub const RESNET18: &str = r#"{"params_mib": 44.59, "activations_mib": 909.25, "input_mib": 18.38, "batch_size": 32, "gflops": 58.0, "conv_layers": 20, "linear_layers": 1, "activation_layers": 17, "other_layers": 22}"#;
 
 /// (g) What tasks declare in their pods' annotations, on nodes of scenario `g`.
-async fn declarations(client: &kube::Client) -> Result<()> {
+pub async fn declarations(client: &kube::Client) -> Result<()> {
     // Two GPUs each: vgg-big, a model past the memory model's training data, shares its GPU
     // with nothing it was not seen beside, and the tasks after it still find a GPU free on
     // either node, so their priorities alone choose.

@@ -44,7 +44,7 @@ async fn only_the_scheduler_may_bind_and_certificates_reload_without_a_restart()
     std::fs::write(dir.join("id-secret"), SECRET_HEX)?;
     std::fs::write(dir.join("scheduler-token"), SCHEDULER_TOKEN)?;
     let log = dir.join("adapter-auth.log");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
+    let mut command = Command::new(tandem_e2e::program("tandem-kube-adapter")?);
     command
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())

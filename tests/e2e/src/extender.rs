@@ -1,21 +1,9 @@
-//! Tandem inside a real kube-scheduler: the acceptance scenarios of the kube adapter.
-//!
-//! One control plane (etcd, kube-apiserver, kube-scheduler with Tandem as extender) and the
-//! adapter binary as a separate process, then, in order:
-//!
-//! - (e) malformed extender requests get `400` with the bad field named, and the adapter stays up;
-//! - the test, acting as a node profiler holding the cluster secret, posts keyed profiles and
-//!   outcomes to the intake;
-//! - (b)+(c) a pending pod with two candidate GPUs lands beside the co-runner the engine
-//!   predicts it suffers least with, and the bind annotation names the GPU;
-//! - (a) a pod whose memory fits no GPU stays unscheduled, the filter's reason in its events;
-//! - (d) with the adapter killed, the scheduler keeps scheduling (ignorable extender, logged);
-//!   restarted, the adapter resumes from the knowledge base stored in the cluster with nothing
-//!   learned lost;
-//! - finished pods become knowledge: two solo runs, then a pair that shared a GPU, give the
-//!   engine one more outcome (the test writes the pods' statuses, as a kubelet would).
+//! The extender adapter as the tiers start it (`tandem-kube-adapter`, a process beside
+//! kube-scheduler), with what its scenarios post and read: the namespaces, the cluster secret
+//! and intake token, pods of a job (pending or placed), profiles, knowledge, events and metrics;
+//! and the extender's acceptance scenario ([`scenario`]), which the `kube` tier runs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,35 +14,28 @@ use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 use tandem_kube_common::placement::{Placement, SIGNATURE_ANNOTATION};
 
-pub(crate) use tandem_e2e::intake::{
-    Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready,
-};
-use tandem_e2e::intake::{expect_bad_requests, predict_v100, teach_p_prefers_x};
+pub use crate::intake::{Adapter, SECRET_HEX, TOKEN, knowledge, post, profile, wait_ready};
+use crate::intake::{expect_bad_requests, predict_v100, teach_p_prefers_x};
 
-use crate::cluster::{
-    Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, spawn_logged,
-    wait_for_binding,
-};
+use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, spawn_logged, wait_for_binding};
 
-pub(crate) const NAMESPACE: &str = "e2e";
-pub(crate) const SYSTEM: &str = "tandem-system";
+/// The namespace of the tests' pods.
+pub const NAMESPACE: &str = "e2e";
+/// The namespace Tandem's own objects live in (its knowledge base, its Lease).
+pub const SYSTEM: &str = "tandem-system";
 
-pub(crate) fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
+/// Starts the extender adapter on `port`, logging to `log`, as the one replica `e2e-adapter`.
+pub fn start_adapter(cluster: &Cluster, port: u16, log: &Path) -> Result<Adapter> {
     start_replica(cluster, port, log, "e2e-adapter")
 }
 
 /// [`start_adapter`] with the replica identity `identity` (its name in the Lease).
-pub(crate) fn start_replica(
-    cluster: &Cluster,
-    port: u16,
-    log: &Path,
-    identity: &str,
-) -> Result<Adapter> {
+pub fn start_replica(cluster: &Cluster, port: u16, log: &Path, identity: &str) -> Result<Adapter> {
     start_with(cluster, port, log, identity, &[])
 }
 
 /// [`start_replica`] with more arguments for the adapter (`--gpu-price`, ...).
-pub(crate) fn start_with(
+pub fn start_with(
     cluster: &Cluster,
     port: u16,
     log: &Path,
@@ -62,7 +43,7 @@ pub(crate) fn start_with(
     extra: &[&str],
 ) -> Result<Adapter> {
     let dir = cluster.dir();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
+    let mut command = Command::new(crate::program("tandem-kube-adapter")?);
     command
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
@@ -86,7 +67,7 @@ pub(crate) fn start_with(
 
 /// Writes the cluster secret and the intake token the adapter reads, and creates the test's
 /// namespaces; returns a client of the cluster.
-pub(crate) async fn prepare(cluster: &Cluster) -> Result<kube::Client> {
+pub async fn prepare(cluster: &Cluster) -> Result<kube::Client> {
     std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
     std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
     let client = cluster.client().await?;
@@ -98,7 +79,7 @@ pub(crate) async fn prepare(cluster: &Cluster) -> Result<kube::Client> {
 /// A pod of job `job` asking for one GPU; bound to `at` = (node, gpu) if given (a pod placed
 /// earlier: create it with [`Cluster::create_placed`], which signs the placement), else
 /// pending.
-pub(crate) fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
+pub fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -120,7 +101,7 @@ pub(crate) fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result
 
 /// The placement `pod` carries, checked to be signed for it with `cluster`'s placement key (as
 /// a node checks it): what it names and the key that signed it, for the test's output.
-pub(crate) fn signed_placement(cluster: &Cluster, pod: &Pod) -> Result<String> {
+pub fn signed_placement(cluster: &Cluster, pod: &Pod) -> Result<String> {
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let placement = Placement::read(|key| annotations.get(key).map(String::as_str))?
         .context("the pod carries no placement")?;
@@ -135,7 +116,8 @@ pub(crate) fn signed_placement(cluster: &Cluster, pod: &Pod) -> Result<String> {
     ))
 }
 
-pub(crate) fn annotation(pod: &Pod) -> Option<String> {
+/// The GPU placement annotation `pod` carries, if any.
+pub fn annotation(pod: &Pod) -> Option<String> {
     pod.metadata
         .annotations
         .as_ref()
@@ -143,7 +125,7 @@ pub(crate) fn annotation(pod: &Pod) -> Option<String> {
 }
 
 /// Scheduling events of `pod` (core/v1 view), newest last.
-pub(crate) async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<String>> {
+pub async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<String>> {
     let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
     Ok(events
         .list(&ListParams::default())
@@ -157,7 +139,7 @@ pub(crate) async fn events_of(client: &kube::Client, pod: &str) -> Result<Vec<St
 
 /// The first event of `pod` that gives Tandem's reason, waiting up to 30 s for the scheduler
 /// to record it.
-pub(crate) async fn tandem_event(client: &kube::Client, pod: &str) -> Result<String> {
+pub async fn tandem_event(client: &kube::Client, pod: &str) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let events = events_of(client, pod).await?;
@@ -172,24 +154,9 @@ pub(crate) async fn tandem_event(client: &kube::Client, pod: &str) -> Result<Str
     }
 }
 
-#[tokio::test]
-async fn tandem_decides_inside_a_real_kube_scheduler() -> Result<()> {
-    crate::cluster::install_crypto_provider();
-    let port = free_port()?;
-    let cluster = Cluster::start(&scheduler_config(Some(port))).await?;
-    let adapter_log: PathBuf = cluster.dir().join("adapter.log");
-    let result = scenario(&cluster, port, &adapter_log).await;
-    if result.is_err() {
-        eprintln!("{}", cluster.log_tails());
-        eprintln!(
-            "--- adapter ---\n{}",
-            crate::cluster::tail(&adapter_log, 60)
-        );
-    }
-    result
-}
-
-async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()> {
+/// The extender's acceptance scenario against `cluster`, its adapter on `port` (see the kube
+/// tier's `extender` tests).
+pub async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()> {
     std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
     std::fs::write(cluster.dir().join("intake-token"), TOKEN)?;
     let keys = JobKeys::from_file(&cluster.dir().join("id-secret"))?;
@@ -375,7 +342,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
 
 /// A clock read once: the RFC 3339 time `ago` seconds before now, for pods' start and finish
 /// times that must keep their distances to each other exactly.
-pub(crate) fn seconds_ago() -> impl Fn(i64) -> String {
+pub fn seconds_ago() -> impl Fn(i64) -> String {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     move |ago| {
         k8s_openapi::jiff::Timestamp::from_second(now - ago)
@@ -388,7 +355,7 @@ pub(crate) fn seconds_ago() -> impl Fn(i64) -> String {
 /// alone once (a 100 s, b 50 s), then both run together (a 150 s, b 140 s) and finish, the
 /// last of them ten minutes ago. What learning from finished pods pairs into one outcome.
 /// Placed as Tandem places pods, with `cluster`'s placement key.
-pub(crate) async fn run_alone_then_together(
+pub async fn run_alone_then_together(
     cluster: &Cluster,
     pods: &Api<Pod>,
     gpu: (&str, &str),
@@ -413,13 +380,13 @@ pub(crate) async fn run_alone_then_together(
 }
 
 /// The container status a kubelet would write.
-fn container(state: Value) -> Value {
+pub fn container(state: Value) -> Value {
     json!([{ "name": "main", "image": "registry.invalid/none", "imageID": "", "ready": false,
              "restartCount": 0, "state": state }])
 }
 
 /// Marks `pod` running since `started` (RFC 3339), as its kubelet would.
-pub(crate) async fn start(pods: &Api<Pod>, pod: &str, started: &str) -> Result<()> {
+pub async fn start(pods: &Api<Pod>, pod: &str, started: &str) -> Result<()> {
     let status = json!({ "status": { "phase": "Running", "startTime": started,
         "containerStatuses": container(json!({ "running": { "startedAt": started } })) } });
     pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
@@ -428,16 +395,26 @@ pub(crate) async fn start(pods: &Api<Pod>, pod: &str, started: &str) -> Result<(
 }
 
 /// Marks `pod` succeeded, having run from `started` to `finished`.
-pub(crate) async fn finish(
-    pods: &Api<Pod>,
-    pod: &str,
-    started: &str,
-    finished: &str,
-) -> Result<()> {
+pub async fn finish(pods: &Api<Pod>, pod: &str, started: &str, finished: &str) -> Result<()> {
     let status = json!({ "status": { "phase": "Succeeded", "startTime": started,
         "containerStatuses": container(json!({ "terminated": {
             "exitCode": 0, "startedAt": started, "finishedAt": finished } })) } });
     pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
     Ok(())
+}
+
+/// The value of metric `name` (a counter's `_total` line) at `adapter`, 0 if absent.
+pub async fn metric(http: &reqwest::Client, adapter: &Adapter, name: &str) -> Result<f64> {
+    let text = http
+        .get(format!("{}/metrics", adapter.url))
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0))
 }

@@ -320,7 +320,7 @@ async fn corrupted_head(cluster: &Cluster) -> Result<()> {
             format!("the adapter did not start over engine-bytes {corruption:?}")
         })?;
         let fallbacks =
-            crate::failover::metric(&http, &adapter, "tandem_knowledge_fallbacks_total").await?;
+            crate::extender::metric(&http, &adapter, "tandem_knowledge_fallbacks_total").await?;
         let now = knowledge(&http, &adapter.url).await?;
         let warned: Vec<String> = events
             .list(&ListParams::default())

@@ -14,11 +14,11 @@ use tandem_adapter_core::JobKeys;
 use crate::cluster::{
     Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
 };
+use crate::extender::metric;
 use crate::extender::{
     SECRET_HEX, SYSTEM, TOKEN, finish, job_pod, knowledge, post, profile, start, start_adapter,
     wait_ready,
 };
-use crate::failover::metric;
 
 /// The string every identifying field of the test's pods carries.
 const CANARY: &str = "zqcanary";

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
 use crate::cluster::{Cluster, create_gpu_node, free_port, scheduler_config};
+use crate::extender::metric;
 use crate::extender::{NAMESPACE, finish, job_pod, prepare, start_replica};
-use crate::failover::metric;
 
 /// Completed GPU pods present before the adapter starts.
 const PODS: usize = 2_000;

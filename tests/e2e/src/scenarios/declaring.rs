@@ -28,35 +28,33 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 
-use crate::cluster::{
-    Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
-};
+use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, wait_for_binding};
+use crate::extender::metric;
 use crate::extender::{
     Adapter, NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, finish, knowledge, post, start_with,
     tandem_event, wait_ready,
 };
-use crate::failover::metric;
 
 /// The prices the adapter is given.
-const PRICES: [&str; 4] = ["--gpu-price", "T4=0.35", "--gpu-price", "A100=3.0"];
+pub const PRICES: [&str; 4] = ["--gpu-price", "T4=0.35", "--gpu-price", "A100=3.0"];
 
 /// VGG-19 at batch 256 (`tandem declare` of the torchvision model): the engine predicts about
 /// 25 GiB for it, more than a T4 holds.
-pub(crate) fn vgg19_b256() -> Value {
+pub fn vgg19_b256() -> Value {
     json!({ "params_mib": 527.79, "activations_mib": 30545.92, "input_mib": 147.0,
             "batch_size": 256, "gflops": 5016.0, "conv_layers": 16, "linear_layers": 3,
             "activation_layers": 18, "other_layers": 6 })
 }
 
 /// VGG-19 at batch 64: about 10 GiB predicted, which a T4 holds.
-fn vgg19_b64() -> Value {
+pub fn vgg19_b64() -> Value {
     json!({ "params_mib": 527.79, "activations_mib": 7636.48, "input_mib": 36.75,
             "batch_size": 64, "gflops": 1254.0, "conv_layers": 16, "linear_layers": 3,
             "activation_layers": 18, "other_layers": 6 })
 }
 
 /// ResNet-18 at batch 32: small.
-pub(crate) fn resnet18() -> Value {
+pub fn resnet18() -> Value {
     json!({ "params_mib": 44.59, "activations_mib": 909.25, "input_mib": 18.38,
             "batch_size": 32, "gflops": 58.0, "conv_layers": 20, "linear_layers": 1,
             "activation_layers": 17, "other_layers": 22 })
@@ -66,7 +64,7 @@ pub(crate) fn resnet18() -> Value {
 /// given (placed earlier), else pending.
 /// A profiler recording (profiler/src/sample/replay.rs) of one process of pod `uid` on a T4,
 /// alone on it, peaking at `peak_mib`.
-fn learner_recording(uid: &str, peak_mib: u32) -> String {
+pub fn learner_recording(uid: &str, peak_mib: u32) -> String {
     let cgroup = format!(
         "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-5c2e.scope",
         uid.replace('-', "_")
@@ -85,7 +83,9 @@ fn learner_recording(uid: &str, peak_mib: u32) -> String {
         .collect()
 }
 
-fn declaring_pod(name: &str, job: &str, annotations: Value, node: Option<&str>) -> Result<Pod> {
+/// A pod of job `job` asking for one GPU with `annotations` (its declaration), bound to `node`
+/// if given.
+pub fn declaring_pod(name: &str, job: &str, annotations: Value, node: Option<&str>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -107,7 +107,7 @@ fn declaring_pod(name: &str, job: &str, annotations: Value, node: Option<&str>) 
 }
 
 /// What the engine expects of `declared` alone on a T4 and on an A100 (`POST /v1/estimate`).
-async fn estimate(
+pub async fn estimate(
     http: &reqwest::Client,
     adapter: &Adapter,
     job: Option<&str>,
@@ -131,31 +131,15 @@ async fn estimate(
 }
 
 /// The per-GPU-model report of `model` in `GET /v1/knowledge`.
-fn model_report<'a>(knowledge: &'a Value, model: &str) -> Option<&'a Value> {
+pub fn model_report<'a>(knowledge: &'a Value, model: &str) -> Option<&'a Value> {
     knowledge["gpu_models"]
         .as_array()?
         .iter()
         .find(|m| m["gpu_model"] == model)
 }
 
-#[tokio::test]
-async fn declarations_steer_placement_and_the_cluster_teaches_memory_and_speed() -> Result<()> {
-    crate::cluster::install_crypto_provider();
-    let port = free_port()?;
-    let cluster = Cluster::start(&scheduler_config(Some(port))).await?;
-    let adapter_log = cluster.dir().join("adapter.log");
-    let result = scenario(&cluster, port, &adapter_log).await;
-    if result.is_err() {
-        eprintln!("{}", cluster.log_tails());
-        eprintln!(
-            "--- adapter ---\n{}",
-            crate::cluster::tail(&adapter_log, 60)
-        );
-    }
-    result
-}
-
-async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()> {
+/// The declaring scenario against `cluster`, its adapter on `port`.
+pub async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()> {
     let dir = cluster.dir();
     std::fs::write(dir.join("id-secret"), SECRET_HEX)?;
     std::fs::write(dir.join("intake-token"), TOKEN)?;
@@ -287,7 +271,9 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
     // (the profile is filed; the profiler runs again, as it does every window).
     let deadline = Instant::now() + Duration::from_secs(30);
     let (posted, peaks) = loop {
-        let posted = crate::profiler::profile_once(cluster, &adapter.url, &replay, "t4-b").await?;
+        let posted =
+            crate::scenarios::profiler::profile_once(cluster, &adapter.url, &replay, "t4-b")
+                .await?;
         let taught = knowledge(&http, &adapter.url).await?;
         let peaks =
             model_report(&taught, "T4").map_or(0, |t| t["memory"]["peaks"].as_u64().unwrap_or(0));
@@ -381,7 +367,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
         .await?
         .text()
         .await?;
-    crate::helm::check_dashboard_queries(&scrape)?;
+    crate::dashboard::check_dashboard_queries(&scrape)?;
     // The next pod of that model is not put on a T4, where it would risk running out.
     pods.create(
         &params,

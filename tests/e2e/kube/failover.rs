@@ -11,25 +11,11 @@ use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
 
 use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, free_ports, scheduler_config};
+use crate::extender::metric;
 use crate::extender::{
     Adapter, NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, finish, job_pod, knowledge, post, profile,
     start, start_replica, wait_ready,
 };
-
-/// The value of metric `name` (a counter's `_total` line) at `adapter`, 0 if absent.
-pub(crate) async fn metric(http: &reqwest::Client, adapter: &Adapter, name: &str) -> Result<f64> {
-    let text = http
-        .get(format!("{}/metrics", adapter.url))
-        .send()
-        .await?
-        .text()
-        .await?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0))
-}
 
 /// Whether `adapter` leads (its `tandem_leader` gauge).
 async fn leads(http: &reqwest::Client, adapter: &Adapter) -> bool {

@@ -17,27 +17,14 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use tandem_kube_common::placement::{GPU_ANNOTATION, Placement};
 
-use crate::cluster::{Cluster, create_gpu_node, free_port, scheduler_config, wait_for_binding};
+use crate::cluster::{Cluster, create_gpu_node, wait_for_binding};
 use crate::extender::{NAMESPACE, job_pod, prepare, start_with, tandem_event, wait_ready};
 
 /// The node the forger claims, with four GPUs.
-const NODE: &str = "gpu-node-7";
+pub const NODE: &str = "gpu-node-7";
 
-#[tokio::test]
-async fn a_forged_placement_is_not_counted_on_the_gpus_it_names() -> Result<()> {
-    crate::cluster::install_crypto_provider();
-    let port = free_port()?;
-    let cluster = Cluster::start(&scheduler_config(Some(port))).await?;
-    let log = cluster.dir().join("placement-adapter.log");
-    let result = scenario(&cluster, port, &log).await;
-    if result.is_err() {
-        eprintln!("{}", cluster.log_tails());
-        eprintln!("--- adapter ---\n{}", crate::cluster::tail(&log, 60));
-    }
-    result
-}
-
-async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
+/// The forged-placement scenario against `cluster`, its adapter on `port`.
+pub async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
     let client = prepare(cluster).await?;
     create_gpu_node(&client, NODE, 4, "Tesla-V100-SXM2-16GB", 16_384).await?;
     let http = reqwest::Client::new();
@@ -71,7 +58,7 @@ async fn scenario(cluster: &Cluster, port: u16, log: &Path) -> Result<()> {
 
 /// Creates the forger in `pods`: a pod its owner bound to `node` (four GPUs) himself, one GPU
 /// requested, all four named with a GPU's whole memory reserved, no signature.
-pub(crate) async fn create_forger(pods: &Api<Pod>, node: &str) -> Result<()> {
+pub async fn create_forger(pods: &Api<Pod>, node: &str) -> Result<()> {
     let all = (0..4)
         .map(|i| format!("{node}/{i}"))
         .collect::<Vec<_>>()
@@ -104,7 +91,7 @@ pub(crate) async fn create_forger(pods: &Api<Pod>, node: &str) -> Result<()> {
 /// Three tenants (`tenant(name)`: a one-GPU pod for the scheduler under test, `what`) bind
 /// beside the forger, each on a GPU of its own with a placement signed for its UID that
 /// verifies with the cluster's public key; a fourth finds no idle GPU (the forger holds one).
-pub(crate) async fn tenants_bind_beside_the_forger(
+pub async fn tenants_bind_beside_the_forger(
     cluster: &Cluster,
     client: &kube::Client,
     tenant: impl Fn(&str) -> Result<Pod>,
@@ -158,7 +145,8 @@ pub(crate) async fn tenants_bind_beside_the_forger(
     Ok(())
 }
 
-fn annotation(pod: &Pod) -> Option<String> {
+/// The GPU placement annotation `pod` carries, if any.
+pub fn annotation(pod: &Pod) -> Option<String> {
     pod.metadata
         .annotations
         .as_ref()

@@ -42,7 +42,7 @@ impl Drop for Cluster {
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/cluster.sh")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("slurm/cluster.sh")
 }
 
 impl Cluster {
@@ -79,7 +79,7 @@ impl Cluster {
             .create(true)
             .append(true)
             .open(self.dir.join("log/service.log"))?;
-        let child = Command::new(env!("CARGO_BIN_EXE_tandem-slurm-adapter"))
+        let child = Command::new(tandem_e2e::program("tandem-slurm-adapter")?)
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .arg("--knowledge")
             .arg(self.dir.join("knowledge.kb"))
@@ -300,10 +300,7 @@ fn free_port() -> u16 {
 
 fn plugin_path() -> PathBuf {
     std::env::var_os("TANDEM_SPANK_PLUGIN").map_or_else(
-        || {
-            Path::new(env!("CARGO_BIN_EXE_tandem-slurm-adapter"))
-                .with_file_name("libtandem_slurm.so")
-        },
+        || tandem_e2e::program_path("tandem-slurm-adapter").with_file_name("libtandem_slurm.so"),
         PathBuf::from,
     )
 }
@@ -338,7 +335,7 @@ fn start() -> anyhow::Result<Cluster> {
         service: None,
         plugin: plugin.clone(),
     };
-    let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/job_submit.lua");
+    let lua = tandem_e2e::root().join("slurm-adapter/lua/job_submit.lua");
     let status = Command::new(script())
         .arg("start")
         .arg(&dir)

@@ -230,7 +230,7 @@ async fn through_the_framework_plugin_containers_see_the_gpu_tandem_chose() -> R
     ensure_namespace(&client, SYSTEM).await?;
 
     // The knowledge base, as the extender's intake would have stored it.
-    let runtime = Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
+    let runtime = Runtime::from_bytes(tandem_engine_embedded::COMPONENT, HostConfig::default())?;
     let mut engine = runtime.bootstrap(&Policy::default(), tandem_adapter_core::SEED)?;
     for (job, util, access, mem) in pairing::PROFILES {
         engine.observe_profile(

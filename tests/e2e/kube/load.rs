@@ -44,7 +44,7 @@ async fn a_flood_of_large_bodies_costs_bounded_memory_and_health_stays_up() -> R
         serde_json::to_vec(&json!({ "nodes": [node], "pods": [] }))?,
     )?;
     let port = free_port()?;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
+    let mut command = Command::new(tandem_e2e::program("tandem-kube-adapter")?);
     command
         .current_dir(dir.path())
         .args(["--listen", &format!("127.0.0.1:{port}")])

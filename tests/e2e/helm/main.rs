@@ -49,6 +49,8 @@ use tandem_xtask::helm::{self, CHART_DIR, MODES};
 
 use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, spawn_logged};
 use crate::extender::{NAMESPACE, annotation};
+use tandem_e2e::scenarios::poison;
+use tandem_e2e::{cluster, extender, plugin};
 
 /// The release and namespace the tests install into.
 const RELEASE: &str = "tandem";
@@ -85,13 +87,6 @@ fn everything(mode: &str) -> Vec<String> {
     ]
 }
 
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the crate is in the repository")
-        .to_path_buf()
-}
-
 /// `helm`, built (or found through `TANDEM_HELM_BIN`) off the runtime's threads.
 async fn helm_binary() -> Result<PathBuf> {
     tokio::task::spawn_blocking(helm::helm_from_env)
@@ -104,7 +99,7 @@ fn render(helm: &Path, values: &[String]) -> Result<Vec<Value>> {
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
     let yaml = helm::template(
         helm,
-        &repository_root(),
+        &tandem_e2e::root(),
         RELEASE,
         RELEASE_NAMESPACE,
         &values,
@@ -139,7 +134,7 @@ fn args_of(workload: &Value) -> Vec<String> {
 #[tokio::test]
 async fn the_chart_lints_and_renders_every_mode_secure_by_default() -> Result<()> {
     let helm = helm_binary().await?;
-    let root = repository_root();
+    let root = tandem_e2e::root();
     for mode in MODES {
         let values = everything(mode);
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
@@ -676,7 +671,7 @@ fn profiler_tokens_render(helm: &Path, mode: &str) -> Result<()> {
 /// Rendered without a cluster (GitOps), each Secret the chart would generate fails the render,
 /// saying how to create it once; named, they render with none generated.
 fn secrets_render_only_with_a_cluster_or_when_named(helm: &Path) -> Result<()> {
-    let root = repository_root();
+    let root = tandem_e2e::root();
     for (mode, secret) in [
         ("plugin", "tandem-ids"),
         ("plugin", "tandem-placement-key"),
@@ -1310,7 +1305,7 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
         "this scenario chroots the scheduler as its image's user: it needs root"
     );
     let helm = helm_binary().await?;
-    let scheduler = crate::plugin::plugin_scheduler().await?;
+    let scheduler = plugin::plugin_scheduler().await?;
     let cluster = Cluster::start_control_plane_with_rbac().await?;
     let client = cluster.client().await?;
     ensure_namespace(&client, NAMESPACE).await?;
@@ -1367,7 +1362,7 @@ async fn helm_install_runs_the_plugin_scheduler_and_it_places_a_gpu_pod() -> Res
     let mut process = spawn_logged(run, &cluster.dir().join("installed-scheduler.log"))?;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut pod = crate::extender::job_pod("installed-0", "job-a", None)?;
+    let mut pod = extender::job_pod("installed-0", "job-a", None)?;
     pod.spec
         .as_mut()
         .context("a pod has a spec")?
@@ -1425,18 +1420,15 @@ async fn profilers_post_to_the_installed_intake(
     let keys = tandem_adapter_core::JobKeys::from_file(&root.join("etc/tandem/ids/id-secret"))?;
     let job = keys.key(NAMESPACE, "job-a");
     let body = serde_json::json!({ "profiles": [
-        { "job": job, "profile": crate::extender::profile(40.0, 10.0, 3_000) },
+        { "job": job, "profile": extender::profile(40.0, 10.0, 3_000) },
     ]});
     let profilers: Api<Pod> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
     let http = reqwest::Client::new();
     for (profiler, on, expected) in [("profiler-here", node, 200), ("profiler-there", other, 403)] {
         let pod = profilers
-            .create(
-                &PostParams::default(),
-                &crate::poison::pod_on(profiler, on, None)?,
-            )
+            .create(&PostParams::default(), &poison::pod_on(profiler, on, None)?)
             .await?;
-        let token = crate::poison::projected_token(client, &pod).await?;
+        let token = poison::projected_token(client, &pod).await?;
         // The scheduler's view may learn of the binding a moment after the API server has it:
         // its own node's profiler refused meanwhile is asked again.
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -1481,7 +1473,7 @@ async fn profilers_post_to_the_installed_intake(
 fn install(helm: &Path, cluster: &Cluster, values: &[&str]) -> Result<String> {
     let mut install = Command::new(helm);
     install
-        .current_dir(repository_root())
+        .current_dir(tandem_e2e::root())
         .args([
             "install",
             RELEASE,
@@ -1721,98 +1713,4 @@ mod url {
             .and_then(|(_, port)| port.trim_end_matches('/').parse().ok())
             .with_context(|| format!("no port in {url}"))
     }
-}
-
-/// The metric names a query uses: every `tandem_...` identifier in it.
-fn metrics_in(query: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut rest = query;
-    while let Some(at) = rest.find("tandem_") {
-        let name: String = rest[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        rest = &rest[at + name.len()..];
-        names.insert(name);
-    }
-    names
-}
-
-/// The sample names a Prometheus exposition declares: a counter `x` has `x_total`, a histogram
-/// `x_bucket`, `x_sum` and `x_count`, a gauge `x` (from its `# TYPE` line, whether or not a
-/// labelled family has a sample yet).
-fn exported(text: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("# TYPE ") else {
-            continue;
-        };
-        let mut parts = rest.split_whitespace();
-        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        match kind {
-            "counter" => {
-                names.insert(format!("{}_total", name.trim_end_matches("_total")));
-            }
-            "histogram" => {
-                for suffix in ["bucket", "sum", "count"] {
-                    names.insert(format!("{name}_{suffix}"));
-                }
-            }
-            _ => {
-                names.insert(name.to_owned());
-            }
-        }
-    }
-    names
-}
-
-/// Checks that every metric the dashboard and the alerts query is one `scrape` (an adapter's
-/// `/metrics`) declares. The declaring scenario calls it once its adapter has decided, refused
-/// and learned a memory peak, so that the labelled families have their first series.
-pub(crate) fn check_dashboard_queries(scrape: &str) -> Result<()> {
-    let root = repository_root().join(CHART_DIR);
-    let dashboard: Value =
-        serde_json::from_str(&fs::read_to_string(root.join("files/dashboard.json"))?)?;
-    let mut queries = Vec::new();
-    for panel in dashboard["panels"].as_array().context("no panels")? {
-        for target in panel["targets"].as_array().into_iter().flatten() {
-            queries.push((
-                format!("panel {}", panel["title"]),
-                target["expr"].as_str().unwrap_or_default().to_owned(),
-            ));
-        }
-    }
-    let rules = fs::read_to_string(root.join("templates/monitoring.yaml"))?;
-    for line in rules.lines() {
-        if let Some(expr) = line.trim().strip_prefix("expr: ") {
-            queries.push(("alert".into(), expr.to_owned()));
-        }
-    }
-    ensure!(queries.len() > 20, "only {} queries found", queries.len());
-    let exported = exported(scrape);
-    let mut missing = Vec::new();
-    for (source, query) in &queries {
-        let names = metrics_in(query);
-        ensure!(
-            !names.is_empty(),
-            "{source} queries no tandem metric: {query}"
-        );
-        for name in names {
-            if !exported.contains(&name) {
-                missing.push(format!("{source}: {name}"));
-            }
-        }
-    }
-    ensure!(
-        missing.is_empty(),
-        "queried but not exported by the extender:\n{}\n(exported: {exported:?})",
-        missing.join("\n")
-    );
-    println!(
-        "(dashboard) {} queries of the dashboard and the alerts, every metric exported",
-        queries.len()
-    );
-    Ok(())
 }

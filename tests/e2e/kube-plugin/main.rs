@@ -29,7 +29,6 @@
 //! The first scenario stores a knowledge base in the cluster, in the extender's ConfigMap
 //! format, as the extender (or `tandem kb`) would have, and the scheduler reads it at start.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
@@ -37,159 +36,24 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tandem_adapter_core::JobKeys;
-use tandem_adapter_core::store::AdapterState;
-use tandem_api::{GpuSpec, Outcome, Policy, Profile};
+use tandem_api::{GpuSpec, Outcome, Policy};
 use tandem_host::{HostConfig, Runtime};
-use tandem_kube_common::store::to_config_map;
 
 use crate::cluster::{
-    Cluster, Component, KUBECONFIG_PLACEHOLDER, create_gpu_node, ensure_namespace, free_port,
-    wait_for_binding,
+    Cluster, Component, create_gpu_node, ensure_namespace, free_port, wait_for_binding,
 };
 use crate::extender::{
     NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, events_of, knowledge,
     run_alone_then_together, tandem_event,
 };
-
-/// The profile of the plugin's scheduler.
-pub(crate) const SCHEDULER_NAME: &str = "tandem-plugin-scheduler";
-
-/// The knowledge-base ConfigMap.
-pub(crate) const KNOWLEDGE: &str = "tandem-knowledge";
-
-/// `tandem-kube-scheduler`, built (or found through `TANDEM_PLUGIN_SCHEDULER`) off the
-/// runtime's threads: the first build takes minutes.
-pub(crate) async fn plugin_scheduler() -> Result<PathBuf> {
-    tokio::task::spawn_blocking(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .context("the crate has no parent directory")?
-            .to_path_buf();
-        tandem_xtask::kube_plugin::plugin_scheduler_from_env(
-            &root,
-            tandem_xtask::kube_plugin::Profile::Dev,
-        )
-    })
-    .await
-    .context("the task building tandem-kube-scheduler panicked")?
-}
-
-/// A `KubeSchedulerConfiguration` with one profile running Tandem with `args`, Tandem deciding
-/// how many pods share a GPU (the resource fit ignores `nvidia.com/gpu`).
-pub(crate) fn plugin_config(args: &Value) -> String {
-    format!(
-        "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: {KUBECONFIG_PLACEHOLDER}
-  qps: 500
-  burst: 1000
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: {SCHEDULER_NAME}
-  plugins:
-    multiPoint:
-      enabled:
-      - name: Tandem
-        weight: 10
-    bind:
-      enabled:
-      - name: Tandem
-  pluginConfig:
-  - name: Tandem
-    args: {args}
-  - name: NodeResourcesFit
-    args:
-      ignoredResources: [\"nvidia.com/gpu\"]
-"
-    )
-}
-
-/// The plugin's args for a cluster whose id secret is in `dir`.
-pub(crate) fn args(dir: &Path) -> Value {
-    json!({
-        "idSecretFile": dir.join("id-secret"),
-        "namespace": SYSTEM,
-        "knowledgeConfigMap": KNOWLEDGE,
-        "engineDeadlineMs": 2_000,
-        // The cluster's placement key, which the harness puts in the scheduler's config.
-        "placementKeyFile": crate::cluster::PLACEMENT_KEY_PLACEHOLDER,
-    })
-}
-
-/// A pod of job `job` for the plugin's scheduler; bound to `at` = (node, gpu) if given.
-fn job_pod(name: &str, job: &str, at: Option<(&str, &str)>) -> Result<Pod> {
-    let mut pod = crate::extender::job_pod(name, job, at)?;
-    if at.is_none() {
-        pod.spec
-            .as_mut()
-            .context("a pod has a spec")?
-            .scheduler_name = Some(SCHEDULER_NAME.to_owned());
-    }
-    Ok(pod)
-}
-
-fn profile(util: f32, access: f32, mem: u32) -> Profile {
-    Profile {
-        gpu_util_pct: util,
-        mem_access_pct: access,
-        mem_used_mib: mem,
-        gpu_model: "V100".into(),
-    }
-}
-
-/// Stores `engine` (a snapshot) as the knowledge base, as the extender would have.
-pub(crate) async fn store_knowledge(client: &kube::Client, engine: &[u8]) -> Result<()> {
-    let map = to_config_map(KNOWLEDGE, None, engine, &AdapterState::default())?;
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
-    maps.create(&PostParams::default(), &map).await?;
-    Ok(())
-}
-
-/// Writes the id secret, creates the namespaces and two one-GPU V100 nodes.
-async fn prepare(cluster: &Cluster) -> Result<(kube::Client, JobKeys)> {
-    std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
-    let keys = JobKeys::from_file(&cluster.dir().join("id-secret"))?;
-    let client = cluster.client().await?;
-    ensure_namespace(&client, NAMESPACE).await?;
-    ensure_namespace(&client, SYSTEM).await?;
-    for node in ["v100-a", "v100-b"] {
-        create_gpu_node(&client, node, 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
-    }
-    Ok((client, keys))
-}
-
-/// The value of `series` (`name{labels}`, labels sorted by name as the scheduler writes them)
-/// in a metrics text; `None` when the scheduler does not export it.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
-}
-
-/// The family of a sample's `series`: its name without labels, or a histogram's suffix.
-fn family_of(series: &str) -> &str {
-    let name = series.split('{').next().unwrap_or_default();
-    ["_bucket", "_count", "_sum"]
-        .iter()
-        .find_map(|suffix| name.strip_suffix(suffix))
-        .unwrap_or(name)
-}
-
-/// `result`, having printed the components' logs if it is an error.
-fn logged(cluster: &Cluster, result: Result<()>) -> Result<()> {
-    if result.is_err() {
-        eprintln!("{}", cluster.log_tails());
-    }
-    result
-}
+use tandem_e2e::plugin::*;
+use tandem_e2e::scenarios::{declaring, placement, profiler};
+use tandem_e2e::{cluster, extender};
 
 #[tokio::test]
 async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_knowledge()
 -> Result<()> {
-    crate::cluster::install_crypto_provider();
+    cluster::install_crypto_provider();
     let binary = plugin_scheduler().await?;
     let mut cluster = Cluster::start_control_plane().await?;
     let (client, keys) = prepare(&cluster).await?;
@@ -197,7 +61,7 @@ async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_kn
 
     // What the extender's intake would have learned: profiles, and outcomes saying p suffers
     // little beside x and a lot beside y.
-    let runtime = Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
+    let runtime = Runtime::from_bytes(tandem_engine_embedded::COMPONENT, HostConfig::default())?;
     let mut engine = runtime.bootstrap(&Policy::default(), tandem_adapter_core::SEED)?;
     for (job, p) in [
         ("x", profile(35.0, 12.0, 4_000)),
@@ -262,10 +126,7 @@ async fn the_plugin_decides_inside_kube_scheduler_and_resumes_from_the_stored_kn
         );
         println!("p-run bound to v100-a, annotated v100-a/0");
         // Reserve signed it for the pod, with the key of the plugin's config.
-        println!(
-            "p-run: {}",
-            crate::extender::signed_placement(&cluster, &bound)?
-        );
+        println!("p-run: {}", extender::signed_placement(&cluster, &bound)?);
 
         // Fits no GPU: Pending, with the engine's reason in its events.
         pods.create(&params, &job_pod("big-run", "big", None)?)
@@ -321,7 +182,7 @@ async fn malformed_plugin_args_fail_start_up_naming_the_field() -> Result<()> {
 
 #[tokio::test]
 async fn a_panicking_engine_fails_that_pod_and_the_next_pod_is_scheduled() -> Result<()> {
-    crate::cluster::install_crypto_provider();
+    cluster::install_crypto_provider();
     let binary = plugin_scheduler().await?;
     let mut cluster = Cluster::start_control_plane().await?;
     let (client, keys) = prepare(&cluster).await?;
@@ -375,7 +236,7 @@ async fn a_panicking_engine_fails_that_pod_and_the_next_pod_is_scheduled() -> Re
 
 #[tokio::test]
 async fn the_plugin_reads_what_pods_declare() -> Result<()> {
-    crate::cluster::install_crypto_provider();
+    cluster::install_crypto_provider();
     let binary = plugin_scheduler().await?;
     let mut cluster = Cluster::start_control_plane().await?;
     std::fs::write(cluster.dir().join("id-secret"), SECRET_HEX)?;
@@ -412,9 +273,9 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
 
         // The prediction, from the same engine the plugin embeds.
         let runtime =
-            Runtime::from_bytes(tandem_kube_adapter::EMBEDDED_ENGINE, HostConfig::default())?;
+            Runtime::from_bytes(tandem_engine_embedded::COMPONENT, HostConfig::default())?;
         let mut engine = runtime.bootstrap(&Policy::default(), tandem_adapter_core::SEED)?;
-        let vgg: tandem_api::ModelSummary = serde_json::from_value(crate::declaring::vgg19_b256())?;
+        let vgg: tandem_api::ModelSummary = serde_json::from_value(declaring::vgg19_b256())?;
         let estimates = engine.estimate(
             &tandem_api::Job {
                 declared: Some(vgg),
@@ -435,7 +296,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
         let model = |summary: Value| json!({ "tandem.dev/model": summary.to_string() });
         pods.create(
             &params,
-            &declaring("vgg-big", model(crate::declaring::vgg19_b256()))?,
+            &declaring("vgg-big", model(declaring::vgg19_b256()))?,
         )
         .await?;
         let node = bound("vgg-big").await;
@@ -461,7 +322,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
             let annotations = json!({
                 "tandem.dev/priority": priority,
                 "tandem.dev/work": "1000 steps at 20/s on A100, 5/s on T4",
-                "tandem.dev/model": crate::declaring::resnet18().to_string(),
+                "tandem.dev/model": declaring::resnet18().to_string(),
             });
             pods.create(&params, &declaring(pod, annotations)?).await?;
             let node = bound(pod).await;
@@ -562,7 +423,7 @@ async fn the_plugin_reads_what_pods_declare() -> Result<()> {
 
 #[tokio::test]
 async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Result<()> {
-    crate::cluster::install_crypto_provider();
+    cluster::install_crypto_provider();
     let binary = plugin_scheduler().await?;
     let mut cluster = Cluster::start_control_plane().await?;
     let dir = cluster.dir().to_path_buf();
@@ -570,7 +431,7 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
     std::fs::write(dir.join("intake-token"), TOKEN)?;
     let keys = JobKeys::from_file(&dir.join("id-secret"))?;
     let client = cluster.client().await?;
-    let (alpha, beta) = crate::profiler::the_recorded_pods(&cluster, &client).await?;
+    let (alpha, beta) = profiler::the_recorded_pods(&cluster, &client).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let port = free_port()?;
     let intake = format!("http://127.0.0.1:{port}");
@@ -585,15 +446,12 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
         let before = knowledge(&http, &intake).await?;
 
         // Without profiles, a second beta fits nowhere, and the pod's events say why.
-        crate::profiler::fits_nowhere_without_profiles(
-            &client,
-            job_pod("beta-early", "beta", None)?,
-        )
-        .await?;
+        profiler::fits_nowhere_without_profiles(&client, job_pod("beta-early", "beta", None)?)
+            .await?;
 
         // The node profiler posts both pods' profiles to the plugin's intake.
-        let replay = crate::profiler::recording_for(&dir, &alpha, &beta)?;
-        let posted = crate::profiler::profile_once(&cluster, &intake, &replay, "v100-p").await?;
+        let replay = profiler::recording_for(&dir, &alpha, &beta)?;
+        let posted = profiler::profile_once(&cluster, &intake, &replay, "v100-p").await?;
         ensure!(posted.len() == 2, "two profiles expected: {posted:?}");
         ensure!(
             posted
@@ -609,12 +467,11 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
         ensure!(after["profiles"].as_u64() == before["profiles"].as_u64().map(|n| n + 2));
 
         // With them, the next beta is placed beside alpha, where its memory fits.
-        crate::profiler::the_next_beta_joins_alpha(&client, job_pod("beta-2", "beta", None)?)
-            .await?;
+        profiler::the_next_beta_joins_alpha(&client, job_pod("beta-2", "beta", None)?).await?;
 
         // Finished pods teach: a and b each run alone once, then together on one GPU.
         create_gpu_node(&client, "v100-c", 1, "Tesla-V100-SXM2-16GB", 16_384).await?;
-        crate::extender::post(
+        extender::post(
             &http,
             &format!("{intake}/v1/profiles"),
             json!({ "profiles": [
@@ -673,13 +530,10 @@ async fn the_plugin_learns_from_the_node_profiler_and_from_finished_pods() -> Re
     logged(&cluster, result)
 }
 
-/// The node a tenant's forged placement claims, with four GPUs.
-const FORGED_NODE: &str = "gpu-node-7";
-
 #[tokio::test]
 async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_plugin() -> Result<()>
 {
-    crate::cluster::install_crypto_provider();
+    cluster::install_crypto_provider();
     let binary = plugin_scheduler().await?;
     let mut cluster = Cluster::start_control_plane().await?;
     let dir = cluster.dir().to_path_buf();
@@ -705,7 +559,7 @@ async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_p
         // 1e-300 s, beside its partner 1e300 s (statistics that overflow to what no snapshot
         // can hold).
         let (a, b) = (keys.key(NAMESPACE, "a"), keys.key(NAMESPACE, "b"));
-        crate::extender::post(
+        extender::post(
             &http,
             &format!("{intake}/v1/profiles"),
             json!({ "profiles": [
@@ -747,8 +601,8 @@ async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_p
 
         // A pod its owner bound to a four-GPU node, naming all four unsigned: counted on one.
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-        crate::placement::create_forger(&pods, FORGED_NODE).await?;
-        crate::placement::tenants_bind_beside_the_forger(
+        placement::create_forger(&pods, FORGED_NODE).await?;
+        placement::tenants_bind_beside_the_forger(
             &cluster,
             &client,
             |name| job_pod(name, name, None),
@@ -759,13 +613,4 @@ async fn neither_a_forged_placement_nor_the_poison_outcome_bends_or_breaks_the_p
     };
     let result = scenario.await;
     logged(&cluster, result)
-}
-
-/// The plugin's `/metrics`, served on its intake's address (`intake`, a base URL).
-async fn plugin_metrics(intake: &str) -> Result<String> {
-    Ok(reqwest::get(format!("{intake}/metrics"))
-        .await?
-        .error_for_status()?
-        .text()
-        .await?)
 }

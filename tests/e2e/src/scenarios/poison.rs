@@ -24,7 +24,7 @@ use crate::extender::{
 
 /// Runs `scenario` on a fresh control plane (no scheduler: nothing here is scheduled), printing
 /// the logs of the cluster and of the adapter (`adapter.log`) when it fails.
-async fn on_control_plane<F>(scenario: impl FnOnce(Cluster) -> F) -> Result<()>
+pub async fn on_control_plane<F>(scenario: impl FnOnce(Cluster) -> F) -> Result<()>
 where
     F: Future<Output = (Cluster, Result<()>)>,
 {
@@ -42,7 +42,7 @@ where
 }
 
 /// Posts `body` to the adapter's `path` with bearer `token`: its status and body.
-async fn post_as(
+pub async fn post_as(
     adapter: &Adapter,
     token: &str,
     path: &str,
@@ -58,23 +58,15 @@ async fn post_as(
 }
 
 /// The adapter, started in `cluster` with `extra` arguments and waited for.
-async fn adapter(cluster: &Cluster, log: &Path, extra: &[&str]) -> Result<Adapter> {
+pub async fn adapter(cluster: &Cluster, log: &Path, extra: &[&str]) -> Result<Adapter> {
     let mut adapter = start_with(cluster, free_port()?, log, "e2e-adapter", extra)?;
     wait_ready(&reqwest::Client::new(), &mut adapter).await?;
     Ok(adapter)
 }
 
-#[tokio::test]
-async fn the_poison_outcome_is_refused_naming_the_field_and_the_adapter_restarts_on_what_it_stored()
--> Result<()> {
-    on_control_plane(|cluster| async move {
-        let result = poison(&cluster).await;
-        (cluster, result)
-    })
-    .await
-}
-
-async fn poison(cluster: &Cluster) -> Result<()> {
+/// The poisoned-outcome scenario against `cluster`: the refusal names the field, and the
+/// adapter restarts on what it stored.
+pub async fn poison(cluster: &Cluster) -> Result<()> {
     prepare(cluster).await?;
     let keys = JobKeys::from_file(&cluster.dir().join("id-secret"))?;
     let log = cluster.dir().join("adapter.log");
@@ -121,11 +113,11 @@ async fn poison(cluster: &Cluster) -> Result<()> {
 }
 
 /// The profilers' service account, in the adapter's namespace.
-const PROFILER_ACCOUNT: &str = "tandem-profiler";
+pub const PROFILER_ACCOUNT: &str = "tandem-profiler";
 
 /// A pod on `node`: a profiler pod running as [`PROFILER_ACCOUNT`], or (with `job`) a pod of
 /// that job asking for a GPU.
-pub(crate) fn pod_on(name: &str, node: &str, job: Option<&str>) -> Result<Pod> {
+pub fn pod_on(name: &str, node: &str, job: Option<&str>) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -149,7 +141,7 @@ pub(crate) fn pod_on(name: &str, node: &str, job: Option<&str>) -> Result<Pod> {
 /// What the kubelet mounts in the profiler pod `pod` (a projected `serviceAccountToken` volume
 /// with audience `tandem-intake`): a token of [`PROFILER_ACCOUNT`] bound to the pod, from the
 /// TokenRequest API.
-pub(crate) async fn projected_token(client: &kube::Client, pod: &Pod) -> Result<String> {
+pub async fn projected_token(client: &kube::Client, pod: &Pod) -> Result<String> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), SYSTEM);
     let request = TokenRequest {
         spec: TokenRequestSpec {
@@ -171,16 +163,9 @@ pub(crate) async fn projected_token(client: &kube::Client, pod: &Pod) -> Result<
     Ok(issued.status.context("no token issued")?.token)
 }
 
-#[tokio::test]
-async fn a_node_profiler_may_post_profiles_only_for_pods_on_its_own_node() -> Result<()> {
-    on_control_plane(|cluster| async move {
-        let result = node_scoped(&cluster).await;
-        (cluster, result)
-    })
-    .await
-}
-
-async fn node_scoped(cluster: &Cluster) -> Result<()> {
+/// The node-scoped intake scenario: a node's profiler may post profiles only for pods on its
+/// own node.
+pub async fn node_scoped(cluster: &Cluster) -> Result<()> {
     let client = prepare(cluster).await?;
     let keys = JobKeys::from_file(&cluster.dir().join("id-secret"))?;
     for node in ["node-a", "node-b"] {

@@ -25,7 +25,7 @@ async fn the_adapter_serves_https_with_the_given_certificate() -> Result<()> {
         serde_json::to_vec(&json!({ "nodes": [node], "pods": [] }))?,
     )?;
     let port = free_port()?;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-kube-adapter"));
+    let mut command = Command::new(tandem_e2e::program("tandem-kube-adapter")?);
     command
         .current_dir(dir.path())
         .args(["--listen", &format!("127.0.0.1:{port}")])

@@ -19,40 +19,24 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use tandem_adapter_core::JobKeys;
 
-use crate::cluster::{
-    Cluster, create_gpu_node, ensure_namespace, free_port, scheduler_config, wait_for_binding,
-};
+use crate::cluster::{Cluster, create_gpu_node, ensure_namespace, wait_for_binding};
 use crate::extender::{
     NAMESPACE, SECRET_HEX, SYSTEM, TOKEN, annotation, job_pod, knowledge, start_adapter,
     tandem_event, wait_ready,
 };
 
 /// The profiler's recording, and the pod UIDs in it (replaced by the real pods' UIDs).
-const RECORDING: &str = concat!(
+pub const RECORDING: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../profiler/testdata/two-jobs.jsonl"
+    "/../../profiler/testdata/two-jobs.jsonl"
 );
-const RECORDED_ALPHA: &str = "aaaaaaaa-0000-4000-8000-00000000000a";
-const RECORDED_BETA: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
+/// The recorded pod of job alpha.
+pub const RECORDED_ALPHA: &str = "aaaaaaaa-0000-4000-8000-00000000000a";
+/// The recorded pod of job beta.
+pub const RECORDED_BETA: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
 
-#[tokio::test]
-async fn profiles_from_the_node_profiler_decide_where_a_pod_goes() -> Result<()> {
-    crate::cluster::install_crypto_provider();
-    let port = free_port()?;
-    let cluster = Cluster::start(&scheduler_config(Some(port))).await?;
-    let adapter_log = cluster.dir().join("adapter.log");
-    let result = scenario(&cluster, port, &adapter_log).await;
-    if result.is_err() {
-        eprintln!("{}", cluster.log_tails());
-        eprintln!(
-            "--- adapter ---\n{}",
-            crate::cluster::tail(&adapter_log, 60)
-        );
-    }
-    result
-}
-
-async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()> {
+/// The profiler scenario against `cluster`, its adapter on `port`.
+pub async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()> {
     let dir = cluster.dir();
     std::fs::write(dir.join("id-secret"), SECRET_HEX)?;
     std::fs::write(dir.join("intake-token"), TOKEN)?;
@@ -99,7 +83,7 @@ async fn scenario(cluster: &Cluster, port: u16, adapter_log: &Path) -> Result<()
 /// Creates `pod` (`beta-2`, a pod of job `beta` for the scheduler under test) once both
 /// profiles are known and checks where it goes: node `v100-p`, GPU 0 beside alpha (beta's
 /// 11,000 MiB twice do not fit GPU 1).
-pub(crate) async fn the_next_beta_joins_alpha(client: &kube::Client, pod: Pod) -> Result<()> {
+pub async fn the_next_beta_joins_alpha(client: &kube::Client, pod: Pod) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     pods.create(&PostParams::default(), &pod).await?;
     let node = wait_for_binding(client, NAMESPACE, "beta-2", Duration::from_secs(30)).await;
@@ -118,10 +102,7 @@ pub(crate) async fn the_next_beta_joins_alpha(client: &kube::Client, pod: Pod) -
 
 /// The namespaces, node `v100-p` with two V100s, and the recording's two pods on it: a pod of
 /// job `alpha` on GPU 0 and one of `beta` on GPU 1.
-pub(crate) async fn the_recorded_pods(
-    cluster: &Cluster,
-    client: &kube::Client,
-) -> Result<(Pod, Pod)> {
+pub async fn the_recorded_pods(cluster: &Cluster, client: &kube::Client) -> Result<(Pod, Pod)> {
     ensure_namespace(client, NAMESPACE).await?;
     ensure_namespace(client, SYSTEM).await?;
     create_gpu_node(client, "v100-p", 2, "Tesla-V100-SXM2-16GB", 16_384).await?;
@@ -143,7 +124,7 @@ pub(crate) async fn the_recorded_pods(
 
 /// Creates `pod` (a second `beta`, before the profiler ran), checks that it fits nowhere with
 /// the missing profile as the reason in its events, and deletes it.
-pub(crate) async fn fits_nowhere_without_profiles(client: &kube::Client, pod: Pod) -> Result<()> {
+pub async fn fits_nowhere_without_profiles(client: &kube::Client, pod: Pod) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let name = pod.metadata.name.clone().context("a pod without a name")?;
     pods.create(&PostParams::default(), &pod).await?;
@@ -160,7 +141,7 @@ pub(crate) async fn fits_nowhere_without_profiles(client: &kube::Client, pod: Po
 
 /// The profiler's recording of two pods' processes, written in `dir` with the UIDs of `alpha`
 /// and `beta` in place of the recorded ones: its path.
-pub(crate) fn recording_for(dir: &Path, alpha: &Pod, beta: &Pod) -> Result<std::path::PathBuf> {
+pub fn recording_for(dir: &Path, alpha: &Pod, beta: &Pod) -> Result<std::path::PathBuf> {
     let uid = |pod: &Pod| pod.metadata.uid.clone().context("a pod without a UID");
     let (alpha_uid, beta_uid) = (uid(alpha)?, uid(beta)?);
     let recording = std::fs::read_to_string(RECORDING)?
@@ -181,7 +162,7 @@ pub(crate) fn recording_for(dir: &Path, alpha: &Pod, beta: &Pod) -> Result<std::
 
 /// One window of `tandem-profiler` on `node`, replaying `replay`, posting to the intake at
 /// `intake` (an adapter's URL, or the framework plugin's intake): the profiles it posted.
-pub(crate) async fn profile_once(
+pub async fn profile_once(
     cluster: &Cluster,
     intake: &str,
     replay: &Path,
