@@ -45,7 +45,7 @@ pub mod store;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use tandem_api::ModelSummary;
@@ -445,6 +445,21 @@ impl Core {
         } else {
             self.engine.call(call, wait, work).await
         };
+        Ok(answer??)
+    }
+
+    /// [`Core::decide`] from a thread that is not a tokio worker and waits as long as the
+    /// engine takes (a scheduler's own thread: kube-scheduler's cycle calls the framework
+    /// plugin, whose engine runs on the caller's thread, see [`CoreConfig::inline`]).
+    pub fn decide_blocking<T: Send + 'static>(
+        &self,
+        call: &'static str,
+        work: impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let started = Instant::now();
+        let answer = self.engine.call_blocking(work);
+        self.metrics
+            .observe_engine_call(call, started.elapsed().as_secs_f64());
         Ok(answer??)
     }
 

@@ -72,7 +72,7 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
                 ..FilterResult::default()
             }));
         }
-        let view = app.view();
+        let view = app.view_for(&pod);
         let epoch = view.1;
         let passes = extender.filter_passes;
         // Holding needs a binder; a fixed cluster is only ever asked.
@@ -248,7 +248,7 @@ async fn prioritize(State(extender): State<Arc<Extender>>, body: Bytes) -> Respo
         let Some(pod) = app.gpu_pod(&args.pod) else {
             return Ok(axum::Json(zeros(&candidates)));
         };
-        let (view, epoch) = app.view();
+        let (view, epoch) = app.view_for(&pod);
         let scores = match extender.cached_scores(&pod, epoch) {
             Some(scores) if candidates.iter().all(|n| scores.contains_key(n)) => Ok(scores),
             _ if pod.gpus > 1 => Ok(Arc::new(NodeScores::new())),

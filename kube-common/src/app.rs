@@ -26,6 +26,10 @@ use crate::follow::CatchUp;
 use crate::placement::Placements;
 use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
 
+mod pushed;
+
+pub use pushed::Pushed;
+
 /// Where the cluster view comes from.
 pub enum Source {
     /// Watchers on the API server (the normal case).
@@ -40,6 +44,9 @@ pub enum Source {
     /// A fixed cluster read from a file (`--cluster-file`): dry runs and benchmarks. It cannot
     /// bind.
     Fixed(ClusterFile),
+    /// Nodes and pods pushed by the scheduler the front-end runs in (kube-scheduler's
+    /// informers, for the framework plugin): see [`Pushed`].
+    Pushed(Pushed),
 }
 
 /// A cluster described in a file: nodes and pods as the API server would list them.
@@ -54,7 +61,8 @@ pub struct ClusterFile {
     pub pods: Vec<Pod>,
 }
 
-/// Everything the extender's handlers need beside the core.
+/// What a Kubernetes front-end decides with beside the core: the extender's handlers, Volcano's
+/// session and the framework plugin's extension points each call it.
 pub struct App {
     /// The shared core: engine, knowledge base, intake, metrics.
     pub core: Arc<Core>,
@@ -79,6 +87,11 @@ pub struct App {
     /// event that does not change it (a pod created pending, the echo of Tandem's own bind)
     /// leaves the view as it is.
     residency: Mutex<HashMap<String, (String, Vec<String>)>>,
+    /// Whether placements were made or undone since the view was built. The engine holds them
+    /// already, and only a pod of several GPUs reads residents from the view (which GPUs are
+    /// idle), so the view is rebuilt for those only ([`App::view_for`]): rebuilding it after
+    /// every placement would cost every pod a pass over the whole cluster.
+    residents_moved: AtomicBool,
     /// Set when finished pods should be looked through again ([`App::catch_up`]).
     catch_up_due: AtomicBool,
     /// Prices and powers of GPU models (`--gpu-price`, `--gpu-power`).
@@ -115,6 +128,10 @@ impl App {
         scheduler_timeout: Duration,
         source: Source,
     ) -> Self {
+        let assumed = match source {
+            Source::Pushed(_) => Assumptions::until_confirmed(),
+            Source::Kubernetes { .. } | Source::Fixed(_) => Assumptions::default(),
+        };
         let app = Self {
             core,
             resource,
@@ -124,16 +141,19 @@ impl App {
             dirty: AtomicBool::new(true),
             view_epoch: AtomicU64::new(0),
             synced: Arc::new(AtomicU64::new(0)),
-            assumed: Arc::default(),
+            assumed: Arc::new(assumed),
             ready: AtomicBool::new(false),
             unrecorded: Mutex::new(HashSet::new()),
             residency: Mutex::new(HashMap::new()),
+            residents_moved: AtomicBool::new(false),
             catch_up_due: AtomicBool::new(false),
             costs: GpuCosts::default(),
             placements: Arc::default(),
             models: Mutex::new(HashMap::new()),
         };
-        if matches!(app.source, Source::Fixed(_)) {
+        // No list to wait for: a fixed cluster is whole, a pushed one as current as its
+        // scheduler's informers.
+        if !matches!(app.source, Source::Kubernetes { .. }) {
             app.set_ready();
         }
         app
@@ -157,11 +177,11 @@ impl App {
         &self.placements
     }
 
-    /// The Kubernetes client, unless the cluster is fixed.
+    /// The Kubernetes client, when the view comes from watchers.
     pub fn client(&self) -> Option<&kube::Client> {
         match &self.source {
             Source::Kubernetes { client, .. } => Some(client),
-            Source::Fixed(_) => None,
+            Source::Fixed(_) | Source::Pushed(_) => None,
         }
     }
 
@@ -171,14 +191,15 @@ impl App {
             Source::Kubernetes { pods, .. } => {
                 pods.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
             }
-            Source::Fixed(_) => None,
+            Source::Fixed(_) | Source::Pushed(_) => None,
         }
     }
 
     /// Whether a pod of the job of keyed id `job` is bound to node `node`, as the watcher last
     /// saw the pods (finished ones included, until they are deleted: a profiler posts a job's
     /// profile once its window is over, and the job may have ended by then). With a fixed
-    /// cluster, among the file's pods.
+    /// cluster, among the file's pods; with a pushed one, among the pods pushed and the runs
+    /// held.
     pub fn runs_on(&self, job: &str, node: &str) -> bool {
         let on_node = |pod: &Pod| {
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
@@ -187,6 +208,7 @@ impl App {
         match &self.source {
             Source::Kubernetes { pods, .. } => pods.state().iter().any(|pod| on_node(pod)),
             Source::Fixed(file) => file.pods.iter().any(on_node),
+            Source::Pushed(pushed) => pushed.runs_on(job, node),
         }
     }
 
@@ -198,19 +220,36 @@ impl App {
     /// Follows a pod event: the view is stale only if the pod started or stopped holding GPUs,
     /// or moved (`gone`: the pod was deleted).
     pub fn pod_changed(&self, pod: &Pod, gone: bool) {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let now = self
-            .gpu_pod(pod)
-            .filter(|gp| gp.active && !gone)
-            .and_then(|gp| Some((gp.node?, gp.assigned)));
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if gone {
+            self.pod_gone(uid);
+        } else {
+            self.resides(uid, self.gpu_pod(pod).as_ref());
+        }
+    }
+
+    /// Follows where the pod `uid` (its view `pod`, `None` if it requests no managed GPU)
+    /// holds GPUs: the view is stale if that changed.
+    fn resides(&self, uid: &str, pod: Option<&GpuPod>) {
+        let now = pod
+            .filter(|gp| gp.active)
+            .and_then(|gp| Some((gp.node.clone()?, gp.assigned.clone())));
         let mut residency = self.residency.lock();
-        // A pod deleted before the watcher showed where it was placed holds nothing any more.
-        let forgotten = gone && self.assumed.remove(&uid).is_some();
         let changed = match &now {
-            Some(place) => residency.insert(uid, place.clone()).as_ref() != Some(place),
-            None => residency.remove(&uid).is_some(),
+            Some(place) => residency.insert(uid.to_owned(), place.clone()).as_ref() != Some(place),
+            None => residency.remove(uid).is_some(),
         };
-        if changed || forgotten {
+        if changed {
+            self.touch();
+        }
+    }
+
+    /// Follows the deletion of the pod `uid`: the view is stale if it held GPUs, or was placed
+    /// before the pod's events showed it (it holds nothing any more).
+    fn pod_gone(&self, uid: &str) {
+        let forgotten = self.assumed.remove(uid).is_some();
+        let held = self.residency.lock().remove(uid).is_some();
+        if held || forgotten {
             self.touch();
         }
     }
@@ -324,6 +363,7 @@ impl App {
     /// The current cluster view and its epoch, rebuilt first if a watcher saw a change.
     pub fn view(&self) -> (Arc<ClusterView>, u64) {
         if self.dirty.swap(false, Ordering::AcqRel) {
+            self.residents_moved.store(false, Ordering::Release);
             let fresh = Arc::new(self.build_view());
             let mut slot = self.view.write();
             *slot = Arc::clone(&fresh);
@@ -332,6 +372,15 @@ impl App {
         }
         let view = Arc::clone(&self.view.read());
         (view, self.view_epoch.load(Ordering::Acquire))
+    }
+
+    /// [`App::view`] to decide for `pod`: rebuilt first for a pod of several GPUs if
+    /// placements were made or undone since (it reads which GPUs are idle from the view).
+    pub fn view_for(&self, pod: &GpuPod) -> (Arc<ClusterView>, u64) {
+        if pod.gpus > 1 && self.residents_moved.load(Ordering::Acquire) {
+            self.touch();
+        }
+        self.view()
     }
 
     fn build_view(&self) -> ClusterView {
@@ -344,38 +393,50 @@ impl App {
             .with_costs(&self.costs),
             Source::Kubernetes { nodes, pods, .. } => {
                 let nodes = nodes.state();
-                let (list, through) = self.assumed.with_live(|assumed, through| {
-                    let mut list = Vec::new();
-                    let mut shown = HashSet::new();
-                    for pod in pods.state() {
-                        let Some(mut gp) = self.gpu_pod(&pod) else {
-                            continue;
-                        };
-                        if let Some(a) = assumed.get(&gp.uid) {
-                            shown.insert(gp.uid.clone());
-                            if gp.assigned.is_empty() {
-                                gp.node = a.pod.node.clone();
-                                gp.assigned = a.pod.assigned.clone();
-                            } else {
-                                assumed.remove(&gp.uid);
-                            }
-                        }
-                        list.push(gp);
-                    }
-                    // A pod placed before the watcher saw it at all still holds its GPUs.
-                    list.extend(
-                        assumed
-                            .iter()
-                            .filter(|(uid, _)| !shown.contains(*uid))
-                            .map(|(_, a)| a.pod.clone()),
-                    );
-                    (list, through)
-                });
+                let pods = pods.state();
+                let (list, through) =
+                    self.with_assumed(pods.iter().filter_map(|p| self.gpu_pod(p)));
                 ClusterView::build(nodes.iter().map(AsRef::as_ref), list, &self.resource)
                     .with_costs(&self.costs)
                     .counting_assumptions(through)
             }
+            Source::Pushed(pushed) => pushed.with_cluster(|nodes, pods| {
+                let (list, through) = self.with_assumed(pods.values().cloned());
+                ClusterView::build(nodes.values(), list, &self.resource)
+                    .with_costs(&self.costs)
+                    .counting_assumptions(through)
+            }),
         }
+    }
+
+    /// `pods` with the placements assumed of them laid over, and the pods placed before their
+    /// events showed them at all; with the number of the last assumption counted. An
+    /// assumption the pod now shows is dropped.
+    fn with_assumed(&self, pods: impl Iterator<Item = GpuPod>) -> (Vec<GpuPod>, u64) {
+        self.assumed.with_live(|assumed, through| {
+            let mut list = Vec::new();
+            let mut shown = HashSet::new();
+            for mut gp in pods {
+                if let Some(a) = assumed.get(&gp.uid) {
+                    shown.insert(gp.uid.clone());
+                    if gp.assigned.is_empty() {
+                        gp.node = a.pod.node.clone();
+                        gp.assigned = a.pod.assigned.clone();
+                    } else {
+                        assumed.remove(&gp.uid);
+                    }
+                }
+                list.push(gp);
+            }
+            // A pod placed before the watcher saw it at all still holds its GPUs.
+            list.extend(
+                assumed
+                    .iter()
+                    .filter(|(uid, _)| !shown.contains(*uid))
+                    .map(|(_, a)| a.pod.clone()),
+            );
+            (list, through)
+        })
     }
 
     /// Runs `work` on the engine thread against a view at least as new as `view` (epoch
@@ -386,21 +447,45 @@ impl App {
         (view, epoch): (Arc<ClusterView>, u64),
         work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
     ) -> Result<T, EngineError> {
+        self.core
+            .decide(call, self.synced_first(view, epoch, work))
+            .await
+    }
+
+    /// [`App::decide`] from a thread that is not a tokio worker, waiting as long as the
+    /// engine takes ([`Core::decide_blocking`]): the framework plugin's, called from
+    /// kube-scheduler's scheduling cycle.
+    pub fn decide_blocking<T: Send + 'static>(
+        &self,
+        call: &'static str,
+        (view, epoch): (Arc<ClusterView>, u64),
+        work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        self.core
+            .decide_blocking(call, self.synced_first(view, epoch, work))
+    }
+
+    /// `work`, run on the engine after telling it `view` (epoch `epoch`) if it was not told
+    /// a view that new yet.
+    fn synced_first<T>(
+        &self,
+        view: Arc<ClusterView>,
+        epoch: u64,
+        work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
+    ) -> impl FnOnce(&mut EngineState) -> Result<T, EngineFailure> + Send + 'static {
         let synced = Arc::clone(&self.synced);
         let metrics = Arc::clone(&self.core.metrics);
         let assumed = Arc::clone(&self.assumed);
-        self.core
-            .decide(call, move |state| {
-                if epoch > synced.load(Ordering::Acquire) {
-                    // What was placed since the view was built, the view cannot show.
-                    let newer = assumed.newer_than(view.assumed_through());
-                    let summary = state.sync(view.gpus_with(&newer))?;
-                    metrics.observe_view(&summary);
-                    synced.store(epoch, Ordering::Release);
-                }
-                work(state, &view)
-            })
-            .await
+        move |state| {
+            if epoch > synced.load(Ordering::Acquire) {
+                // What was placed since the view was built, the view cannot show.
+                let newer = assumed.newer_than(view.assumed_through());
+                let summary = state.sync(view.gpus_with(&newer))?;
+                metrics.observe_view(&summary);
+                synced.store(epoch, Ordering::Release);
+            }
+            work(state, &view)
+        }
     }
 
     /// The placements made before the watchers show them. A placement is recorded there in
@@ -422,12 +507,14 @@ impl App {
         self.residency
             .lock()
             .insert(uid.to_owned(), (node.to_owned(), gpus.to_vec()));
+        self.residents_moved.store(true, Ordering::Release);
     }
 
     /// Forgets a placement (its bind failed, its allocation was undone).
     pub fn forget(&self, uid: &str) {
         self.residency.lock().remove(uid);
         self.assumed.remove(uid);
+        self.residents_moved.store(true, Ordering::Release);
     }
 
     /// Counts, once per pod, a pod that requests managed GPUs and was bound without Tandem's
@@ -459,7 +546,8 @@ impl App {
         }
     }
 
-    /// Learns from a pod that finished (leader only): see [`Core::run_finished`].
+    /// Learns from a pod that finished (leader only): see [`Core::run_finished`]. A pushed
+    /// cluster learns from the runs it holds instead ([`App::pod_ran`]).
     pub async fn pod_finished(&self, pod: &Pod) {
         let Source::Kubernetes { pods, .. } = &self.source else {
             return;
@@ -504,12 +592,22 @@ impl App {
     /// as one batch (one write at most): what finished while no replica led, while this one
     /// followed, or before it started. Leader only; returns how many runs taught something.
     pub async fn catch_up(&self) -> usize {
-        let Source::Kubernetes { pods, .. } = &self.source else {
-            return 0;
-        };
         if !self.core.leadership.is_leader() || !self.is_ready() {
             return 0;
         }
+        let pods = match &self.source {
+            Source::Kubernetes { pods, .. } => pods,
+            Source::Pushed(pushed) => {
+                let batch = pushed.finished_runs();
+                let runs = batch.len();
+                let taught = self.core.runs_finished(batch, now_seconds()).await;
+                if taught > 0 {
+                    tracing::info!(finished = runs, taught, "caught up with finished pods");
+                }
+                return taught;
+            }
+            Source::Fixed(_) => return 0,
+        };
         let (view, _) = self.view();
         let keys = &self.core.keys;
         // Every pod's run, with the one GPU it held, computed once.

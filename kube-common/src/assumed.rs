@@ -21,7 +21,8 @@ use tandem_api::Job;
 
 use crate::cluster::GpuPod;
 
-/// How long a placement is assumed before the pod watcher must confirm it.
+/// How long a placement is assumed before the pod watcher must confirm it, where nothing else
+/// says that it was given up ([`Assumptions::default`]).
 pub const ASSUME_FOR: Duration = Duration::from_secs(60);
 
 /// One placement, until the watcher shows it.
@@ -44,8 +45,8 @@ impl Assumed {
         &self.pod.assigned
     }
 
-    fn live(&self) -> bool {
-        self.at.elapsed() < ASSUME_FOR
+    fn live(&self, keep_for: Option<Duration>) -> bool {
+        keep_for.is_none_or(|keep_for| self.at.elapsed() < keep_for)
     }
 }
 
@@ -58,12 +59,35 @@ struct Inner {
 
 /// The assumptions of one front-end, by pod UID. Shared with the engine thread, which records
 /// a placement in the same step that makes it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Assumptions {
     inner: Mutex<Inner>,
+    /// How long an assumption lives unconfirmed; `None`: until it is confirmed or forgotten.
+    keep_for: Option<Duration>,
+}
+
+/// Assumptions that expire after [`ASSUME_FOR`]: an extender is not told when the scheduler
+/// gives up on a pod it filtered for.
+impl Default for Assumptions {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            keep_for: Some(ASSUME_FOR),
+        }
+    }
 }
 
 impl Assumptions {
+    /// Assumptions kept until the pod's events confirm them or the front-end forgets them:
+    /// kube-scheduler tells a framework plugin of every placement it gives up (Unreserve),
+    /// however long binding takes.
+    pub fn until_confirmed() -> Self {
+        Self {
+            inner: Mutex::default(),
+            keep_for: None,
+        }
+    }
+
     fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
         self.inner.lock()
     }
@@ -90,12 +114,20 @@ impl Assumptions {
 
     /// What is assumed of the pod `uid`, unless it expired.
     pub fn get(&self, uid: &str) -> Option<Assumed> {
-        self.lock().by_uid.get(uid).filter(|a| a.live()).cloned()
+        let keep_for = self.keep_for;
+        self.lock()
+            .by_uid
+            .get(uid)
+            .filter(|a| a.live(keep_for))
+            .cloned()
     }
 
     /// Whether anything is assumed of the pod `uid`.
     pub fn contains(&self, uid: &str) -> bool {
-        self.lock().by_uid.get(uid).is_some_and(Assumed::live)
+        self.lock()
+            .by_uid
+            .get(uid)
+            .is_some_and(|a| a.live(self.keep_for))
     }
 
     /// Forgets the pod `uid`; returns what was assumed of it.
@@ -107,7 +139,7 @@ impl Assumptions {
     /// of the last one: the view's rebuild, which drops what the watcher now shows.
     pub fn with_live<R>(&self, build: impl FnOnce(&mut HashMap<String, Assumed>, u64) -> R) -> R {
         let mut inner = self.lock();
-        inner.by_uid.retain(|_, a| a.live());
+        inner.by_uid.retain(|_, a| a.live(self.keep_for));
         let last = inner.last;
         build(&mut inner.by_uid, last)
     }
@@ -121,7 +153,7 @@ impl Assumptions {
             return residents;
         }
         for assumed in inner.by_uid.values() {
-            if assumed.seq > seq && assumed.live() {
+            if assumed.seq > seq && assumed.live(self.keep_for) {
                 for gpu in assumed.gpus() {
                     residents
                         .entry(gpu.clone())
@@ -166,5 +198,21 @@ mod tests {
         let a = assumed.get("uid-a").unwrap();
         assert_eq!((a.node(), a.gpus()), ("n2", &["n2/0".to_owned()][..]));
         assert!(assumed.remove("uid-a").is_some() && !assumed.contains("uid-a"));
+    }
+
+    #[test]
+    fn an_assumption_expires_unless_it_lasts_until_confirmed() {
+        let expiring = Assumptions {
+            keep_for: Some(Duration::ZERO),
+            ..Assumptions::default()
+        };
+        let lasting = Assumptions::until_confirmed();
+        for assumed in [&expiring, &lasting] {
+            assumed.record(&pod("a"), "n1", &["n1/0".into()]);
+        }
+        assert!(!expiring.contains("uid-a") && expiring.newer_than(0).is_empty());
+        assert!(lasting.contains("uid-a") && lasting.newer_than(0).contains_key("n1/0"));
+        assert_eq!(lasting.with_live(|live, _| live.len()), 1);
+        assert_eq!(expiring.with_live(|live, _| live.len()), 0);
     }
 }

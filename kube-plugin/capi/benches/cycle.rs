@@ -112,8 +112,12 @@ fn main() -> anyhow::Result<()> {
     let served = Served::start(&config, None)?;
     // Reserve signs every placement, as the chart deploys the plugin.
     let (signer, _) = Signer::generate()?;
-    let mut plugin = Plugin::new(config, Arc::clone(served.core()), served.handle())
-        .with_placements(Arc::new(Placements::signed(signer)));
+    let mut plugin = Plugin::new(
+        &config,
+        Arc::clone(served.core()),
+        &served.handle(),
+        Arc::new(Placements::signed(signer)),
+    );
     for n in 0..NODES {
         plugin.set_node(node(&format!("gpu-node-{n:04}")).to_string().as_bytes())?;
     }

@@ -1,7 +1,7 @@
 //! Why a call into the plugin failed.
 
+use tandem_adapter_core::EngineError;
 use tandem_adapter_core::identity::SecretFileError;
-use tandem_adapter_core::{CallError, EngineFailure};
 
 /// A cause kept whole, for [`Error`]'s start-up variants: the host's, Tokio's, kube's or the
 /// core's own error (the C ABI prints the chain, each cause once).
@@ -59,12 +59,9 @@ pub enum Error {
         /// What was wrong with it, with the path of the field.
         why: String,
     },
-    /// The engine failed (a trap, a deadline, a refusal).
+    /// The engine failed (a trap, a deadline, a refusal) or did not take the call.
     #[error(transparent)]
-    Engine(#[from] EngineFailure),
-    /// The engine thread did not take the call.
-    #[error(transparent)]
-    Call(#[from] CallError),
+    Engine(#[from] EngineError),
     /// Reserve was called for a pod that PreFilter did not see last.
     #[error("Reserve for pod {0} without its PreFilter")]
     NotPrepared(String),

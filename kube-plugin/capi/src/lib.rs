@@ -112,10 +112,14 @@ impl TandemPlugin {
         let connection = Connection::parse(connection)?;
         let served = Served::start(&config, connection)?;
         let settings = config.settings();
-        let plugin = Plugin::new(config.clone(), Arc::clone(served.core()), served.handle())
-            .with_placements(placements);
+        let plugin = Plugin::new(
+            &config,
+            Arc::clone(served.core()),
+            &served.handle(),
+            placements,
+        );
+        served.spawn(&config, plugin.app());
         let plugin = Arc::new(Mutex::new(plugin));
-        served.spawn(&config, Arc::downgrade(&plugin));
         Ok((Self { plugin, served }, settings))
     }
 

@@ -6,31 +6,27 @@
 //! The knowledge base has one writer, elected with a Lease (the extender's by default), not
 //! kube-scheduler's leader: replicas that do not hold it follow what the writer stores.
 
-use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use futures::StreamExt as _;
 use kube::runtime::{WatchStreamExt as _, watcher};
-use parking_lot::Mutex;
 use tandem_adapter_core::serve::{Tls, serve_listener, serve_listener_tls};
 use tandem_adapter_core::startup::{load_engine, read_token};
 use tandem_adapter_core::store::KnowledgeStore;
 use tandem_adapter_core::{
     Core, CoreConfig, Frontend, JobKeys, Leadership, Limits, Shutdown, resume_or_bootstrap_keyed,
 };
-use tandem_kube_common::follow::{self, CatchUp};
+use tandem_kube_common::app::App;
+use tandem_kube_common::follow;
 use tandem_kube_common::lean::LeanPod;
-use tandem_kube_common::runs::now_seconds;
 use tandem_kube_common::store::ConfigMapStore;
 use tandem_kube_common::watch::spawn_until;
 
 use crate::Error;
 use crate::config::{Config, Connection};
-use crate::plugin::Plugin;
 
 /// Engine calls that may wait for the engine: the scheduling cycle asks one at a time, the
 /// intake a few more.
@@ -226,22 +222,17 @@ impl Served {
 
     /// Starts the election of the knowledge base's writer and the follower: a replica that
     /// does not write loads what the writer stored; the writer learns from the pods that
-    /// finished while it did not (from `plugin`, which it does not keep alive).
-    pub fn spawn(&self, config: &Config, plugin: Weak<Mutex<Plugin>>) {
+    /// finished while it did not (the runs `app` holds).
+    pub fn spawn(&self, config: &Config, app: &Arc<App>) {
         let _guard = self.runtime().enter();
-        // A node's profiler posts profiles of the pods the plugin sees on its node.
-        let locator = plugin.clone();
+        // A node's profiler posts profiles of the pods the plugin sees on its node. Weak: the
+        // core holds the locator, and the front-end holds the core.
+        let locator = Arc::downgrade(app);
         self.core
             .locate_jobs_with(Arc::new(move |job: &str, node: &str| {
-                locator
-                    .upgrade()
-                    .is_some_and(|plugin| plugin.lock().runs_on(job, node))
+                locator.upgrade().is_some_and(|app| app.runs_on(job, node))
             }));
-        let finished = Arc::new(Finished {
-            plugin: plugin.clone(),
-            core: Arc::clone(&self.core),
-            due: AtomicBool::new(true),
-        });
+        app.catch_up_soon();
         if let Some(client) = &self.client {
             let election = follow::Election {
                 leases: kube::Api::namespaced(client.clone(), &config.namespace),
@@ -255,70 +246,36 @@ impl Served {
             drop(follow::elect(
                 election,
                 Arc::clone(&self.core),
-                Arc::clone(&finished),
+                Arc::clone(app),
                 self.shutdown.clone(),
             ));
-            self.watch_runs(client, &plugin);
+            self.watch_runs(client, app);
         }
-        follow::spawn_follower(Arc::clone(&self.core), finished, self.shutdown.clone());
-    }
-}
-
-/// The plugin's writer learns from the finished runs its cycle state holds.
-struct Finished {
-    plugin: Weak<Mutex<Plugin>>,
-    core: Arc<Core>,
-    /// A catch-up was asked for.
-    due: AtomicBool,
-}
-
-impl CatchUp for Finished {
-    fn ask(&self) {
-        self.due.store(true, Ordering::Release);
+        follow::spawn_follower(
+            Arc::clone(&self.core),
+            Arc::clone(app),
+            self.shutdown.clone(),
+        );
     }
 
-    fn due(&self, overdue: bool) -> bool {
-        self.due.swap(false, Ordering::AcqRel) || overdue
-    }
-
-    async fn run(&self) -> ControlFlow<()> {
-        let Some(plugin) = self.plugin.upgrade() else {
-            return ControlFlow::Break(());
-        };
-        let batch = plugin.lock().finished_runs();
-        drop(plugin);
-        let runs = batch.len();
-        let taught = self.core.runs_finished(batch, now_seconds()).await;
-        if taught > 0 {
-            tracing::info!(finished = runs, taught, "caught up with finished pods");
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-impl Served {
-    /// Watches, for `plugin`, the pods that started or finished (`status.phase!=Pending`): one
+    /// Watches, for `app`, the pods that started or finished (`status.phase!=Pending`): one
     /// ordered stream of every run, finished ones included (kube-scheduler's pod informer
     /// selects pods that have not finished, `status.phase!=Succeeded,status.phase!=Failed`, so
     /// a pod that finishes leaves it as if deleted, without its final state).
-    fn watch_runs(&self, client: &kube::Client, plugin: &Weak<Mutex<Plugin>>) {
+    fn watch_runs(&self, client: &kube::Client, app: &Arc<App>) {
         let config = watcher::Config::default().fields("status.phase!=Pending");
         let events = watcher(kube::Api::<LeanPod>::all(client.clone()), config).default_backoff();
-        let plugin = plugin.clone();
+        let app = Arc::clone(app);
         let _guard = self.runtime().enter();
         spawn_until(self.shutdown.clone(), async move {
             futures::pin_mut!(events);
             while let Some(event) = events.next().await {
-                let Some(plugin) = plugin.upgrade() else {
-                    return;
-                };
-                let mut plugin = plugin.lock();
                 match event {
                     Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                        plugin.pod_ran(&pod.0);
+                        app.pod_ran(&pod.0);
                     }
                     Ok(watcher::Event::Delete(pod)) => {
-                        plugin.forget_run(pod.0.metadata.uid.as_deref().unwrap_or_default());
+                        app.forget_run(pod.0.metadata.uid.as_deref().unwrap_or_default());
                     }
                     Ok(_) => {}
                     Err(error) => {

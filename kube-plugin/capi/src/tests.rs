@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tandem_kube_common::placement::{Placement, Signer, Verifier};
@@ -160,7 +161,7 @@ impl Fixture {
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod.clone()).unwrap();
         // SAFETY: a live handle, used while the fixture lives.
         let handle = unsafe { &*self.plugin };
-        handle.plugin.lock().pod_ran(&pod);
+        handle.plugin.lock().app().pod_ran(&pod);
     }
 
     /// Observes a profile of `job` (namespace `default`) as the intake does: on the core,
@@ -675,9 +676,9 @@ fn ran_alone_then_together(plugin: &Fixture, node: &str) {
 /// Waits for the plugin's learning task to count `outcomes`, then asserts it and `runs`.
 fn assert_learned(plugin: &Fixture, outcomes: f64, runs: f64) {
     let learned = |plugin: &Fixture| plugin.sample("tandem_outcomes_learned_total");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while learned(plugin) != Some(outcomes) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(learned(plugin), Some(outcomes), "{}", plugin.metrics());
     assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(runs));
@@ -698,7 +699,7 @@ fn finished_pods_seen_before_their_node_teach_once_it_comes() {
     // The plugin's watch delivered them all before the scheduler's informer delivered node
     // `c`: nothing can be learned yet (a run names its GPU model), nothing is lost.
     ran_alone_then_together(&plugin, "c");
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(plugin.sample("tandem_runs_learned_total"), Some(0.0));
     plugin.set("node", &node("c"));
     assert_learned(&plugin, 1.0, 3.0);
