@@ -24,11 +24,8 @@ use crate::assumed::Assumptions;
 use crate::cluster::{ClusterView, DeclaredModel, GpuPod, gpu_pod};
 use crate::follow::CatchUp;
 use crate::placement::Placements;
+pub use crate::pushed::Pushed;
 use crate::runs::{finished_batch, is_finished, model_of, now_seconds, run_of};
-
-mod pushed;
-
-pub use pushed::Pushed;
 
 /// Where the cluster view comes from.
 pub enum Source {
@@ -635,6 +632,116 @@ impl App {
     }
 }
 
+/// What a scheduler pushes. With another source these do nothing: its watchers (or its file)
+/// say what the cluster holds.
+impl App {
+    fn pushed(&self) -> Option<&Pushed> {
+        match &self.source {
+            Source::Pushed(pushed) => Some(pushed),
+            Source::Kubernetes { .. } | Source::Fixed(_) => None,
+        }
+    }
+
+    /// A node was added or changed. Only what the view reads of a node matters: a status
+    /// update (a heartbeat) changes nothing. Returns whether the node is new.
+    pub fn push_node(&self, node: Node) -> bool {
+        let Some(pushed) = self.pushed() else {
+            return false;
+        };
+        let keys = &self.core.keys;
+        let Some((new, learned)) =
+            pushed.push_node(node, &self.resource, keys, |pod| self.gpu_pod(pod))
+        else {
+            return false;
+        };
+        self.touch();
+        for finished in learned {
+            self.teach(pushed, finished);
+        }
+        new
+    }
+
+    /// Node `name` is gone. Returns whether it was known.
+    pub fn drop_node(&self, name: &str) -> bool {
+        let known = self.pushed().is_some_and(|pushed| pushed.drop_node(name));
+        if known {
+            self.touch();
+        }
+        known
+    }
+
+    /// The names of the nodes pushed, sorted.
+    pub fn node_names(&self) -> Vec<String> {
+        self.pushed().map(Pushed::node_names).unwrap_or_default()
+    }
+
+    /// A pod was added or changed. The view is stale only when the pod started or stopped
+    /// holding GPUs, or moved: the echo of Tandem's own placement changes nothing. A pod that
+    /// declared a model is remembered, so that the peak a profiler reports for it teaches the
+    /// memory model. Runs come from [`App::pod_ran`] instead.
+    pub fn push_pod(&self, pod: &Pod) {
+        let Some(pushed) = self.pushed() else {
+            return;
+        };
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let gp = self.gpu_pod(pod);
+        if let Some(gp) = &gp
+            && let Some(model) = gp.summary()
+        {
+            self.core.remember_declared(&gp.job, model);
+        }
+        pushed.push_pod(uid, pod.metadata.resource_version.as_deref(), gp.as_ref());
+        self.resides(uid, gp.as_ref());
+    }
+
+    /// The pod with UID `uid` is gone.
+    pub fn drop_pod(&self, uid: &str) {
+        if let Some(pushed) = self.pushed() {
+            pushed.drop_pod(uid);
+        }
+        self.pod_gone(uid);
+    }
+
+    /// The pod with UID `uid` as pushed at `resource_version`: `None` when that version was not
+    /// pushed (its event is still on the way); `Some(None)` for a pod that requests no managed
+    /// GPU.
+    pub fn pushed_pod(&self, uid: &str, resource_version: &str) -> Option<Option<GpuPod>> {
+        self.pushed()?.pod(uid, resource_version)
+    }
+
+    /// A pod that started or finished, from one ordered stream of every run (the plugin's own
+    /// watch on pods past `Pending`): its run is kept for its partners', and teaches once it
+    /// finished (on the leader). Not from the pods pushed: kube-scheduler's informer drops
+    /// pods once they finish, and two streams keep no order between them, so a run finishing
+    /// in one could miss the partner that started before it in the other.
+    pub fn pod_ran(&self, pod: &Pod) {
+        let Some(pushed) = self.pushed() else {
+            return;
+        };
+        let Some(gp) = self.gpu_pod(pod) else {
+            return;
+        };
+        if let Some(finished) = pushed.ran(pod, &gp, &self.core.keys) {
+            self.teach(pushed, finished);
+        }
+    }
+
+    /// A pod that ran is gone: its run is no one's partner any more.
+    pub fn forget_run(&self, uid: &str) {
+        if let Some(pushed) = self.pushed() {
+            pushed.forget_run(uid);
+        }
+    }
+
+    /// On the leader, learns from a run that just finished, with the runs beside it on its
+    /// GPU (by the learning task, in the order they come).
+    fn teach(&self, pushed: &Pushed, finished: (Run, Vec<Run>)) {
+        if self.core.leadership.is_leader() {
+            pushed.learn(finished);
+        }
+    }
+}
+
 /// An extender's writer learns from the finished pods its pod watcher holds.
 impl CatchUp for App {
     fn ask(&self) {
@@ -648,5 +755,121 @@ impl CatchUp for App {
     async fn run(&self) -> ControlFlow<()> {
         self.catch_up().await;
         ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tandem_adapter_core::startup::resume_or_bootstrap;
+    use tandem_adapter_core::{CoreConfig, EMBEDDED_ENGINE};
+    use tandem_api::Policy;
+    use tandem_host::{HostConfig, Runtime};
+
+    use super::*;
+    use crate::cluster::testing::{keys, node, pod};
+
+    /// A front-end over a pushed cluster with one node of two V100s.
+    async fn app() -> App {
+        let runtime = Runtime::from_bytes(EMBEDDED_ENGINE, HostConfig::default()).unwrap();
+        let (engine, stored) = resume_or_bootstrap(runtime, None, &Policy::default())
+            .await
+            .unwrap();
+        let core = CoreConfig::new(engine, keys())
+            .resumed(stored)
+            .queue(16)
+            .start()
+            .unwrap();
+        let core = Arc::new(core);
+        let source = Source::Pushed(Pushed::new(
+            Arc::clone(&core),
+            &tokio::runtime::Handle::current(),
+        ));
+        let app = App::new(core, "nvidia.com/gpu".into(), Duration::ZERO, source);
+        let v100 = || node("n1", 2, "Tesla-V100-SXM2-16GB", Some(16_384));
+        assert!(app.push_node(v100()), "a node pushed first is new");
+        assert!(!app.push_node(v100()), "a heartbeat is no change");
+        app
+    }
+
+    /// The residents of each GPU of node `n1` in `view`, by pod count.
+    fn residents(view: &ClusterView) -> Vec<usize> {
+        let Some(Ok(gpus)) = view.node("n1") else {
+            panic!("n1 is in the view");
+        };
+        gpus.iter().map(|g| g.residents.len()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_placement_holds_its_gpu_until_undone_and_its_echo_leaves_the_view() {
+        let app = app().await;
+        let pending = pod("a", 1, None, None);
+        app.push_pod(&pending);
+        let (_, before) = app.view();
+        let a = app.gpu_pod(&pending).unwrap();
+        app.assumptions().record(&a, "n1", &["n1/0".into()]);
+        app.expect_bound(&a.uid, "n1", &["n1/0".into()]);
+        assert_eq!(
+            app.view_for(&a).1,
+            before,
+            "a one-GPU pod decides on the view as it is: the engine holds the placement"
+        );
+        app.push_pod(&pod("a", 1, Some("n1"), Some("n1/0")));
+        assert_eq!(
+            app.view().1,
+            before,
+            "the echo of a placement changes nothing"
+        );
+
+        // A pod of two GPUs reads which are idle from the view: rebuilt for it.
+        let big = app.gpu_pod(&pod("big", 2, None, None)).unwrap();
+        app.forget(&a.uid);
+        app.assumptions().record(&a, "n1", &["n1/1".into()]);
+        app.expect_bound(&a.uid, "n1", &["n1/1".into()]);
+        let (view, after) = app.view_for(&big);
+        assert!(after > before);
+        assert_eq!(
+            residents(&view),
+            [1, 0],
+            "the pod's own annotation holds n1/0"
+        );
+
+        // Deleted, the pod holds nothing.
+        app.drop_pod(&a.uid);
+        assert_eq!(residents(&app.view().0), [0, 0]);
+        assert_eq!(app.pushed_pod(&a.uid, ""), None, "a deleted pod is unseen");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_pod_is_known_at_the_version_pushed_and_a_placement_before_its_event_counts() {
+        let app = app().await;
+        let mut managed = pod("a", 1, None, None);
+        managed.metadata.resource_version = Some("7".into());
+        app.push_pod(&managed);
+        assert_eq!(
+            app.pushed_pod("uid-a", "6"),
+            None,
+            "another version is unseen"
+        );
+        let known = app.pushed_pod("uid-a", "7").unwrap().unwrap();
+        assert_eq!(known.uid, "uid-a");
+        let mut cpu = pod("cpu", 0, None, None);
+        cpu.metadata.resource_version = Some("3".into());
+        app.push_pod(&cpu);
+        assert_eq!(
+            app.pushed_pod("uid-cpu", "3"),
+            Some(None),
+            "known, and not managed"
+        );
+
+        // Placed before kube-scheduler's informer delivered it at all.
+        let early = app.gpu_pod(&pod("early", 1, None, None)).unwrap();
+        app.assumptions().record(&early, "n1", &["n1/1".into()]);
+        app.touch();
+        assert_eq!(residents(&app.view().0), [0, 1]);
+        assert!(!app.runs_on(&known.job, "n1"), "a pending pod runs nowhere");
+        assert_eq!(app.node_names(), ["n1"]);
+        assert!(app.drop_node("n1") && !app.drop_node("n1"));
     }
 }

@@ -13,7 +13,8 @@
 //! - [`app`]: a front-end's state (cluster view, placements not yet confirmed, declared
 //!   models read, learning from finished pods) over the core; [`assumed`]: the placements
 //!   the engine made before the watchers show them; [`runs`] reads pods as runs.
-//! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods.
+//! - [`watch`]: kube-rs watchers feeding the view and reporting finished pods; [`pushed`]: the
+//!   cluster a scheduler pushes instead (kube-scheduler's informers, to the framework plugin).
 //! - [`store`] and [`leader`]: the knowledge base in ConfigMaps, written by the Lease holder;
 //!   [`follow`]: the election and the follower every front-end runs over them.
 //! - [`intake`]: node profilers admitted by their projected service-account tokens (a
@@ -31,6 +32,7 @@ pub mod intake;
 pub mod leader;
 pub mod lean;
 pub mod placement;
+pub mod pushed;
 pub mod runs;
 pub mod store;
 pub mod watch;
