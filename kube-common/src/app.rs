@@ -449,22 +449,10 @@ impl App {
             .await
     }
 
-    /// [`App::decide`] from a thread that is not a tokio worker, waiting as long as the
-    /// engine takes ([`Core::decide_blocking`]): the framework plugin's, called from
-    /// kube-scheduler's scheduling cycle.
-    pub fn decide_blocking<T: Send + 'static>(
-        &self,
-        call: &'static str,
-        (view, epoch): (Arc<ClusterView>, u64),
-        work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
-    ) -> Result<T, EngineError> {
-        self.core
-            .decide_blocking(call, self.synced_first(view, epoch, work))
-    }
-
     /// `work`, run on the engine after telling it `view` (epoch `epoch`) if it was not told
-    /// a view that new yet.
-    fn synced_first<T>(
+    /// a view that new yet: what [`App::decide`] runs, and what a caller off the tokio workers
+    /// hands [`Core::decide_blocking`] (the framework plugin, in kube-scheduler's cycle).
+    pub fn synced_first<T>(
         &self,
         view: Arc<ClusterView>,
         epoch: u64,

@@ -147,7 +147,9 @@ impl Plugin {
         view: (Arc<ClusterView>, u64),
         work: impl FnOnce(&mut EngineState, &ClusterView) -> Result<T, EngineFailure> + Send + 'static,
     ) -> Result<T, Error> {
-        let result = self.app.decide_blocking(call, view, work);
+        let (view, epoch) = view;
+        let result =
+            (self.app.core).decide_blocking(call, self.app.synced_first(view, epoch, work));
         if result.is_err() {
             self.metrics().engine_errors.inc();
         }
