@@ -366,10 +366,10 @@ impl Core {
                 .adopt(state.recommender())
                 .and_then(|()| learning::warm_up(state.recommender()));
             if let Err(error) = warmed {
-                tracing::warn!(%error, "could not warm the engine's models up");
+                tracing::warn!(error = %tandem_telemetry::report(&error), "could not warm the engine's models up");
             }
             if let Err(error) = decisions.adopt(state.recommender()) {
-                tracing::error!(%error, "could not put the engine back under the decision deadline");
+                tracing::error!(error = %tandem_telemetry::report(&error), "could not put the engine back under the decision deadline");
             }
         });
         Ok(Self {

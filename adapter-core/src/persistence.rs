@@ -156,7 +156,7 @@ where
         Ok(Some(good)) => good,
         Ok(None) => return Err(unusable),
         Err(error) => {
-            tracing::error!(store = %name, %error, newest = %unusable, "neither the newest knowledge base nor the last good one can be read");
+            tracing::error!(store = %name, error = %tandem_telemetry::report(&error), newest = %tandem_telemetry::report(&unusable), "neither the newest knowledge base nor the last good one can be read");
             return Err(unusable);
         }
     };
@@ -164,12 +164,12 @@ where
         return Ok(Found::Unchanged);
     }
     if let Err(mismatch) = keyed(&good) {
-        tracing::error!(store = %name, %mismatch, newest = %unusable, "the last good knowledge base cannot be used either");
+        tracing::error!(store = %name, %mismatch, newest = %tandem_telemetry::report(&unusable), "the last good knowledge base cannot be used either");
         return Err(unusable);
     }
     match load(good.engine.clone()).await {
         Ok(loaded) => {
-            let why = unusable.to_string();
+            let why = tandem_telemetry::report(&unusable);
             store.report_fallback(&why).await;
             Ok(Found::Loaded {
                 stored: good,
@@ -178,7 +178,7 @@ where
             })
         }
         Err(error) => {
-            tracing::error!(store = %name, %error, newest = %unusable, "the last good knowledge base cannot be loaded either");
+            tracing::error!(store = %name, error = %tandem_telemetry::report(&error), newest = %tandem_telemetry::report(&unusable), "the last good knowledge base cannot be loaded either");
             Err(unusable)
         }
     }
@@ -224,7 +224,7 @@ impl Core {
                 let ledger = (state.ledger.clone(), state.lessons.clone());
                 let undo = |state: &mut EngineState, before: &[u8], ledger| {
                     if let Err(error) = state.restore(before, ledger) {
-                        tracing::error!(%error, "could not undo a failed batch of observations");
+                        tracing::error!(error = %tandem_telemetry::report(&error), "could not undo a failed batch of observations");
                     }
                 };
                 let (answer, changed) = match apply(state) {
@@ -330,8 +330,8 @@ impl Core {
             Ok(()) => Ok(engine),
             Err(error) => {
                 self.metrics.loadback_refusals.inc();
-                tracing::error!(%error, bytes = engine.len(), "the knowledge base these observations make does not load back; not stored");
-                Err(ObserveError::Unloadable(error.to_string()))
+                tracing::error!(error = %tandem_telemetry::report(&error), bytes = engine.len(), "the knowledge base these observations make does not load back; not stored");
+                Err(ObserveError::Unloadable(tandem_telemetry::report(&error)))
             }
         }
     }
@@ -487,7 +487,7 @@ impl Core {
                 let adopted = state.adopt(fresh).or_else(|error| {
                     // The store holds the new state: the engine must too, even at the cost of
                     // loading it here.
-                    tracing::warn!(%error, "could not swap the retrained instance in; loading it");
+                    tracing::warn!(error = %tandem_telemetry::report(&error), "could not swap the retrained instance in; loading it");
                     state.replace(&bytes)
                 });
                 state.ledger = ledger;
@@ -538,7 +538,7 @@ impl Core {
             }
             Err(error) => {
                 self.metrics.store_errors.inc();
-                tracing::warn!(%error, bytes = size, "the knowledge base was not written");
+                tracing::warn!(error = %tandem_telemetry::report(&error), bytes = size, "the knowledge base was not written");
                 Err(error)
             }
         }

@@ -81,7 +81,7 @@ impl Core {
             }
             Err(error) => {
                 // Not acknowledged, so not marked: the next catch-up tries these runs again.
-                tracing::warn!(%error, "could not record finished runs");
+                tracing::warn!(error = %tandem_telemetry::report(&error), "could not record finished runs");
                 return 0;
             }
         };

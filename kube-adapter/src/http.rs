@@ -126,6 +126,7 @@ async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response 
                 // the pod otherwise: either way nothing is placed on a guess.
                 app.core.metrics.engine_errors.inc();
                 app.core.metrics.fail_open("filter");
+                let error = tandem_telemetry::report(&error);
                 tracing::error!(%error, "filter: the engine failed; failing open");
                 return Ok(axum::Json(FilterResult {
                     error: format!("Tandem: {error}"),
@@ -278,7 +279,7 @@ async fn prioritize(State(extender): State<Arc<Extender>>, body: Bytes) -> Respo
                 // Equal scores leave the choice to the scheduler's own plugins.
                 app.core.metrics.engine_errors.inc();
                 app.core.metrics.fail_open("prioritize");
-                tracing::error!(%error, "prioritize: the engine failed; all nodes score 0");
+                tracing::error!(error = %tandem_telemetry::report(&error), "prioritize: the engine failed; all nodes score 0");
                 Ok(axum::Json(zeros(&candidates)))
             }
         }

@@ -77,7 +77,7 @@ pub fn elect<C: CatchUp>(
             let (core, catch_up) = (Arc::clone(&core), Arc::clone(&catch_up));
             async move {
                 if let Err(error) = core.reload().await {
-                    tracing::error!(%error, "cannot reload the knowledge base on becoming the writer");
+                    tracing::error!(error = %tandem_telemetry::report(&error), "cannot reload the knowledge base on becoming the writer");
                 }
                 // Followers leave finished pods alone: the new writer learns from those the
                 // previous one had not counted.
@@ -103,7 +103,9 @@ pub fn spawn_follower<C: CatchUp>(core: Arc<Core>, catch_up: Arc<C>, mut shutdow
                 match core.reload().await {
                     Ok(true) => tracing::info!("loaded the knowledge base the writer stored"),
                     Ok(false) => {}
-                    Err(error) => tracing::warn!(%error, "cannot follow the knowledge base"),
+                    Err(error) => {
+                        tracing::warn!(error = %tandem_telemetry::report(&error), "cannot follow the knowledge base")
+                    }
                 }
             } else if catch_up.due(last_catch_up.elapsed() >= CATCH_UP_EVERY) {
                 if catch_up.run().await.is_break() {

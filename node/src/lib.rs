@@ -91,17 +91,7 @@ impl Error {
     }
 }
 
-/// `error` and its sources, joined with `: `.
-pub fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use tandem_telemetry::report;
 
 /// Runs the node component until SIGTERM or SIGINT (or prints the GPUs, with `--list-gpus`).
 pub async fn run(options: Options) -> Result<(), Error> {

@@ -365,22 +365,7 @@ async fn shutdown() {
     }
 }
 
-/// An error and its causes, `: `-separated, for people. A cause whose text the message before
-/// it already ends with is not repeated (some libraries' errors quote their source, as NVML's
-/// loader error does).
-pub fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub use tandem_telemetry::report;
 
 pub(crate) use report as chain;
 

@@ -171,7 +171,7 @@ async fn predicate(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response
 fn fail_open(volcano: &Volcano, verb: &'static str, error: &EngineError) {
     volcano.app.core.metrics.engine_errors.inc();
     volcano.app.core.metrics.fail_open(verb);
-    tracing::error!(verb, %error, "the engine failed; failing open");
+    tracing::error!(verb, error = %tandem_telemetry::report(error), "the engine failed; failing open");
 }
 
 async fn prioritize(State(volcano): State<Arc<Volcano>>, body: Bytes) -> Response {
@@ -325,7 +325,7 @@ async fn undo(volcano: &Volcano, task: &Task, gpus: Vec<String>) {
         .decide("unplace", move |engine| engine.unplace(&job, &gpus))
         .await
     {
-        tracing::warn!(%error, "could not take an undone placement off the engine's view");
+        tracing::warn!(error = %tandem_telemetry::report(&error), "could not take an undone placement off the engine's view");
     }
 }
 

@@ -17,9 +17,10 @@ pub enum CallError {
     Stopped,
 }
 
-/// An engine call failed inside the engine or the host.
+/// An engine call failed inside the engine or the host. The message names the call; what the
+/// host said is the source, for [`tandem_telemetry::report`] to add.
 #[derive(Debug, thiserror::Error)]
-#[error("engine {call} failed: {source}")]
+#[error("engine {call} failed")]
 pub struct EngineFailure {
     /// The call.
     pub call: &'static str,

@@ -66,7 +66,7 @@ impl From<ObserveError> for Failure {
             ObserveError::Unloadable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ObserveError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        Self::new(status, error.to_string())
+        Self::new(status, tandem_telemetry::report(&error))
     }
 }
 
@@ -170,6 +170,32 @@ mod tests {
             refused.message.contains("at `nodes`"),
             "{}",
             refused.message
+        );
+    }
+
+    #[test]
+    fn an_engine_refusal_answers_400_with_its_cause_and_a_failure_500() {
+        let refused = Failure::from(ObserveError::Engine(crate::EngineFailure {
+            call: "predict",
+            source: tandem_host::Error::Engine(tandem_api::EngineError::InvalidInput(
+                "no jobs".into(),
+            )),
+        }));
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        // The cause is the failure's source, not part of its message: the answer names both.
+        assert!(
+            refused.message.starts_with("engine predict failed: ")
+                && refused.message.ends_with("no jobs"),
+            "{}",
+            refused.message
+        );
+        let broken = Failure::from(ObserveError::Engine(crate::engine::failed("load")(
+            tandem_host::Error::NotWasm,
+        )));
+        assert_eq!(broken.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            broken.message,
+            format!("engine load failed: {}", tandem_host::Error::NotWasm)
         );
     }
 }

@@ -144,19 +144,9 @@ fn ok_json<T: serde::Serialize>(value: &T) -> Outcome {
     }
 }
 
-/// The error and its causes on one line, each cause once (some messages embed their source).
+/// The error and its causes on one line ([`tandem_telemetry::report`]).
 fn failed(error: &Error) -> Outcome {
-    let mut message = error.to_string();
-    let mut cause = std::error::Error::source(error);
-    while let Some(source) = cause {
-        let text = source.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        cause = source.source();
-    }
-    (TANDEM_ERROR, message.into_bytes())
+    (TANDEM_ERROR, tandem_telemetry::report(error).into_bytes())
 }
 
 /// Runs `body`, turning a panic into [`TANDEM_ERROR`], and writes its buffer to `out` (when
